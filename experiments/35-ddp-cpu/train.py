@@ -1,0 +1,182 @@
+"""Lab 01, Block C: train MiniGPT with DDP between CPU processes (gloo) and time the all-reduce.
+
+    torchrun --standalone --nproc-per-node=2 experiments/35-ddp-cpu/train.py
+    torchrun --standalone --nproc-per-node=1 experiments/35-ddp-cpu/train.py --out /tmp/one
+    python experiments/35-ddp-cpu/train.py --launcher spawn --nproc 2     # the sheet's fallback
+
+Every rank trains on its own shard; `loss.backward()` all-reduces the gradients, so every rank
+takes the same optimizer step. Rank 0 writes timings.jsonl and run.json, every rank writes
+state-rank-{rank}.pt. Files are written to a staging folder and moved into place at the end.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+from minitrain.corpus import DEFAULT_CORPUS_DIR, ensure_corpus
+from minitrain.data import SEED_BASE, make_shard
+from minitrain.ddp import barrier, cleanup, init_distributed, is_main_process, unwrap, wrap_for_ddp
+from minitrain.launch import spawn_workers
+from minitrain.model import count_parameters
+from minitrain.provenance import provenance
+from minitrain.timing import attach_allreduce_timer, summarize, timed_backward
+from minitrain.train import build_model_for_corpus, log_step, seed_everything
+
+HERE = Path(__file__).resolve().parent
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--steps", type=int, default=100)
+    p.add_argument("--warmup", type=int, default=50, help="steps left out of the summary")
+    p.add_argument("--batch-size", type=int, default=16, help="sequences per rank per step")
+    p.add_argument("--block-size", type=int, default=64, help="tokens per sequence")
+    p.add_argument("--lr", type=float, default=3e-4)
+    p.add_argument("--out", type=Path, default=HERE, help="output folder (default: this folder)")
+    p.add_argument("--corpus-dir", type=Path, default=DEFAULT_CORPUS_DIR)
+    p.add_argument("--timing", choices=["both", "barrier", "hook"], default="both",
+                   help="barrier = variant A, hook = variant B (comm hook), both = A and B")
+    p.add_argument("--launcher", choices=["torchrun", "spawn"], default="torchrun")
+    p.add_argument("--nproc", type=int, default=2, help="processes, with --launcher spawn")
+    args = p.parse_args(argv)
+    if args.steps <= args.warmup:
+        p.error(f"--steps ({args.steps}) must be larger than --warmup ({args.warmup}): "
+                "the summary uses the steps after the warm-up")
+    return args
+
+
+def check_shards(shard, rank: int, world_size: int, corpus_total: int) -> dict:
+    """Every rank reports its shard; rank 0 checks the counts add up and the first sentences differ."""
+    print(f"[rank {rank}] shard: {shard.num_sentences} sentences, first: {shard.first_sentence!r}",
+          flush=True)
+    reports = [None] * world_size
+    dist.all_gather_object(reports, (shard.num_sentences, shard.first_sentence))
+    counts, firsts = [c for c, _ in reports], [f for _, f in reports]
+    if sum(counts) != corpus_total or len(set(firsts)) != world_size:
+        raise RuntimeError(f"sharding is broken: counts {counts} (corpus {corpus_total}), firsts {firsts}")
+    if is_main_process():
+        print(f"shards ok: {' + '.join(map(str, counts))} = {corpus_total} sentences, "
+              f"{world_size} different first sentences", flush=True)
+    return {"shard_sentences": counts, "first_sentences": firsts}
+
+
+def run(args: argparse.Namespace) -> None:
+    rank, world_size = init_distributed("gloo")
+    seed_everything(SEED_BASE + rank)  # different per rank; DDP broadcasts rank 0's weights anyway
+    if is_main_process():
+        ensure_corpus(args.corpus_dir)
+    barrier()
+
+    model, _ = build_model_for_corpus(args.corpus_dir, args.block_size)
+    model = wrap_for_ddp(model)
+    timer = attach_allreduce_timer(model) if args.timing in ("both", "hook") else None
+    shard = make_shard(rank, world_size, args.corpus_dir, batch_size=args.batch_size,
+                       block_size=args.block_size)
+    corpus_total = sum(1 for _ in open(args.corpus_dir / "train.jsonl", "rb"))
+    shards = check_shards(shard, rank, world_size, corpus_total)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)
+    tokens = args.batch_size * args.block_size * world_size  # global tokens per step
+
+    records = []
+    for step in range(args.steps):
+        t0 = time.perf_counter()
+        batch = next(shard)
+        loss = model(batch).loss
+        t1 = time.perf_counter()
+        if args.timing == "hook":
+            loss.backward()  # the gradient all-reduce fires here, bucket by bucket
+            backward_allreduce = None
+        else:
+            backward_allreduce = timed_backward(loss)  # variant A
+        t2 = time.perf_counter()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        t3 = time.perf_counter()
+        record = {
+            "step": step, "loss": loss.item(), "step_ms": (t3 - t0) * 1e3,
+            "forward_ms": (t1 - t0) * 1e3, "backward_ms": (t2 - t1) * 1e3,
+            "backward_allreduce_ms": None if backward_allreduce is None else backward_allreduce * 1e3,
+            "allreduce_ms": None if timer is None else timer.pop_step() * 1e3,
+            "optimizer_ms": (t3 - t2) * 1e3, "tokens": tokens,
+        }
+        records.append(record)
+        if is_main_process():
+            log_step(step, record["loss"], t3 - t0,
+                     **{k: record[k] for k in ("backward_allreduce_ms", "allreduce_ms") if record[k] is not None})
+
+    staging = args.out / f".staging-{world_size}proc"
+    if is_main_process():
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir(parents=True)
+    barrier()
+    torch.save(unwrap(model).state_dict(), staging / f"state-rank-{rank}.pt")
+    if is_main_process():
+        write_rank0_files(staging, args, records, model, timer, world_size, shards)
+    barrier()  # every rank's state is on disk before anything moves into place
+    if is_main_process():
+        for f in sorted(staging.iterdir()):
+            os.replace(f, args.out / f.name)
+        staging.rmdir()
+        print(f"wrote {', '.join(sorted(p.name for p in args.out.glob('*') if p.suffix in ('.pt', '.jsonl', '.json')))} "
+              f"to {args.out}", flush=True)
+    cleanup()
+
+
+def write_rank0_files(staging: Path, args: argparse.Namespace, records: list[dict], model,
+                      timer, world_size: int, shards: dict) -> None:
+    """timings.jsonl (one line a step) and run.json (configuration, summary, provenance)."""
+    with open(staging / "timings.jsonl", "w") as f:
+        f.writelines(json.dumps(r) + "\n" for r in records)
+    measured = records[args.warmup:]
+    summary = {key: summarize([r[key] for r in measured])
+               for key in ("step_ms", "forward_ms", "backward_ms", "backward_allreduce_ms",
+                           "allreduce_ms", "optimizer_ms") if measured[0][key] is not None}
+    tokens_per_sec = [r["tokens"] / (r["step_ms"] / 1e3) for r in measured]
+    run_info = {
+        "world_size": world_size,
+        "launcher": args.launcher,
+        "timing": args.timing,
+        "steps": args.steps,
+        "warmup_steps": args.warmup,
+        "batch_size_per_rank": args.batch_size,
+        "block_size": args.block_size,
+        "lr": args.lr,
+        "seed_base": SEED_BASE,
+        "threads_per_rank": torch.get_num_threads(),
+        "model_params": count_parameters(unwrap(model)),
+        "buckets": [{"index": i, "bytes": b} for i, b in sorted(timer.bucket_bytes.items())] if timer else None,
+        "summary": summary,
+        "tokens_per_sec": summarize(tokens_per_sec) | {"min": min(tokens_per_sec), "max": max(tokens_per_sec)},
+        **shards,
+        **provenance(args.corpus_dir),
+        "command": launch_command(args, world_size),
+    }
+    (staging / "run.json").write_text(json.dumps(run_info, indent=2) + "\n")
+
+
+def launch_command(args: argparse.Namespace, world_size: int) -> str:
+    """The command line that started this run, as a reader would type it."""
+    script = " ".join(sys.argv)
+    if args.launcher == "spawn":
+        return f"python {script}"
+    return f"torchrun --standalone --nproc-per-node={world_size} {script}"
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    if args.launcher == "spawn":
+        spawn_workers(run, args.nproc, args)
+    else:
+        run(args)
+
+
+if __name__ == "__main__":
+    main()

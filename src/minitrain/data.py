@@ -1,0 +1,100 @@
+"""Load the corpus, give each rank its shard, and pack sentences into training batches."""
+
+import json
+import random
+from pathlib import Path
+
+import torch
+
+from minitrain.corpus import DEFAULT_CORPUS_DIR, ensure_corpus
+from minitrain.tokenizer import Tokenizer
+
+SEED_BASE = 35000  # the lab's global seed base; rank r uses SEED_BASE + r
+
+Batch = tuple[torch.Tensor, torch.Tensor]
+
+
+class CorpusError(ValueError):
+    """A corpus file is missing, empty or malformed; the message names the file, line and fix."""
+
+
+def load_corpus(path: str | Path) -> list[str]:
+    """Read a `{"text": ...}`-per-line JSONL file into a list of sentences, checking every line."""
+    path = Path(path)
+    fix = f"regenerate it with `python -m minitrain.corpus --out {path.parent}`"
+    if not path.is_file():
+        raise CorpusError(f"corpus file {path} does not exist; {fix}")
+    sentences = []
+    for lineno, raw in enumerate(path.read_bytes().splitlines(), start=1):
+        where = f"{path}:{lineno}"
+        try:
+            record = json.loads(raw.decode("utf-8"))
+        except UnicodeDecodeError as e:
+            raise CorpusError(f"{where}: not UTF-8 text ({e.reason} at byte {e.start}); {fix}") from e
+        except json.JSONDecodeError as e:
+            raise CorpusError(f"{where}: not a JSON object ({e.msg}); {fix}") from e
+        if not isinstance(record, dict) or not isinstance(record.get("text"), str):
+            raise CorpusError(f'{where}: expected {{"text": "<sentence>"}}, got {raw[:60]!r}; {fix}')
+        if not record["text"].strip():
+            raise CorpusError(f"{where}: empty sentence; {fix}")
+        sentences.append(record["text"])
+    if not sentences:
+        raise CorpusError(f"corpus file {path} holds no sentences; {fix}")
+    return sentences
+
+
+class Shard:
+    """One rank's sentences (index % world_size == rank) and an endless stream of batches.
+
+    Each epoch shuffles the shard with a seeded RNG, joins the sentences with <eos> and cuts the
+    token stream into rows of block_size + 1; a row gives inputs row[:-1] and targets row[1:].
+    """
+
+    def __init__(self, sentences: list[str], tokenizer: Tokenizer, batch_size: int,
+                 block_size: int, seed: int):
+        self.sentences = sentences
+        self.num_sentences = len(sentences)
+        self.first_sentence = sentences[0]
+        self.batch_size, self.block_size = batch_size, block_size
+        self._encoded = [tokenizer.encode(s) + [tokenizer.eos_id] for s in sentences]
+        self._rng = random.Random(seed)
+        self._buffer: list[int] = []
+
+    def _refill(self) -> None:
+        order = list(range(self.num_sentences))
+        self._rng.shuffle(order)
+        for i in order:
+            self._buffer.extend(self._encoded[i])
+
+    def __iter__(self) -> "Shard":
+        return self
+
+    def __next__(self) -> Batch:
+        need = self.batch_size * (self.block_size + 1)
+        while len(self._buffer) < need:
+            self._refill()
+        chunk, self._buffer = self._buffer[:need], self._buffer[need:]
+        rows = torch.tensor(chunk, dtype=torch.long).view(self.batch_size, self.block_size + 1)
+        return rows[:, :-1], rows[:, 1:]
+
+
+def make_shard(rank: int, world_size: int, corpus_dir: str | Path = DEFAULT_CORPUS_DIR, *,
+               split: str = "train", batch_size: int = 16, block_size: int = 64,
+               seed: int | None = None) -> Shard:
+    """The shard of rank `rank` among `world_size`: sentences with index % world_size == rank."""
+    if not isinstance(world_size, int) or world_size < 1:
+        raise ValueError(f"world_size must be an integer >= 1, got {world_size!r}")
+    if not isinstance(rank, int) or not 0 <= rank < world_size:
+        raise ValueError(f"rank must be in [0, {world_size - 1}] for world_size {world_size}, "
+                         f"got {rank!r}")
+    corpus_dir = Path(corpus_dir)
+    if corpus_dir == DEFAULT_CORPUS_DIR:
+        ensure_corpus(corpus_dir)  # the default corpus is generated on first use
+    sentences = load_corpus(corpus_dir / f"{split}.jsonl")
+    mine = sentences[rank::world_size]  # the same as index % world_size == rank
+    if not mine:
+        raise ValueError(f"rank {rank} gets an empty shard: {corpus_dir / f'{split}.jsonl'} has "
+                         f"{len(sentences)} sentences for {world_size} ranks; use at most "
+                         f"{len(sentences)} processes")
+    tokenizer = Tokenizer.load(corpus_dir / "vocab.json")
+    return Shard(mine, tokenizer, batch_size, block_size, SEED_BASE + rank if seed is None else seed)

@@ -1,0 +1,41 @@
+"""Where a measurement came from: software versions, CPU, corpus checksum, date."""
+
+import datetime
+import hashlib
+import os
+import platform
+from pathlib import Path
+
+import torch
+
+
+def cpu_model() -> str:
+    """The CPU's model name, from /proc/cpuinfo on Linux, else what platform reports."""
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        for line in cpuinfo.read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine()
+
+
+def usable_cores() -> int:
+    """Cores this process may run on (its CPU affinity where the OS has one)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def file_sha256(path: Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def provenance(corpus_dir: Path) -> dict:
+    """The facts a reader needs to repeat or judge a run."""
+    return {
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpu_model": cpu_model(),
+        "cores": usable_cores(),
+        "corpus_sha256": file_sha256(Path(corpus_dir) / "train.jsonl"),
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    }

@@ -1,0 +1,91 @@
+"""Worker functions for the real multi-process DDP tests (spawned, so they must be importable)."""
+
+import os
+from pathlib import Path
+
+import torch
+
+from minitrain.data import SEED_BASE, make_shard
+from minitrain.ddp import cleanup, init_distributed, unwrap, wrap_for_ddp
+from minitrain.model import MiniGPTConfig, build_minigpt
+from minitrain.train import build_model_for_corpus, seed_everything
+
+
+def set_torchrun_env(rank: int, world_size: int, port: int) -> None:
+    """The variables torchrun would set for this rank."""
+    os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world_size),
+                      MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+
+
+def snapshot(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    return {k: v.detach().clone() for k, v in unwrap(model).state_dict().items()}
+
+
+def wrap_and_train(rank: int, world_size: int, port: int, corpus_dir: str, out_dir: str,
+                   steps: int) -> None:
+    """Seed per rank, snapshot before and after wrapping, train on this rank's shard, save."""
+    set_torchrun_env(rank, world_size, port)
+    rank, world_size = init_distributed("gloo")
+    seed_everything(SEED_BASE + rank)
+    model, _ = build_model_for_corpus(Path(corpus_dir), block_size=32)
+    before = snapshot(model)
+    model = wrap_for_ddp(model)
+    after = snapshot(model)
+    shard = make_shard(rank, world_size, corpus_dir, batch_size=4, block_size=32)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4)
+    for _ in range(steps):
+        model(next(shard)).loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+    torch.save({"before": before, "after": after, "final": snapshot(model),
+                "first_sentence": shard.first_sentence},
+               Path(out_dir) / f"rank-{rank}.pt")
+    cleanup()
+    cleanup()  # a second call must be harmless
+
+
+def global_batches(steps: int, batch_size: int, vocab_size: int, block_size: int) -> list:
+    """A fixed sequence of random (inputs, targets) batches, the same in every process."""
+    g = torch.Generator().manual_seed(1234)
+    return [(torch.randint(vocab_size, (batch_size, block_size), generator=g),
+             torch.randint(vocab_size, (batch_size, block_size), generator=g)) for _ in range(steps)]
+
+
+TINY = dict(vocab_size=50, block_size=16, n_layer=2, n_head=2, n_embd=32, dropout=0.0)
+
+
+def train_reference(batches: list, dtype: torch.dtype, rank: int | None = None,
+                    world_size: int = 1) -> dict[str, torch.Tensor]:
+    """Train a tiny MiniGPT (seed 0) with AdamW; under DDP each rank takes its half of each batch."""
+    torch.manual_seed(0)
+    model = build_minigpt(MiniGPTConfig(**TINY)).to(dtype)
+    if rank is not None:
+        model = wrap_for_ddp(model)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    for inputs, targets in batches:
+        if rank is not None:
+            inputs, targets = inputs.chunk(world_size)[rank], targets.chunk(world_size)[rank]
+        model((inputs, targets)).loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+    return snapshot(model)
+
+
+def half_batch_ddp(rank: int, world_size: int, port: int, out_dir: str, steps: int,
+                   dtype_name: str) -> None:
+    """Each rank trains on its half of the same global batches; save the final state."""
+    set_torchrun_env(rank, world_size, port)
+    init_distributed("gloo")
+    batches = global_batches(steps, 8, TINY["vocab_size"], TINY["block_size"])
+    state = train_reference(batches, getattr(torch, dtype_name), rank, world_size)
+    torch.save(state, Path(out_dir) / f"half-{rank}.pt")
+    cleanup()
+
+
+if __name__ == "__main__":
+    # `torchrun --standalone --nproc-per-node=2 ddp_workers.py`: a short real run, then a clean exit
+    rank, world_size = init_distributed("gloo")
+    batches = global_batches(5, 8, TINY["vocab_size"], TINY["block_size"])
+    train_reference(batches, torch.float32, rank, world_size)
+    cleanup()
+    print(f"rank {rank} exited cleanly", flush=True)
