@@ -454,10 +454,18 @@ _NOUNS |= {plural(n): (n, "pl") for n in list(_NOUNS) if n not in MASS_NOUNS}
 _NOUNS |= {form: (n, number) for n in PEOPLE + ANIMALS
            for form, number in ((n, "sg"), (plural(n), "pl"))}
 _VERBS = {v.base: v for v in VERBS}
-_FORMS: dict[str, list[tuple[str, str]]] = {}  # word -> [(verb, form)]; "read" is base and past
-for _v in VERBS:
-    for _form, _word in verb_forms(_v.base).items():
-        _FORMS.setdefault(_word, []).append((_v.base, _form))
+
+
+def _index_verb_forms() -> dict[str, list[tuple[str, str]]]:
+    """word -> [(verb, form)]; a list because "read" is a base, a past and a participle."""
+    index: dict[str, list[tuple[str, str]]] = {}
+    for verb in VERBS:
+        for form, word in verb_forms(verb.base).items():
+            index.setdefault(word, []).append((verb.base, form))
+    return index
+
+
+_FORMS = _index_verb_forms()
 # auxiliary -> (the form it needs next, the tense it makes)
 _AUXILIARIES = {
     "do": ("base", "present"), "does": ("base", "present"), "did": ("base", "past"),

@@ -131,6 +131,27 @@ def test_pronoun_agreement_by_a_literal_table(train, val):
     assert checked > 5_000
 
 
+def test_time_words_match_the_tense_by_a_literal_table(train, val):
+    # also independent of corpus.py: time words against the auxiliaries they rule out
+    rules = [
+        ({"tomorrow", "next", "soon"}, {"am", "is", "are", "was", "were", "has", "have", "do",
+                                        "does", "did"}),
+        ({"yesterday", "last"}, {"will", "am", "is", "are", "has", "have", "do", "does"}),
+        ({"every", "usually", "often", "always", "sometimes"}, {"will", "was", "were", "did",
+                                                                 "has", "have", "am", "is", "are"}),
+        ({"already", "just", "yet"}, {"will", "was", "were", "did", "am", "is", "are", "do",
+                                      "does"}),
+        ({"now", "moment"}, {"will", "was", "were", "did", "has", "have", "do", "does"}),
+    ]
+    for s in train + val:
+        words = set(s.lower().split())
+        for time_words, ruled_out in rules:
+            if words & time_words:
+                assert not words & ruled_out, s
+        if words & {"tomorrow", "next", "soon"}:
+            assert "will" in words, s
+
+
 @pytest.mark.parametrize("sentence", [
     "The children plays in the park .",
     "He have eaten an apple .",

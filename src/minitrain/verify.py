@@ -1,0 +1,65 @@
+"""Block E: are the ranks' final weights the same? Compare two saved state dicts tensor by tensor."""
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+ATOL = 1e-5  # the lab sheet's tolerance
+
+
+class StateFileError(ValueError):
+    """A state file is missing, unreadable, or does not match its peer; the message says which."""
+
+
+@dataclass
+class Comparison:
+    per_tensor: dict[str, float]  # name -> largest absolute difference
+    max_abs_diff: float
+    allclose: bool  # every tensor within ATOL
+    bitwise_equal: bool
+
+    def table(self) -> str:
+        """One line per tensor, then the verdict."""
+        width = max(map(len, self.per_tensor))
+        lines = [f"{name:<{width}}  max |diff| = {d:.3e}" for name, d in self.per_tensor.items()]
+        lines.append(f"largest absolute difference: {self.max_abs_diff:.3e} (atol {ATOL:g})")
+        lines.append(f"allclose: {self.allclose}, bitwise equal: {self.bitwise_equal}")
+        return "\n".join(lines)
+
+
+def load_state(path: str | Path) -> dict[str, torch.Tensor]:
+    """Load a state dict safely (`weights_only=True`: tensors only, no pickled code)."""
+    path = Path(path)
+    if not path.is_file():
+        raise StateFileError(f"{path} does not exist: run the experiment to produce it")
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:  # torch raises several types for truncated or foreign files
+        raise StateFileError(f"{path} is not a readable state dict ({type(e).__name__}: {e})") from e
+    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+        raise StateFileError(f"{path} does not hold a dict of tensors")
+    return state
+
+
+def compare_states(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor], atol: float = ATOL) -> Comparison:
+    """Largest absolute difference per tensor, allclose at `atol`, and bitwise equality."""
+    if a.keys() != b.keys():
+        raise StateFileError(f"the state dicts hold different tensors: only in the first "
+                             f"{sorted(a.keys() - b.keys())}, only in the second {sorted(b.keys() - a.keys())}")
+    per_tensor, allclose, bitwise = {}, True, True
+    for name in a:
+        x, y = a[name], b[name]
+        if x.shape != y.shape or x.dtype != y.dtype:
+            raise StateFileError(f"tensor {name!r}: {tuple(x.shape)} {x.dtype} against {tuple(y.shape)} {y.dtype}")
+        if not (torch.isfinite(x).all() and torch.isfinite(y).all()):
+            raise StateFileError(f"tensor {name!r} holds NaN or infinity")
+        per_tensor[name] = (x.double() - y.double()).abs().max().item() if x.numel() else 0.0
+        allclose &= torch.allclose(x, y, atol=atol)
+        bitwise &= torch.equal(x, y)
+    return Comparison(per_tensor, max(per_tensor.values()), allclose, bitwise)
+
+
+def compare_state_files(path_a: str | Path, path_b: str | Path, atol: float = ATOL) -> Comparison:
+    """compare_states on two state files, loaded with weights_only=True."""
+    return compare_states(load_state(path_a), load_state(path_b), atol)
