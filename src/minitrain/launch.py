@@ -12,7 +12,15 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
+import torch.distributed as dist
+import torch.distributed.run as torchrun
 import torch.multiprocessing as mp
+from torch.distributed.elastic.rendezvous import RendezvousParameters, rendezvous_handler_registry
+from torch.distributed.elastic.rendezvous.c10d_rendezvous_backend import C10dRendezvousBackend
+from torch.distributed.elastic.rendezvous.dynamic_rendezvous import DynamicRendezvousHandler
+from torch.distributed.elastic.rendezvous.utils import parse_rendezvous_endpoint
+
+from minitrain.ddp import loopback_interface
 
 
 def free_port() -> int:
@@ -25,11 +33,14 @@ def free_port() -> int:
 def spawn_workers(worker: Callable[..., None], nprocs: int, *args: object) -> None:
     """Run `worker(*args)` in `nprocs` processes with torchrun's environment, via mp.spawn.
 
-    The lab sheet's fallback launcher: same process group, no torchrun agent in between.
+    The lab sheet's fallback launcher. The parent hosts the rendezvous store on 127.0.0.1, as
+    torchrun's agent does, and every worker connects to it as a client.
     """
     if nprocs < 1:
         raise ValueError(f"--nproc must be at least 1, got {nprocs}")
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()), WORLD_SIZE=str(nprocs))
+    store = loopback_store(int(os.environ.get("MASTER_PORT", "0")), wait_for_workers=False)
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(store.port), WORLD_SIZE=str(nprocs),
+                      LOCAL_WORLD_SIZE=str(nprocs), TORCHELASTIC_USE_AGENT_STORE="True")
     if nprocs > 1:
         os.environ.setdefault("OMP_NUM_THREADS", "1")  # what torchrun does, so runs compare
     mp.spawn(_spawned, args=(worker, args), nprocs=nprocs)
@@ -47,9 +58,9 @@ class LaunchError(RuntimeError):
 
 
 def torchrun_command(script: str | Path, nproc: int, *script_args: str) -> list[str]:
-    """`torchrun --standalone --nproc-per-node=N script ...`, with this interpreter's torch."""
-    return [sys.executable, "-m", "torch.distributed.run", "--standalone",
-            f"--nproc-per-node={nproc}", str(script), *script_args]
+    """torchrun with `nproc` workers on this interpreter, every port on loopback (see `main`)."""
+    return [sys.executable, "-m", "minitrain.launch", f"--nproc-per-node={nproc}", str(script),
+            *script_args]
 
 
 def run_streaming(command: list[str], timeout: float | None = None,
@@ -107,3 +118,61 @@ def stop_process_group(proc: subprocess.Popen, grace: float = 5.0) -> None:
     except ProcessLookupError:
         pass
     proc.wait()
+
+
+# torchrun's own stores listen on every interface, whatever --master-addr or --rdzv-endpoint says
+# (pytorch/pytorch#173909). The lab's launcher is torchrun itself, with a rendezvous backend whose
+# stores listen on 127.0.0.1 only: a socket we bind ourselves, handed over with master_listen_fd.
+LOOPBACK_RDZV = "loopback"
+
+
+class PortInUseError(RuntimeError):
+    """The port asked for on 127.0.0.1 is taken."""
+
+
+def loopback_store(port: int = 0, **kwargs) -> dist.TCPStore:
+    """A TCPStore server listening on 127.0.0.1:`port` (0: a free port) and nowhere else."""
+    sock = socket.socket()
+    try:
+        sock.bind(("127.0.0.1", port))
+    except OSError as e:
+        sock.close()
+        raise PortInUseError(
+            f"port {port} on 127.0.0.1 is already in use ({e.strerror}): another run may hold it. "
+            "Unset MASTER_PORT to let the lab pick a free port, or choose another one.") from e
+    sock.listen(128)
+    port = sock.getsockname()[1]
+    return dist.TCPStore("127.0.0.1", port, is_master=True, master_listen_fd=sock.detach(), **kwargs)
+
+
+class LoopbackRendezvousHandler(DynamicRendezvousHandler):
+    """torch's dynamic rendezvous, whose shared store for the workers listens on loopback only."""
+
+    def _create_tcp_store_server(self, master_addr: str, master_port: int) -> dist.TCPStore:
+        return loopback_store(master_port, multi_tenant=True)
+
+    def get_backend(self) -> str:
+        return LOOPBACK_RDZV
+
+
+def _create_loopback_handler(params: RendezvousParameters) -> LoopbackRendezvousHandler:
+    _, port = parse_rendezvous_endpoint(params.endpoint, default_port=0)
+    store = loopback_store(port, multi_tenant=True)
+    backend = C10dRendezvousBackend(store, params.run_id)
+    return LoopbackRendezvousHandler.from_backend(params.run_id, store, backend, params.min_nodes,
+                                                  params.max_nodes, local_addr="127.0.0.1")
+
+
+def main(argv: list[str] | None = None) -> None:
+    """`python -m minitrain.launch [torchrun options] SCRIPT ...`: torchrun, single node, loopback only."""
+    rendezvous_handler_registry.register(LOOPBACK_RDZV, _create_loopback_handler)
+    port = os.environ.get("MASTER_PORT", "0")  # 0: the store binds a free port itself, no race
+    argv = sys.argv[1:] if argv is None else argv
+    os.environ["MINITRAIN_LAUNCH_COMMAND"] = " ".join(["python -m minitrain.launch", *argv])
+    os.environ.setdefault("GLOO_SOCKET_IFNAME", loopback_interface())
+    torchrun.main(["--nnodes=1", f"--rdzv-backend={LOOPBACK_RDZV}", f"--rdzv-endpoint=127.0.0.1:{port}",
+                   "--local-addr=127.0.0.1", *argv])
+
+
+if __name__ == "__main__":
+    main()
