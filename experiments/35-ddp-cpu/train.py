@@ -21,7 +21,7 @@ import torch
 import torch.distributed as dist
 
 from minitrain.corpus import DEFAULT_CORPUS_DIR, ensure_corpus
-from minitrain.data import SEED_BASE, make_shard
+from minitrain.data import SEED_BASE, CorpusError, load_corpus, make_shard
 from minitrain.ddp import barrier, cleanup, init_distributed, is_main_process, unwrap, wrap_for_ddp
 from minitrain.launch import spawn_workers
 from minitrain.model import count_parameters
@@ -54,8 +54,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def check_shards(shard, rank: int, world_size: int, corpus_total: int) -> dict:
     """Every rank reports its shard; rank 0 checks the counts add up and the first sentences differ."""
-    print(f"[rank {rank}] shard: {shard.num_sentences} sentences, first: {shard.first_sentence!r}",
-          flush=True)
+    print(f"[rank {rank}] pid {os.getpid()}, shard: {shard.num_sentences} sentences, "
+          f"first: {shard.first_sentence!r}", flush=True)
     reports = [None] * world_size
     dist.all_gather_object(reports, (shard.num_sentences, shard.first_sentence))
     counts, firsts = [c for c, _ in reports], [f for _, f in reports]
@@ -70,17 +70,19 @@ def check_shards(shard, rank: int, world_size: int, corpus_total: int) -> dict:
 def run(args: argparse.Namespace) -> None:
     rank, world_size = init_distributed("gloo")
     seed_everything(SEED_BASE + rank)  # different per rank; DDP broadcasts rank 0's weights anyway
-    if is_main_process():
-        ensure_corpus(args.corpus_dir)
+    if is_main_process() and args.corpus_dir == DEFAULT_CORPUS_DIR:
+        ensure_corpus(args.corpus_dir)  # the default corpus is generated on first use
     barrier()
-
-    model, _ = build_model_for_corpus(args.corpus_dir, args.block_size)
+    try:
+        model, _ = build_model_for_corpus(args.corpus_dir, args.block_size)
+        shard = make_shard(rank, world_size, args.corpus_dir, batch_size=args.batch_size,
+                           block_size=args.block_size)
+    except (CorpusError, OSError, ValueError) as e:  # bad input: say what and how to fix, no traceback
+        print(f"[rank {rank}] error: {e}", file=sys.stderr, flush=True)
+        sys.exit(2)
     model = wrap_for_ddp(model)
     timer = attach_allreduce_timer(model) if args.timing in ("both", "hook") else None
-    shard = make_shard(rank, world_size, args.corpus_dir, batch_size=args.batch_size,
-                       block_size=args.block_size)
-    corpus_total = sum(1 for _ in open(args.corpus_dir / "train.jsonl", "rb"))
-    shards = check_shards(shard, rank, world_size, corpus_total)
+    shards = check_shards(shard, rank, world_size, len(load_corpus(args.corpus_dir / "train.jsonl")))
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)
     tokens = args.batch_size * args.block_size * world_size  # global tokens per step
 

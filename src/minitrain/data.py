@@ -93,7 +93,7 @@ def make_shard(rank: int, world_size: int, corpus_dir: str | Path = DEFAULT_CORP
     sentences = load_corpus(corpus_dir / f"{split}.jsonl")
     mine = sentences[rank::world_size]  # the same as index % world_size == rank
     if not mine:
-        raise ValueError(f"rank {rank} gets an empty shard: {corpus_dir / f'{split}.jsonl'} has "
+        raise CorpusError(f"rank {rank} gets an empty shard: {corpus_dir / f'{split}.jsonl'} has "
                          f"{len(sentences)} sentences for {world_size} ranks; use at most "
                          f"{len(sentences)} processes")
     tokenizer = Tokenizer.load(corpus_dir / "vocab.json")

@@ -15,12 +15,14 @@ import torch
 import torch.distributed as dist
 import torch.distributed.run as torchrun
 import torch.multiprocessing as mp
+from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 from torch.distributed.elastic.rendezvous import RendezvousParameters, rendezvous_handler_registry
 from torch.distributed.elastic.rendezvous.c10d_rendezvous_backend import C10dRendezvousBackend
 from torch.distributed.elastic.rendezvous.dynamic_rendezvous import DynamicRendezvousHandler
 from torch.distributed.elastic.rendezvous.utils import parse_rendezvous_endpoint
 
 from minitrain.ddp import loopback_interface
+from minitrain.processes import alive, process_tree
 
 
 def free_port() -> int:
@@ -67,8 +69,8 @@ def run_streaming(command: list[str], timeout: float | None = None,
                   echo: Callable[[str], None] = print) -> int:
     """Run a command, echo each output line as it arrives, return 0 or raise LaunchError.
 
-    The child gets its own process group: on a timeout or an interrupt (Ctrl-C, a notebook's
-    stop button) the whole group (torchrun and every worker) is terminated, then killed.
+    On a timeout or an interrupt (Ctrl-C, a notebook's stop button) the child's whole process
+    tree (torchrun and every worker) is terminated, then killed: no worker outlives the cell.
     """
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             bufsize=1, start_new_session=True)
@@ -82,10 +84,10 @@ def run_streaming(command: list[str], timeout: float | None = None,
             tail = (tail + [line])[-20:]
         status = proc.wait(timeout=_remaining(deadline))
     except (queue.Empty, subprocess.TimeoutExpired):
-        stop_process_group(proc)
+        stop_process_tree(proc)
         raise TimeoutError(f"run did not finish within {timeout} s and was stopped: {' '.join(command)}")
     except BaseException:  # KeyboardInterrupt from a notebook's stop button included
-        stop_process_group(proc)
+        stop_process_tree(proc)
         raise
     if status != 0:
         raise LaunchError(f"command exited with status {status}: {' '.join(command)}\n"
@@ -103,20 +105,23 @@ def _remaining(deadline: float | None) -> float | None:
     return None if deadline is None else max(0.0, deadline - time.monotonic())
 
 
-def stop_process_group(proc: subprocess.Popen, grace: float = 5.0) -> None:
-    """SIGTERM the child's whole process group, then SIGKILL whatever is left after `grace` s."""
+def stop_process_tree(proc: subprocess.Popen, grace: float = 5.0) -> None:
+    """SIGTERM the child's process group (torchrun passes it on to its workers), then SIGKILL
+    every process of its tree still alive after `grace` seconds: no worker outlives the cell."""
+    tree = process_tree(proc.pid)
     try:
         os.killpg(proc.pid, signal.SIGTERM)
     except ProcessLookupError:
-        return
+        pass
     try:
         proc.wait(timeout=grace)
     except subprocess.TimeoutExpired:
         pass
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)  # workers can outlive torchrun for a moment
-    except ProcessLookupError:
-        pass
+    for pid in alive(tree) + ([proc.pid] if proc.poll() is None else []):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
     proc.wait()
 
 
@@ -165,13 +170,35 @@ def _create_loopback_handler(params: RendezvousParameters) -> LoopbackRendezvous
 
 def main(argv: list[str] | None = None) -> None:
     """`python -m minitrain.launch [torchrun options] SCRIPT ...`: torchrun, single node, loopback only."""
-    rendezvous_handler_registry.register(LOOPBACK_RDZV, _create_loopback_handler)
-    port = os.environ.get("MASTER_PORT", "0")  # 0: the store binds a free port itself, no race
     argv = sys.argv[1:] if argv is None else argv
-    os.environ["MINITRAIN_LAUNCH_COMMAND"] = " ".join(["python -m minitrain.launch", *argv])
+    port = os.environ.get("MASTER_PORT", "0")  # 0: the store binds a free port itself, no race
+    args = ["--nnodes=1", f"--rdzv-backend={LOOPBACK_RDZV}", f"--rdzv-endpoint=127.0.0.1:{port}",
+            "--local-addr=127.0.0.1", *argv]
+    nproc = torchrun.parse_args(args).nproc_per_node
+    if nproc.lstrip("-").isdigit() and int(nproc) < 1:
+        sys.exit(f"error: --nproc-per-node must be at least 1, got {nproc}: use 1 or 2 for this lab")
+    rendezvous_handler_registry.register(LOOPBACK_RDZV, _create_loopback_handler)
     os.environ.setdefault("GLOO_SOCKET_IFNAME", loopback_interface())
-    torchrun.main(["--nnodes=1", f"--rdzv-backend={LOOPBACK_RDZV}", f"--rdzv-endpoint=127.0.0.1:{port}",
-                   "--local-addr=127.0.0.1", *argv])
+    os.environ["MINITRAIN_LAUNCH_COMMAND"] = " ".join(["python -m minitrain.launch", *argv])
+    try:
+        torchrun.main(args)
+    except PortInUseError as e:
+        sys.exit(f"error: {e}")
+    except ChildFailedError as e:
+        sys.exit(f"error: the run failed, {describe_failures(e)}")
+
+
+def describe_failures(error: ChildFailedError) -> str:
+    """Which ranks failed and how, first failure first: 'rank 1 (pid 42) was killed by SIGKILL'."""
+    first_rank, _ = error.get_first_failure()
+    ranks = [first_rank] + sorted(r for r in error.failures if r != first_rank)
+    parts = []
+    for rank in ranks:
+        failure = error.failures[rank]
+        how = (f"was killed by {signal.Signals(-failure.exitcode).name}" if failure.exitcode < 0
+               else f"exited with status {failure.exitcode}")
+        parts.append(f"rank {rank} (pid {failure.pid}) {how}")
+    return "; ".join(parts) + " (first failure first; the worker's own message is above)"
 
 
 if __name__ == "__main__":

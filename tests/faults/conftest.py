@@ -1,0 +1,54 @@
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from minitrain.launch import stop_process_tree
+from minitrain.processes import alive
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+TRAIN = ROOT / "experiments" / "35-ddp-cpu" / "train.py"
+WORKERS = HERE / "workers.py"
+
+
+def launch(*args: str, env: dict | None = None) -> subprocess.Popen:
+    """Start `python -m minitrain.launch ARGS` (the lab's default launcher) in its own session."""
+    return subprocess.Popen([sys.executable, "-m", "minitrain.launch", *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True, env={**os.environ, **(env or {})})
+
+
+def wait_for_line(proc: subprocess.Popen, needle: str, timeout: float = 60) -> list[str]:
+    """Read the run's output until a line holds `needle`; fail if it ends or times out first."""
+    lines, deadline = [], time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        lines.append(line)
+        if needle in line:
+            return lines
+    proc.kill()
+    pytest.fail(f"never saw {needle!r}:\n{''.join(lines)}")
+
+
+def wait_gone(pids: list[int], timeout: float = 10) -> list[int]:
+    """Wait until none of `pids` runs any more; return the survivors if any."""
+    deadline = time.monotonic() + timeout
+    while (survivors := alive(pids)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return survivors
+
+
+@pytest.fixture
+def reap():
+    """Kill whatever a test's runs leave behind, so one failure cannot orphan workers."""
+    procs: list[subprocess.Popen] = []
+    yield procs.append
+    for p in procs:
+        if p.poll() is None:
+            stop_process_tree(p, grace=1)
