@@ -10,6 +10,7 @@ state-rank-{rank}.pt. Files are written to a staging folder and moved into place
 """
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -19,12 +20,13 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
+from torch.distributed.algorithms.ddp_comm_hooks import debugging_hooks
 
 from minitrain.corpus import DEFAULT_CORPUS_DIR, ensure_corpus
 from minitrain.data import SEED_BASE, CorpusError, load_corpus, make_shard
 from minitrain.ddp import barrier, cleanup, init_distributed, is_main_process, unwrap, wrap_for_ddp
 from minitrain.launch import spawn_workers
-from minitrain.model import count_parameters
+from minitrain.model import MiniGPTConfig, count_parameters
 from minitrain.provenance import provenance
 from minitrain.timing import attach_allreduce_timer, summarize, timed_backward
 from minitrain.train import build_model_for_corpus, log_step, seed_everything
@@ -43,6 +45,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--corpus-dir", type=Path, default=DEFAULT_CORPUS_DIR)
     p.add_argument("--timing", choices=["both", "barrier", "hook"], default="both",
                    help="barrier = variant A, hook = variant B (comm hook), both = A and B")
+    p.add_argument("--n-layer", type=int, default=MiniGPTConfig.n_layer)
+    p.add_argument("--n-head", type=int, default=MiniGPTConfig.n_head)
+    p.add_argument("--n-embd", type=int, default=MiniGPTConfig.n_embd)
+    p.add_argument("--comm", choices=["allreduce", "noop"], default="allreduce",
+                   help="noop: DDP's no-op comm hook, gradients are never averaged (a control)")
+    p.add_argument("--no-sync", action="store_true",
+                   help="every backward under model.no_sync(): no all-reduce at all (a control)")
+    p.add_argument("--track-drift", action="store_true",
+                   help="log each step's largest parameter difference from rank 0")
     p.add_argument("--launcher", choices=["torchrun", "spawn"], default="torchrun")
     p.add_argument("--nproc", type=int, default=2, help="processes, with --launcher spawn")
     args = p.parse_args(argv)
@@ -74,14 +85,19 @@ def run(args: argparse.Namespace) -> None:
         ensure_corpus(args.corpus_dir)  # the default corpus is generated on first use
     barrier()
     try:
-        model, _ = build_model_for_corpus(args.corpus_dir, args.block_size)
+        model, _ = build_model_for_corpus(args.corpus_dir, args.block_size, n_layer=args.n_layer,
+                                          n_head=args.n_head, n_embd=args.n_embd)
         shard = make_shard(rank, world_size, args.corpus_dir, batch_size=args.batch_size,
                            block_size=args.block_size)
     except (CorpusError, OSError, ValueError) as e:  # bad input: say what and how to fix, no traceback
         print(f"[rank {rank}] error: {e}", file=sys.stderr, flush=True)
         sys.exit(2)
     model = wrap_for_ddp(model)
-    timer = attach_allreduce_timer(model) if args.timing in ("both", "hook") else None
+    timer = None
+    if args.comm == "noop":
+        model.register_comm_hook(None, debugging_hooks.noop_hook)  # step time without communication
+    elif args.timing in ("both", "hook"):
+        timer = attach_allreduce_timer(model)
     shards = check_shards(shard, rank, world_size, len(load_corpus(args.corpus_dir / "train.jsonl")))
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)
     tokens = args.batch_size * args.block_size * world_size  # global tokens per step
@@ -90,13 +106,10 @@ def run(args: argparse.Namespace) -> None:
     for step in range(args.steps):
         t0 = time.perf_counter()
         batch = next(shard)
-        loss = model(batch).loss
-        t1 = time.perf_counter()
-        if args.timing == "hook":
-            loss.backward()  # the gradient all-reduce fires here, bucket by bucket
-            backward_allreduce = None
-        else:
-            backward_allreduce = timed_backward(loss)  # variant A
+        with model.no_sync() if args.no_sync else contextlib.nullcontext():
+            loss = model(batch).loss
+            t1 = time.perf_counter()
+            backward_allreduce = run_backward(loss, args.timing)
         t2 = time.perf_counter()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
@@ -108,6 +121,8 @@ def run(args: argparse.Namespace) -> None:
             "allreduce_ms": None if timer is None else timer.pop_step() * 1e3,
             "optimizer_ms": (t3 - t2) * 1e3, "tokens": tokens,
         }
+        if args.track_drift:
+            record["max_param_diff"] = drift_from_rank0(unwrap(model))
         records.append(record)
         if is_main_process():
             log_step(step, record["loss"], t3 - t0,
@@ -131,6 +146,25 @@ def run(args: argparse.Namespace) -> None:
     cleanup()
 
 
+def run_backward(loss: torch.Tensor, timing: str) -> float | None:
+    """loss.backward(), where DDP's all-reduce fires; timed between barriers (variant A) unless
+    only the comm hook (variant B) times this run."""
+    if timing == "hook":
+        loss.backward()
+        return None
+    return timed_backward(loss)
+
+
+def drift_from_rank0(model: torch.nn.Module) -> float:
+    """Largest absolute difference between this rank's parameters and rank 0's, on every rank."""
+    mine = torch.nn.utils.parameters_to_vector(model.parameters()).detach()
+    rank0 = mine.clone()
+    dist.broadcast(rank0, src=0)
+    diff = (mine - rank0).abs().max()
+    dist.all_reduce(diff, op=dist.ReduceOp.MAX)
+    return diff.item()
+
+
 def write_rank0_files(staging: Path, args: argparse.Namespace, records: list[dict], model,
                       timer, world_size: int, shards: dict) -> None:
     """timings.jsonl (one line a step) and run.json (configuration, summary, provenance)."""
@@ -150,6 +184,9 @@ def write_rank0_files(staging: Path, args: argparse.Namespace, records: list[dic
         "batch_size_per_rank": args.batch_size,
         "block_size": args.block_size,
         "lr": args.lr,
+        "model_config": {"n_layer": args.n_layer, "n_head": args.n_head, "n_embd": args.n_embd},
+        "comm": args.comm,
+        "no_sync": args.no_sync,
         "seed_base": SEED_BASE,
         "threads_per_rank": torch.get_num_threads(),
         "model_params": count_parameters(unwrap(model)),

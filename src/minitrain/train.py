@@ -45,10 +45,11 @@ def log_step(step: int, loss: float, seconds: float, **extra: float) -> str:
     return line
 
 
-def build_model_for_corpus(corpus_dir: Path, block_size: int) -> tuple[MiniGPT, Tokenizer]:
-    """A MiniGPT sized to the corpus's vocabulary, and that vocabulary's tokenizer."""
+def build_model_for_corpus(corpus_dir: Path, block_size: int,
+                           **config: int | float) -> tuple[MiniGPT, Tokenizer]:
+    """A MiniGPT sized to the corpus's vocabulary (other config fields as given), and its tokenizer."""
     tokenizer = Tokenizer.load(Path(corpus_dir) / "vocab.json")
-    model = build_minigpt(MiniGPTConfig(vocab_size=tokenizer.vocab_size, block_size=block_size))
+    model = build_minigpt(MiniGPTConfig(vocab_size=tokenizer.vocab_size, block_size=block_size, **config))
     return model, tokenizer
 
 
