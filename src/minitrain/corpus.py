@@ -8,14 +8,13 @@ everything the generator emits. Run it: `python -m minitrain.corpus --out DIR`.
 import argparse
 import hashlib
 import json
-import os
 import random
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
+from minitrain.artifacts import write_atomic
 from minitrain.tokenizer import Tokenizer
 
 DEFAULT_CORPUS_DIR = Path(__file__).resolve().parents[2] / "data" / "corpus"
@@ -643,19 +642,8 @@ def _ending_error(verb: Verb, rest: list[str]) -> str | None:
 
 
 def _publish(path: Path, write: Callable[[Path], None]) -> str:
-    """Write through a temp file in the same folder, then rename; return the sha256.
-
-    A rename is atomic, so a reader (or an interrupted run) never sees half a file, and two
-    processes generating at once just replace identical bytes.
-    """
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        write(Path(tmp))
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+    """Write atomically (two ranks generating at once just replace identical bytes); the sha256."""
+    write_atomic(path, write)
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 

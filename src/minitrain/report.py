@@ -1,7 +1,6 @@
 """Blocks F and G: the scaling plot, the manifest, and the lesson paragraph written from the numbers."""
 
 import json
-import os
 import statistics
 from pathlib import Path
 
@@ -10,6 +9,7 @@ import matplotlib
 matplotlib.use("Agg")  # files only; notebooks display the saved PNG
 import matplotlib.pyplot as plt
 
+from minitrain.artifacts import write_atomic, write_json
 from minitrain.timing import summarize
 from minitrain.verify import compare_state_files
 
@@ -144,10 +144,8 @@ def build_manifest(out: Path, command: str) -> dict:
 
 
 def write_manifest(manifest: dict, path: Path) -> None:
-    """Write JSON atomically: a reader never sees a half-written manifest."""
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(manifest, indent=2) + "\n")
-    os.replace(tmp, path)
+    """Write the manifest atomically: a reader never sees a half-written one."""
+    write_json(path, manifest)
 
 
 def plot_scaling(out: Path, path: Path) -> None:
@@ -180,7 +178,5 @@ def plot_scaling(out: Path, path: Path) -> None:
                  f"{r['block_size']} tokens per rank, gloo on {r['cores']} core(s): {r['cpu_model']}",
                  fontsize=10)
     fig.tight_layout()
-    tmp = path.with_suffix(".png.tmp")
-    fig.savefig(tmp, dpi=110, format="png")
+    write_atomic(path, lambda tmp: fig.savefig(tmp, dpi=110, format="png"))
     plt.close(fig)
-    os.replace(tmp, path)
