@@ -71,6 +71,7 @@ def test_a_killed_worker_ends_the_run_and_keeps_the_previous_artifacts(tmp_path,
     rank1_pid = int(re.search(r"\[rank 1\] pid (\d+)", "".join(lines)).group(1))
     os.kill(rank1_pid, signal.SIGKILL)
     status, out, seconds = finish(proc, timeout=60)
+    print(f"killed worker: the run exited {seconds:.1f} s after SIGKILL")
     assert status != 0
     assert seconds < 30
     assert f"rank 1 (pid {rank1_pid}) was killed by SIGKILL" in out
@@ -84,6 +85,7 @@ def test_a_stuck_worker_is_ended_by_the_collective_timeout(reap):
     wait_for_line(proc, "ready")
     tree = process_tree(proc.pid)
     status, out, seconds = finish(proc, timeout=90)
+    print(f"stuck worker: the run exited {seconds:.1f} s after both ranks were ready")
     assert status != 0
     assert "timed out" in out.lower() or "timeout" in out.lower(), out
     assert "rank 0" in out
