@@ -27,3 +27,11 @@ def write_atomic(path: Path, write: Callable[[Path], None]) -> None:
 def write_json(path: Path, obj: object) -> None:
     """Write `obj` as indented JSON, atomically."""
     write_atomic(path, lambda tmp: tmp.write_text(json.dumps(obj, indent=2) + "\n"))
+
+
+def save_figure(fig, path: Path, dpi: int = 110) -> None:
+    """Save a matplotlib figure as a PNG, atomically, and close it."""
+    import matplotlib.pyplot as plt  # here, so that writing JSON never imports matplotlib
+
+    write_atomic(path, lambda tmp: fig.savefig(tmp, dpi=dpi, format="png"))
+    plt.close(fig)

@@ -41,11 +41,20 @@ def spawn_workers(worker: Callable[..., None], nprocs: int, *args: object) -> No
     if nprocs < 1:
         raise ValueError(f"--nproc must be at least 1, got {nprocs}")
     store = loopback_store(int(os.environ.get("MASTER_PORT", "0")), wait_for_workers=False)
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(store.port), WORLD_SIZE=str(nprocs),
-                      LOCAL_WORLD_SIZE=str(nprocs), TORCHELASTIC_USE_AGENT_STORE="True")
-    if nprocs > 1:
-        os.environ.setdefault("OMP_NUM_THREADS", "1")  # what torchrun does, so runs compare
-    mp.spawn(_spawned, args=(worker, args), nprocs=nprocs)
+    env = dict(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(store.port), WORLD_SIZE=str(nprocs),
+               LOCAL_WORLD_SIZE=str(nprocs), TORCHELASTIC_USE_AGENT_STORE="True")
+    if nprocs > 1 and "OMP_NUM_THREADS" not in os.environ:
+        env["OMP_NUM_THREADS"] = "1"  # what torchrun does, so runs compare
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)  # the children inherit it; the caller gets its own back afterwards
+    try:
+        mp.spawn(_spawned, args=(worker, args), nprocs=nprocs)
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                del os.environ[k]
+            else:
+                os.environ[k] = v
 
 
 def _spawned(rank: int, worker: Callable[..., None], args: tuple) -> None:

@@ -28,14 +28,20 @@ def file_sha256(path: Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
-def provenance(corpus_dir: Path) -> dict:
-    """The facts a reader needs to repeat or judge a run."""
+def machine_provenance() -> dict:
+    """The facts a reader needs to repeat or judge a measurement made on this machine now."""
     return {
         "torch": torch.__version__,
         "python": platform.python_version(),
         "platform": platform.platform(),
         "cpu_model": cpu_model(),
         "cores": usable_cores(),
-        "corpus_sha256": file_sha256(Path(corpus_dir) / "train.jsonl"),
+        # other programs (tests, builds) running meanwhile slow a 2-core machine: say how busy it was
+        "load_average_1min": os.getloadavg()[0],
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
     }
+
+
+def provenance(corpus_dir: Path) -> dict:
+    """machine_provenance() and the checksum of the corpus a run trained on."""
+    return machine_provenance() | {"corpus_sha256": file_sha256(Path(corpus_dir) / "train.jsonl")}

@@ -9,7 +9,7 @@ import matplotlib
 matplotlib.use("Agg")  # files only; notebooks display the saved PNG
 import matplotlib.pyplot as plt
 
-from minitrain.artifacts import write_atomic, write_json
+from minitrain.artifacts import save_figure, write_json
 from minitrain.timing import summarize
 from minitrain.verify import compare_state_files
 
@@ -178,5 +178,4 @@ def plot_scaling(out: Path, path: Path) -> None:
                  f"{r['block_size']} tokens per rank, gloo on {r['cores']} core(s): {r['cpu_model']}",
                  fontsize=10)
     fig.tight_layout()
-    write_atomic(path, lambda tmp: fig.savefig(tmp, dpi=110, format="png"))
-    plt.close(fig)
+    save_figure(fig, path)

@@ -1,0 +1,337 @@
+"""Beyond the sheet: gloo's all-reduce between 2 local processes on its own, against raw loopback TCP.
+
+    python -m minitrain.allreduce_bench              # all 15 sizes, about 2 GiB moved per size
+    python -m minitrain.allreduce_bench --quick --out /tmp/bench   # a few seconds
+
+Two gloo ranks all-reduce float32 tensors from 4 KiB to 64 MiB; per size: median and p95 time,
+algorithm and bus bandwidth, then a latency-bandwidth fit t(n) = alpha + n * beta. The same two
+processes then send bytes to each other over a plain 127.0.0.1 socket: the physical reference.
+Writes allreduce_bench.json and allreduce_bench.png (default: experiments/35-ddp-cpu/beyond/).
+"""
+
+import argparse
+import json
+import shlex
+import socket
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from minitrain.artifacts import save_figure, write_json
+from minitrain.corpus import DEFAULT_CORPUS_DIR, ensure_corpus
+from minitrain.ddp import cleanup, init_distributed
+from minitrain.launch import spawn_workers
+from minitrain.model import count_parameters
+from minitrain.provenance import machine_provenance
+from minitrain.timing import summarize
+from minitrain.train import build_model_for_corpus
+
+# experiments/35-ddp-cpu/beyond; not minitrain.experiment's constant, whose import pulls in
+# matplotlib, a second of start-up in each spawned rank
+DEFAULT_OUT = Path(__file__).resolve().parents[2] / "experiments" / "35-ddp-cpu" / "beyond"
+RESULT_NAME, PLOT_NAME = "allreduce_bench.json", "allreduce_bench.png"
+WORLD_SIZE = 2
+KiB, MiB = 1024, 1024 * 1024
+SIZES = [4 * KiB * 2**k for k in range(15)]  # 4 KiB ... 64 MiB, powers of 2
+QUICK_SIZES = [4 * KiB, 256 * KiB, 4 * MiB]
+WARMUP, QUICK_WARMUP = 5, 2
+QUICK_ITERATIONS = 5
+LOOPBACK_BYTES, LOOPBACK_REPEATS = 64 * MiB, 10
+QUICK_LOOPBACK_BYTES, QUICK_LOOPBACK_REPEATS = 16 * MiB, 3
+CHUNK = 4 * MiB  # socket send/receive size: big enough that Python's per-call cost vanishes
+TIMING = ("per iteration, the slower rank's time from a shared barrier to its all_reduce returning "
+          "(max over ranks): the collective is done only when every rank holds the sum")
+
+
+def iterations(nbytes: int) -> int:
+    """Timed iterations for a message size: about 2 GiB moved per size, 20 to 200 iterations."""
+    return max(20, min(200, 2048 * MiB // nbytes))
+
+
+def pattern(numel: int, rank: int) -> torch.Tensor:
+    """What `rank` contributes: small integers, so float32 sums are exact and checkable."""
+    return (torch.arange(numel) % 251 + rank).float()
+
+
+def expected_sum(numel: int, world_size: int) -> torch.Tensor:
+    """The all-reduced (summed) pattern: world_size copies of the base plus 0 + 1 + ... + (n-1)."""
+    return (world_size * (torch.arange(numel) % 251) + world_size * (world_size - 1) // 2).float()
+
+
+def bus_bandwidth(algbw: float, world_size: int) -> float:
+    """nccl-tests' bus bandwidth for all-reduce: a ring sends 2(n-1)/n of the bytes per rank.
+
+    https://github.com/NVIDIA/nccl-tests/blob/master/doc/PERFORMANCE.md
+    """
+    return algbw * 2 * (world_size - 1) / world_size
+
+
+def ring_allreduce(inputs: list[np.ndarray]) -> tuple[list[np.ndarray], list[int]]:
+    """A ring all-reduce simulated in plain numpy: every rank's result and the values each rank sent.
+
+    Each rank's vector is cut into n chunks. Reduce-scatter: in each of n-1 steps every rank sends
+    one chunk to its right neighbour, which adds it to its own; then rank r holds the full sum of
+    chunk r+1. All-gather: n-1 more steps pass the finished chunks around the ring.
+    """
+    n = len(inputs)
+    data = [np.array(x, dtype=float) for x in inputs]
+    chunks = np.array_split(np.arange(len(data[0])), n)  # indices of each chunk
+    sent = [0] * n
+    for phase in ("reduce-scatter", "all-gather"):
+        for step in range(n - 1):
+            # every rank sends at once: read all outgoing chunks before anyone writes
+            first = 0 if phase == "reduce-scatter" else 1  # all-gather starts from the finished chunk
+            outgoing = [(r, chunks[(r + first - step) % n]) for r in range(n)]
+            values = [data[r][idx].copy() for r, idx in outgoing]
+            for (r, idx), v in zip(outgoing, values):
+                right = data[(r + 1) % n]
+                right[idx] = right[idx] + v if phase == "reduce-scatter" else v
+                sent[r] += len(idx)
+    return data, sent
+
+
+def fit_alpha_beta(sizes_bytes: list[int], seconds: list[float]) -> dict[str, float]:
+    """Least-squares fit of t(n) = alpha + n * beta; alpha in ms, beta as 1/beta in GB/s.
+
+    Residuals are relative (each row divided by its t): plain least squares would fit only the
+    largest sizes, which are 10,000x longer, and leave alpha as noise, even negative.
+    """
+    n, t = np.asarray(sizes_bytes, dtype=float), np.asarray(seconds, dtype=float)
+    design = np.stack([np.ones_like(n), n], axis=1) / t[:, None]
+    (alpha, beta), *_ = np.linalg.lstsq(design, np.ones_like(t), rcond=None)
+    return {"alpha_ms": alpha * 1e3, "beta_ns_per_byte": beta * 1e9, "bandwidth_gbps": 1 / beta / 1e9}
+
+
+def predict_allreduce_ms(nbytes: int, fit: dict[str, float]) -> float:
+    """All-reduce time the alpha-beta fit predicts for a message of `nbytes` (e.g. all gradients)."""
+    return fit["alpha_ms"] + nbytes * fit["beta_ns_per_byte"] * 1e-6
+
+
+def load_results(path: Path = DEFAULT_OUT / RESULT_NAME) -> dict:
+    """A benchmark's results (the committed ones by default); `["fit"]` feeds predict_allreduce_ms."""
+    return json.loads(Path(path).read_text())
+
+
+# ------------------------------------------------------------------------------------------------
+# The two processes
+
+
+def time_allreduce(nbytes: int, warmup: int, iters: int, rank: int, world_size: int) -> list[float]:
+    """Seconds per timed iteration (max over ranks); raises if any sum is wrong."""
+    numel = nbytes // 4
+    mine, expected = pattern(numel, rank), expected_sum(numel, world_size)
+    buffer = torch.empty(numel)
+    times = torch.zeros(iters, dtype=torch.float64)
+    for i in range(warmup + iters):
+        buffer.copy_(mine)  # all_reduce works in place: start every iteration from the inputs
+        dist.barrier()  # both ranks start together, so neither times the other's lateness
+        start = time.perf_counter()
+        dist.all_reduce(buffer)
+        elapsed = time.perf_counter() - start
+        if not torch.equal(buffer, expected):
+            raise RuntimeError(f"rank {rank}: wrong all-reduce result for {nbytes} bytes")
+        if i >= warmup:
+            times[i - warmup] = elapsed
+    dist.all_reduce(times, op=dist.ReduceOp.MAX)
+    return times.tolist()
+
+
+def loopback_gbps(rank: int, nbytes: int, repeats: int) -> list[float]:
+    """GB/s of `repeats` one-way transfers of `nbytes` from rank 1 to rank 0 over 127.0.0.1."""
+    if rank == 0:
+        with socket.create_server(("127.0.0.1", 0)) as server:
+            port = [server.getsockname()[1]]
+            dist.broadcast_object_list(port, src=0)
+            conn, _ = server.accept()
+        with conn:
+            buffer = memoryview(bytearray(CHUNK))
+            rates = []
+            for _ in range(repeats):
+                start = time.perf_counter()
+                conn.sendall(b"g")  # go: the clock starts before the sender sees this byte
+                received = 0
+                while received < nbytes:
+                    got = conn.recv_into(buffer, min(CHUNK, nbytes - received))
+                    if not got:
+                        raise ConnectionError("the sending rank closed the socket early")
+                    received += got
+                rates.append(nbytes / (time.perf_counter() - start) / 1e9)
+        return rates
+    port = [None]
+    dist.broadcast_object_list(port, src=0)
+    payload = memoryview(bytes(CHUNK))
+    with socket.create_connection(("127.0.0.1", port[0])) as conn:
+        for _ in range(repeats):
+            conn.recv(1)
+            for offset in range(0, nbytes, CHUNK):
+                conn.sendall(payload[:min(CHUNK, nbytes - offset)])
+    return []
+
+
+def bench_worker(sizes: list[int], quick: bool, raw_path: str) -> None:
+    """One rank: time the all-reduce at every size, then loopback TCP; rank 0 saves the raw times."""
+    rank, world_size = init_distributed("gloo")
+    warmup = QUICK_WARMUP if quick else WARMUP
+    counts = [QUICK_ITERATIONS if quick else iterations(nbytes) for nbytes in sizes]
+    raw = {"sizes": sizes, "iterations": counts, "warmup": warmup, "threads_per_rank": torch.get_num_threads(),
+           "times_s": [time_allreduce(n, warmup, iters, rank, world_size) for n, iters in zip(sizes, counts)]}
+    loopback_bytes, repeats = ((QUICK_LOOPBACK_BYTES, QUICK_LOOPBACK_REPEATS) if quick
+                               else (LOOPBACK_BYTES, LOOPBACK_REPEATS))
+    raw["loopback_gbps"] = loopback_gbps(rank, loopback_bytes, repeats)
+    raw["loopback_bytes"] = loopback_bytes
+    if rank == 0:
+        Path(raw_path).write_text(json.dumps(raw))
+    cleanup()
+
+
+# ------------------------------------------------------------------------------------------------
+# Results
+
+
+def minigpt_gradient_bytes(corpus_dir: Path = DEFAULT_CORPUS_DIR, block_size: int = 64) -> tuple[int, int]:
+    """(parameters, float32 gradient bytes) of the lab's default MiniGPT: what DDP all-reduces per step."""
+    model, _ = build_model_for_corpus(ensure_corpus(corpus_dir), block_size)
+    params = count_parameters(model)
+    return params, params * 4
+
+
+def summarize_run(raw: dict, gradient_params: int, gradient_bytes: int, command: str,
+                  runtime_s: float) -> dict:
+    """The result file's content: per-size statistics, bandwidths, the fit, loopback, provenance."""
+    rows = []
+    for nbytes, iters, times in zip(raw["sizes"], raw["iterations"], raw["times_s"]):
+        stats = summarize([t * 1e3 for t in times])
+        algbw = nbytes / (stats["median"] / 1e3) / 1e9
+        rows.append({"bytes": nbytes, "iterations": iters,
+                     "median_ms": stats["median"], "p95_ms": stats["p95"], "mean_ms": stats["mean"],
+                     "algbw_gbps": algbw, "busbw_gbps": bus_bandwidth(algbw, WORLD_SIZE)})
+    fit = fit_alpha_beta([r["bytes"] for r in rows], [r["median_ms"] / 1e3 for r in rows])
+    loopback = summarize(raw["loopback_gbps"])
+    return {
+        "world_size": WORLD_SIZE,
+        "backend": "gloo",
+        "dtype": "float32",
+        "op": "sum",
+        "timing": TIMING,
+        "warmup_iterations": raw["warmup"],
+        "threads_per_rank": raw["threads_per_rank"],
+        "result_checked": "every element of every iteration equals the expected sum",
+        "sizes_bytes": [r["bytes"] for r in rows],
+        "results": rows,
+        "fit": fit | {"method": "least squares on the medians, relative residuals",
+                      "max_relative_error": max(abs(predict_allreduce_ms(r["bytes"], fit) / r["median_ms"] - 1)
+                                                for r in rows)},
+        "loopback": {"bytes": raw["loopback_bytes"], "repeats": len(raw["loopback_gbps"]),
+                     "median_gbps": loopback["median"], "gbps": raw["loopback_gbps"],
+                     "method": "one TCP stream over 127.0.0.1 between the same two processes, one way"},
+        "gradient": {"model_params": gradient_params, "bytes": gradient_bytes,
+                     "predicted_allreduce_ms": predict_allreduce_ms(gradient_bytes, fit)},
+        "provenance": machine_provenance() | {"command": command, "runtime_s": runtime_s},
+    }
+
+
+def size_label(nbytes: float) -> str:
+    """4096 -> '4 KiB', 67108864 -> '64 MiB', 3 significant digits."""
+    return f"{nbytes / MiB:.3g} MiB" if nbytes >= MiB else f"{nbytes / KiB:.3g} KiB"
+
+
+def plot(result: dict, path: Path) -> None:
+    """Time against size (log-log, with the fit) and bandwidth against size (with loopback TCP)."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only; notebooks display the saved PNG
+    import matplotlib.pyplot as plt
+
+    rows, fit, grad = result["results"], result["fit"], result["gradient"]
+    sizes = np.array([r["bytes"] for r in rows], dtype=float)
+    line = np.geomspace(sizes[0], sizes[-1], 100)
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.8))
+
+    ax1.plot(sizes, [r["median_ms"] for r in rows], "o", color="#4c72b0", label="median")
+    ax1.plot(sizes, [r["p95_ms"] for r in rows], "_", color="#4c72b0", markersize=10, label="p95")
+    ax1.plot(line, [predict_allreduce_ms(n, fit) for n in line], "--", color="0.3",
+             label=f"fit: {fit['alpha_ms']:.3f} ms + n / {fit['bandwidth_gbps']:.2f} GB/s")
+    ax1.set_yscale("log")
+    ax1.set_ylabel("time per all-reduce (ms)")
+    ax1.set_title("Time: flat (latency, alpha), then linear (bandwidth, beta)")
+
+    ax2.plot(sizes, [r["algbw_gbps"] for r in rows], "o-", color="#4c72b0", label="algbw = bytes / time")
+    ax2.plot(sizes, [r["busbw_gbps"] for r in rows], "x:", color="#c44e52", markersize=9,
+             label=f"busbw = algbw x 2(n-1)/n (= algbw for n = {result['world_size']})")
+    ax2.axhline(result["loopback"]["median_gbps"], color="#55a868",
+                label=f"raw loopback TCP, one way: {result['loopback']['median_gbps']:.2f} GB/s")
+    ax2.set_ylabel("GB/s (1 GB = 1e9 bytes)")
+    ax2.set_ylim(0, 1.2 * max(result["loopback"]["median_gbps"], *(r["algbw_gbps"] for r in rows)))
+    ax2.set_title("Bandwidth: what the time means per byte")
+
+    ticks = [n for n in 4.0 ** np.arange(6, 14) if sizes[0] <= n <= sizes[-1]]  # 4 KiB, 16 KiB, ...
+    for ax, where in ((ax1, "upper left"), (ax2, "lower right")):
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(ticks, [size_label(n) for n in ticks], fontsize=8)
+        ax.set_xlabel("message size (float32 tensor per rank)")
+        ax.axvline(grad["bytes"], color="#dd8452", linewidth=1.5,
+                   label=f"MiniGPT gradients: {grad['bytes'] / MiB:.2f} MiB "
+                         f"(fit: {grad['predicted_allreduce_ms']:.2f} ms)")
+        ax.grid(True, which="major", alpha=0.3)
+        ax.legend(fontsize=8, loc=where)
+    p = result["provenance"]
+    fig.suptitle(f"gloo all-reduce, {result['world_size']} processes on {p['cores']} core(s) of "
+                 f"{p['cpu_model']}, torch {p['torch']}", fontsize=10)
+    fig.tight_layout()
+    save_figure(fig, path)
+
+
+def run_benchmark(out: Path = DEFAULT_OUT, quick: bool = False, gradient_bytes: int | None = None,
+                  command: str = "") -> dict:
+    """Run both ranks, then write allreduce_bench.json and .png into `out`; return the results."""
+    start = time.perf_counter()
+    sizes = QUICK_SIZES if quick else SIZES
+    with tempfile.TemporaryDirectory() as tmp:
+        raw_path = Path(tmp) / "raw.json"
+        spawn_workers(bench_worker, WORLD_SIZE, sizes, quick, str(raw_path))
+        raw = json.loads(raw_path.read_text())
+    params, nbytes = minigpt_gradient_bytes() if gradient_bytes is None else (gradient_bytes // 4, gradient_bytes)
+    result = summarize_run(raw, params, nbytes, command, time.perf_counter() - start)
+    out.mkdir(parents=True, exist_ok=True)
+    write_json(out / RESULT_NAME, result)
+    plot(result, out / PLOT_NAME)
+    return result
+
+
+def report(result: dict) -> str:
+    """A plain-text table of the results, then the fit, loopback and gradient lines."""
+    lines = [f"{'size':>8}  {'iters':>5}  {'median ms':>9}  {'p95 ms':>8}  {'algbw GB/s':>10}  {'busbw GB/s':>10}"]
+    for r in result["results"]:
+        lines.append(f"{size_label(r['bytes']):>8}  {r['iterations']:>5}  {r['median_ms']:9.3f}  "
+                     f"{r['p95_ms']:8.3f}  {r['algbw_gbps']:10.3f}  {r['busbw_gbps']:10.3f}")
+    fit, grad = result["fit"], result["gradient"]
+    lines += [f"fit: alpha {fit['alpha_ms']:.3f} ms, 1/beta {fit['bandwidth_gbps']:.2f} GB/s "
+              f"(largest relative error {fit['max_relative_error']:.0%})",
+              f"raw loopback TCP: {result['loopback']['median_gbps']:.2f} GB/s (median of "
+              f"{result['loopback']['repeats']} x {size_label(result['loopback']['bytes'])})",
+              f"MiniGPT gradients: {grad['model_params']:,} parameters = {grad['bytes']:,} bytes, "
+              f"predicted all-reduce {grad['predicted_allreduce_ms']:.2f} ms"]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"output folder (default: {DEFAULT_OUT})")
+    p.add_argument("--quick", action="store_true", help="3 sizes, 5 iterations: a few seconds, for tests")
+    p.add_argument("--gradient-bytes", type=int, default=None,
+                   help="message size to mark and predict (default: the default MiniGPT's gradients)")
+    args = p.parse_args(argv)
+    given = sys.argv[1:] if argv is None else argv
+    command = " ".join(["python -m minitrain.allreduce_bench", *map(shlex.quote, given)])
+    result = run_benchmark(args.out, args.quick, args.gradient_bytes, command)
+    print(report(result))
+    print(f"wrote {RESULT_NAME} and {PLOT_NAME} to {args.out} in {result['provenance']['runtime_s']:.1f} s")
+
+
+if __name__ == "__main__":
+    main()

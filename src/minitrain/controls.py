@@ -1,0 +1,295 @@
+"""Negative controls and learning: is the all-reduce doing the work, and does DDP still learn?
+
+    python -m minitrain.controls [--out DIR] [--steps N] [--quick] [--corpus-dir DIR] [--runs-dir DIR]
+
+Controls: three 2-process runs of train.py with --track-drift. With DDP's all-reduce the ranks
+hold the same weights after every step; without it (every backward under no_sync(), or DDP's
+no-op comm hook) each rank follows its own shard's gradients and the weights drift apart.
+Learning: 1 process with batch 32 against 2 processes with batch 16 each, the same 2,048 tokens
+per step; the DDP control run is the 2-process run. Writes controls.json, controls_drift.png
+and controls_learning.png into --out (default experiments/35-ddp-cpu/beyond/).
+"""
+
+import argparse
+import contextlib
+import math
+import os
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only; notebooks display the saved PNGs
+import matplotlib.pyplot as plt
+import torch
+
+from minitrain.artifacts import save_figure, write_json
+from minitrain.corpus import DEFAULT_CORPUS_DIR, ensure_corpus
+from minitrain.data import SEED_BASE, make_shard
+from minitrain.experiment import EXPERIMENT_DIR, TRAIN_SCRIPT
+from minitrain.launch import run_streaming, torchrun_command
+from minitrain.probe import load_pairs, minimal_pair_accuracy
+from minitrain.provenance import provenance
+from minitrain.report import read_run
+from minitrain.train import build_model_for_corpus, evaluate, seed_everything
+from minitrain.verify import load_state
+
+CONTROLS_DIR = EXPERIMENT_DIR / "beyond"
+# train.py's flags for each 2-process drift case; "ddp" is the real thing, the others are controls
+CASES = {"ddp": [], "no-sync": ["--no-sync"], "noop": ["--comm", "noop"]}
+GLOBAL_BATCH = 32  # sequences per step: 1 process x 32, or 2 processes x 16
+BLOCK_SIZE = 64
+VAL_BATCHES = 8  # 8 x 32 rows of 65 tokens: about all of val.jsonl (2,000 sentences) once
+QUICK = {"steps": 6, "pairs": 100, "val_batches": 2}  # --quick: seconds, for tests and notebooks
+SMOOTH = 20  # steps in the moving average of the plotted training loss
+
+
+def run_case(name: str, nproc: int, steps: int, runs_dir: Path, corpus_dir: Path,
+             extra: tuple[str, ...] = (), timeout: float | None = 900) -> dict:
+    """One real run of train.py under torchrun into runs_dir/name: its run.json, timings, seconds."""
+    folder = Path(runs_dir) / name
+    command = torchrun_command(TRAIN_SCRIPT, nproc, "--out", str(folder), "--steps", str(steps),
+                               "--warmup", "0", "--batch-size", str(GLOBAL_BATCH // nproc),
+                               "--block-size", str(BLOCK_SIZE), "--corpus-dir", str(corpus_dir),
+                               *extra)
+    print(f"== {name}: {nproc} process(es) -> {folder}", flush=True)
+    start = time.perf_counter()
+    run_streaming(command, timeout=timeout)
+    run, timings = read_run(folder)
+    return {"run": run, "timings": timings, "seconds": time.perf_counter() - start}
+
+
+def run_drift_controls(runs_dir: Path, steps: int, corpus_dir: Path = DEFAULT_CORPUS_DIR,
+                       cases: tuple[str, ...] = tuple(CASES), timeout: float | None = 900) -> dict[str, dict]:
+    """The 2-process drift runs (`cases` of CASES), each with --track-drift."""
+    return {case: run_case(case, 2, steps, runs_dir, corpus_dir, (*CASES[case], "--track-drift"), timeout)
+            for case in cases}
+
+
+def drift_curve(case: dict) -> list[float]:
+    """Largest |parameter difference| between the ranks after each step of a drift run."""
+    return [r["max_param_diff"] for r in case["timings"]]
+
+
+@contextlib.contextmanager
+def one_thread_per_process() -> Iterator[None]:
+    """Run the block with 1 torch thread here and OMP_NUM_THREADS=1 in child processes, then restore."""
+    threads, env = torch.get_num_threads(), os.environ.get("OMP_NUM_THREADS")
+    torch.set_num_threads(1)
+    os.environ["OMP_NUM_THREADS"] = "1"
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+        if env is None:
+            del os.environ["OMP_NUM_THREADS"]
+        else:
+            os.environ["OMP_NUM_THREADS"] = env
+
+
+def final_metrics(state_path: Path | None, corpus_dir: Path, pairs: list[dict], val_batches: int) -> dict:
+    """Validation loss and minimal-pair accuracy of a saved state (None: the initial weights)."""
+    # seed 35000 = rank 0's seed in train.py: the initial weights both runs start from
+    # (DDP broadcasts rank 0's weights to rank 1)
+    seed_everything(SEED_BASE)
+    model, tokenizer = build_model_for_corpus(corpus_dir, BLOCK_SIZE)
+    if state_path is not None:
+        model.load_state_dict(load_state(state_path))
+    # a fresh val shard per model, so every model is scored on the same batches
+    val = make_shard(0, 1, corpus_dir, split="val", batch_size=GLOBAL_BATCH, block_size=BLOCK_SIZE,
+                     seed=SEED_BASE)
+    return {"val_loss": evaluate(model, val, val_batches),
+            "accuracy": minimal_pair_accuracy(model, tokenizer, pairs)}
+
+
+def run_controls(out: Path = CONTROLS_DIR, steps: int = 300, quick: bool = False,
+                 corpus_dir: Path = DEFAULT_CORPUS_DIR, runs_dir: Path | None = None) -> dict:
+    """Run the controls and the learning comparison; write controls.json and the two PNGs to `out`."""
+    start = time.perf_counter()
+    out, corpus_dir = Path(out).resolve(), Path(corpus_dir).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    ensure_corpus(corpus_dir)
+    steps = QUICK["steps"] if quick else steps
+    pairs = load_pairs(corpus_dir / "pairs.jsonl")[:QUICK["pairs"] if quick else None]
+    val_batches = QUICK["val_batches"] if quick else VAL_BATCHES
+    # 1 thread per process in every run, as torchrun gives each of 2 ranks: the 1-process run does
+    # the same arithmetic per rank, and nothing crawls when other work holds the cores (idle
+    # threads spin: on a busy machine 1 thread scored 100 pairs 20x faster than 2)
+    with one_thread_per_process(), tempfile.TemporaryDirectory(prefix="minitrain-controls-") as tmp:
+        runs = Path(runs_dir or tmp).resolve()
+        cases = run_drift_controls(runs, steps, corpus_dir)
+        cases["1proc"] = run_case("1proc", 1, steps, runs, corpus_dir)
+        print("== scoring the initial and final weights on val.jsonl and pairs.jsonl", flush=True)
+        metrics = {"before": final_metrics(None, corpus_dir, pairs, val_batches),
+                   "1proc": final_metrics(runs / "1proc" / "state-rank-0.pt", corpus_dir, pairs, val_batches),
+                   "2proc": final_metrics(runs / "ddp" / "state-rank-0.pt", corpus_dir, pairs, val_batches)}
+
+    drift = {case: drift_curve(cases[case]) for case in CASES}
+    learning = {label: {"nproc": cases[case]["run"]["world_size"],
+                        "batch_size_per_rank": cases[case]["run"]["batch_size_per_rank"],
+                        "threads_per_rank": cases[case]["run"]["threads_per_rank"],
+                        "loss": [r["loss"] for r in cases[case]["timings"]],
+                        **metrics[label]}
+                for label, case in (("1proc", "1proc"), ("2proc", "ddp"))}
+    results = {
+        "steps": steps,
+        "quick": quick,
+        "global_batch": GLOBAL_BATCH,
+        "block_size": BLOCK_SIZE,
+        "lr": cases["ddp"]["run"]["lr"],
+        "model_params": cases["ddp"]["run"]["model_params"],
+        "drift": drift,
+        "final_drift": {case: d[-1] for case, d in drift.items()},
+        "ddp_drift_exactly_zero": all(d == 0.0 for d in drift["ddp"]),
+        "noop_equals_no_sync": drift["noop"] == drift["no-sync"],
+        "learning": learning | {"before": metrics["before"]},
+        "loss_note": "training loss is the process's own batch loss: all 32 sequences for 1 process, "
+                     "rank 0's 16 for 2 processes (the DDP gradient averages both ranks' losses)",
+        "pairs": len(pairs),
+        "val_batches": val_batches,
+        "val_tokens": val_batches * GLOBAL_BATCH * BLOCK_SIZE,
+        "commands": {case: c["run"]["command"] for case, c in cases.items()},
+        "command": (f"python -m minitrain.controls --out {out} --steps {steps} --corpus-dir {corpus_dir}"
+                    + (" --quick" if quick else "")),
+        "runtime_s": {case: round(c["seconds"], 1) for case, c in cases.items()},
+        **provenance(corpus_dir),
+    }
+    results["runtime_s"]["total"] = round(time.perf_counter() - start, 1)
+    results["findings"] = findings_sentence(results)
+    plot_drift(results, out / "controls_drift.png")
+    plot_learning(results, out / "controls_learning.png")
+    write_json(out / "controls.json", results)
+    print(results["findings"])
+    return results
+
+
+def same_accuracy(a: float, b: float, n: int) -> bool:
+    """True when two accuracies on the same n pairs differ by less than two binomial standard errors."""
+    p = (a + b) / 2
+    return abs(a - b) < 2 * math.sqrt(max(p * (1 - p), 1e-12) / n)
+
+
+LOSS_TOLERANCE = 0.05  # nats of validation loss; well under what 100 more steps change it here
+
+
+def findings_sentence(results: dict) -> str:
+    """The headline of the controls and the learning comparison, worded from the numbers."""
+    final, steps = results["final_drift"], results["steps"]
+    first = results["drift"]["no-sync"][0]
+    ddp = ("stayed exactly 0 at every step" if results["ddp_drift_exactly_zero"]
+           else f"reached {max(results['drift']['ddp']):.1e}")
+    noop = ("identically with DDP's no-op comm hook" if results["noop_equals_no_sync"]
+            else f"{final['noop']:.1e} with DDP's no-op comm hook")
+    drift = (f"Without the all-reduce the two ranks drifted apart: their largest parameter difference "
+             f"grew from {first:.1e} after the first step to {final['no-sync']:.1e} after {steps} "
+             f"steps under no_sync() ({noop}), while with DDP's all-reduce it {ddp}.")
+    one, two, before = (results["learning"][k] for k in ("1proc", "2proc", "before"))
+    loss_gap, accuracy_gap = two["val_loss"] - one["val_loss"], two["accuracy"] - one["accuracy"]
+    accuracy_differs = not same_accuracy(one["accuracy"], two["accuracy"], results["pairs"])
+    better = loss_gap <= -LOSS_TOLERANCE or (accuracy_differs and accuracy_gap > 0)
+    worse = loss_gap >= LOSS_TOLERANCE or (accuracy_differs and accuracy_gap < 0)
+    if not (better or worse):
+        verdict = "learned grammar as well as 1 process"
+    else:
+        word = "differently from" if better and worse else "better than" if better else "worse than"
+        verdict = (f"learned {word} 1 process, beyond the noise allowed ({LOSS_TOLERANCE} nats of "
+                   f"loss, 2 standard errors of accuracy); the runs differ in which sentences fall in "
+                   f"which step (each rank shuffles its own shard) and in float rounding")
+    learning = (f"On the same global batch ({results['global_batch']} sequences of "
+                f"{results['block_size']} tokens per step, {steps} steps), 2 DDP processes {verdict}: "
+                f"validation loss {two['val_loss']:.2f} against {one['val_loss']:.2f} "
+                f"({before['val_loss']:.2f} before training), minimal-pair accuracy "
+                f"{two['accuracy']:.3f} against {one['accuracy']:.3f} ({before['accuracy']:.3f} before, "
+                f"{results['pairs']} pairs).")
+    return f"{drift} {learning}"
+
+
+def plot_drift(results: dict, path: Path) -> None:
+    """controls_drift.png: largest parameter difference per step, log y; exact zeros at the bottom."""
+    drift = results["drift"]
+    positive = [d for curve in drift.values() for d in curve if d > 0]
+    floor = min(positive) / 10 if positive else 1e-8  # log axes cannot show 0: draw it here
+    steps = range(1, results["steps"] + 1)
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    ax.plot(steps, drift["no-sync"], color="#c44e52", lw=2.5, label="no all-reduce: no_sync() every step")
+    identical = " (identical)" if results["noop_equals_no_sync"] else ""
+    ax.plot(steps, drift["noop"], color="#222222", ls="--", lw=1.2,
+            label=f"no all-reduce: DDP no-op comm hook{identical}")
+    ax.plot(steps, [d if d > 0 else floor for d in drift["ddp"]], color="#4c72b0", lw=2.5,
+            label="DDP all-reduce")
+    if results["ddp_drift_exactly_zero"]:
+        ax.annotate("DDP: exactly 0 at every step (drawn at the bottom)", (results["steps"], floor),
+                    xytext=(-6, 8), textcoords="offset points", ha="right", color="#4c72b0")
+    ax.set_yscale("log")
+    ax.set_ylim(bottom=floor / 2)
+    ax.set_xlabel("step")
+    ax.set_ylabel("largest |parameter difference|, rank 1 vs rank 0")
+    ax.set_title(f"Negative control: 2 processes, {results['global_batch'] // 2} sequences per rank, "
+                 f"lr {results['lr']:g}", fontsize=10)
+    ax.legend(loc="center right", fontsize=9)
+    fig.tight_layout()
+    save_figure(fig, path)
+
+
+def moving_average(values: list[float], window: int) -> list[float]:
+    """Mean of each full window of `window` consecutive values."""
+    return [sum(values[i - window:i]) / window for i in range(window, len(values) + 1)]
+
+
+def plot_learning(results: dict, path: Path) -> None:
+    """controls_learning.png: training loss (smoothed) and validation loss; grammar accuracy."""
+    runs = results["learning"]
+    labels = {"1proc": f"1 process x {runs['1proc']['batch_size_per_rank']}",
+              "2proc": f"2 processes x {runs['2proc']['batch_size_per_rank']} (DDP, rank 0's loss)"}
+    # the 1-process curve wide and underneath: the DDP curve drawn on top leaves it visible
+    style = {"1proc": {"color": "#55a868", "lw": 4, "marker": "o"},
+             "2proc": {"color": "#4c72b0", "lw": 1.5, "marker": "D"}}
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.5), gridspec_kw={"width_ratios": [2, 1]})
+    for key in ("1proc", "2proc"):
+        loss, color = runs[key]["loss"], style[key]["color"]
+        window = min(SMOOTH, len(loss))
+        ax1.plot(range(1, len(loss) + 1), loss, color=color, alpha=0.25, lw=0.8)
+        centers = [i - (window - 1) / 2 for i in range(window, len(loss) + 1)]  # no lag
+        ax1.plot(centers, moving_average(loss, window), color=color,
+                 lw=style[key]["lw"], label=f"{labels[key]}: train ({window}-step mean)")
+        ax1.plot([len(loss)], [runs[key]["val_loss"]], style[key]["marker"], color=color, ms=8,
+                 label=f"val loss after training {runs[key]['val_loss']:.3f}")
+    ax1.set_xlabel("step")
+    ax1.set_ylabel("cross-entropy loss (nats)")
+    ax1.set_title(f"Same global batch: {results['global_batch']} x {results['block_size']} tokens per step")
+    ax1.legend(fontsize=8)
+
+    names = ["before", "1proc", "2proc"]
+    values = [runs[k]["accuracy"] for k in names]
+    bars = ax2.bar(["before\ntraining", "1 process", "2 processes\n(DDP)"], values,
+                   color=["#999999", style["1proc"]["color"], style["2proc"]["color"]], width=0.6)
+    ax2.bar_label(bars, [f"{v:.3f}" for v in values], fontsize=9)
+    ax2.axhline(0.5, color="black", ls=":", lw=1, label="chance")
+    ax2.legend(loc="upper left", fontsize=8)
+    ax2.set_ylim(0, 1)
+    ax2.set_ylabel("minimal-pair accuracy")
+    ax2.set_title(f"Grammar probe, {results['pairs']} pairs")
+    fig.tight_layout()
+    save_figure(fig, path)
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description="Negative controls (drift without the all-reduce) and "
+                                            "learning under DDP against 1 process.")
+    p.add_argument("--out", type=Path, default=CONTROLS_DIR)
+    p.add_argument("--steps", type=int, default=300)
+    p.add_argument("--quick", action="store_true",
+                   help=f"{QUICK['steps']} steps, {QUICK['pairs']} pairs: seconds, for tests")
+    p.add_argument("--corpus-dir", type=Path, default=DEFAULT_CORPUS_DIR)
+    p.add_argument("--runs-dir", type=Path, default=None,
+                   help="keep the runs' files here (default: a temporary folder)")
+    args = p.parse_args(argv)
+    if args.steps < 2:
+        p.error(f"--steps must be at least 2, got {args.steps}")
+    run_controls(args.out, args.steps, args.quick, args.corpus_dir, args.runs_dir)
+
+
+if __name__ == "__main__":
+    main()

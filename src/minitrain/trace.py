@@ -1,0 +1,79 @@
+"""A profiler trace of a few DDP steps, and how much of each all-reduce overlapped backward.
+
+`profile_steps` saves a gzipped Chrome trace: open it at https://ui.perfetto.dev (Open trace file;
+Perfetto reads .json.gz as is). In it, gloo's all-reduce is the `gloo:all_reduce` slice on a gloo
+worker thread, backward is the `autograd::engine::evaluate_function: ...` slices on the main one.
+"""
+
+import gzip
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+from torch.profiler import ProfilerActivity, profile, record_function
+
+from minitrain.artifacts import write_atomic
+
+ALLREDUCE = "gloo:all_reduce"  # ProcessGroupGloo's name for an all-reduce's execution
+BACKWARD_OP = "autograd::engine::evaluate_function:"  # one autograd node run during backward
+STEP = "step "  # the record_function label profile_steps puts around each step
+
+
+def profile_steps(run_step: Callable[[], None], steps: int, path: Path) -> None:
+    """Run `steps` training steps under torch.profiler (CPU) and save the trace, gzipped, to `path`."""
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for i in range(steps):
+            with record_function(f"{STEP}{i}"):
+                run_step()
+    plain = Path(path).with_suffix("")  # trace-rank-0.json.gz -> trace-rank-0.json
+    prof.export_chrome_trace(str(plain))
+
+    def compress(tmp: Path) -> None:
+        with open(plain, "rb") as src, gzip.open(tmp, "wb") as dst:
+            shutil.copyfileobj(src, dst)
+
+    write_atomic(Path(path), compress)
+    plain.unlink()
+
+
+def load_trace(path: Path) -> list[dict]:
+    """The complete ("X") events of a Chrome trace, gzipped or not."""
+    opener = gzip.open if str(path).endswith(".gz") else open
+    with opener(path, "rt") as f:
+        return [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
+
+
+def _union(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """Merge overlapping (start, end) intervals."""
+    merged: list[tuple[float, float]] = []
+    for start, end in sorted(intervals):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def _overlap(interval: tuple[float, float], union: list[tuple[float, float]]) -> float:
+    return sum(max(0.0, min(interval[1], e) - max(interval[0], s)) for s, e in union)
+
+
+def overlap_table(events: list[dict]) -> list[dict]:
+    """One row per all-reduce of each profiled step: its length, and how much of it ran while
+    backward was still computing (times in ms)."""
+    span = lambda e: (e["ts"], e["ts"] + e["dur"])  # noqa: E731 (microseconds)
+    rows = []
+    for step in sorted((e for e in events if e["name"].startswith(STEP)), key=lambda e: e["ts"]):
+        lo, hi = span(step)
+        inside = [e for e in events if lo <= e["ts"] <= hi]
+        backward = _union([span(e) for e in inside if e["name"].startswith(BACKWARD_OP)])
+        allreduces = sorted((e for e in inside if e["name"] == ALLREDUCE), key=lambda e: e["ts"])
+        for k, a in enumerate(allreduces):
+            start, end = span(a)
+            overlapped = _overlap((start, end), backward)
+            rows.append({"step": int(step["name"][len(STEP):]), "allreduce": k,
+                         "allreduce_ms": (end - start) / 1e3, "overlapped_ms": overlapped / 1e3,
+                         "after_backward_ms": max(0.0, end - backward[-1][1]) / 1e3 if backward else None,
+                         "backward_ms": sum(e - s for s, e in backward) / 1e3})
+    return rows

@@ -1,0 +1,123 @@
+"""The gloo all-reduce benchmark: one real --quick run between 2 processes, and its arithmetic."""
+
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import torch
+
+from minitrain import allreduce_bench as bench
+from minitrain.model import count_parameters
+from minitrain.processes import listening_sockets, process_tree
+from minitrain.train import build_model_for_corpus
+
+GRADIENT_BYTES = 1_094_016  # passed in, so the run needs no corpus
+
+
+@pytest.fixture(scope="module")
+def quick(tmp_path_factory):
+    """(results, output folder, listening sockets seen) of a `--quick` run into a tmp folder."""
+    out = tmp_path_factory.mktemp("bench")
+    proc = subprocess.Popen([sys.executable, "-m", "minitrain.allreduce_bench", "--quick", "--out", str(out),
+                             "--gradient-bytes", str(GRADIENT_BYTES)])
+    listeners = set()
+    deadline = time.monotonic() + 300
+    while proc.poll() is None:
+        if time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail("the quick benchmark did not finish within 300 s")
+        listeners.update(listening_sockets(process_tree(proc.pid)))  # store, gloo, loopback test
+        time.sleep(0.05)
+    assert proc.returncode == 0
+    return bench.load_results(out / bench.RESULT_NAME), out, listeners
+
+
+def test_every_listening_socket_is_on_loopback(quick):
+    listeners = quick[2]
+    assert listeners and all(listener.is_loopback for listener in listeners)
+
+
+def test_result_file_has_every_field(quick):
+    result, out, _ = quick
+    assert {"world_size", "backend", "dtype", "timing", "warmup_iterations", "threads_per_rank",
+            "result_checked", "sizes_bytes", "results", "fit", "loopback", "gradient",
+            "provenance"} <= result.keys()
+    assert result["sizes_bytes"] == bench.QUICK_SIZES == [r["bytes"] for r in result["results"]]
+    for row in result["results"]:
+        assert row.keys() == {"bytes", "iterations", "median_ms", "p95_ms", "mean_ms", "algbw_gbps",
+                              "busbw_gbps"}
+    assert {"alpha_ms", "beta_ns_per_byte", "bandwidth_gbps", "method", "max_relative_error"} <= result["fit"].keys()
+    assert {"torch", "cpu_model", "cores", "date", "command", "runtime_s"} <= result["provenance"].keys()
+    assert "--quick" in result["provenance"]["command"]
+    assert result["gradient"]["bytes"] == GRADIENT_BYTES
+    assert (out / bench.PLOT_NAME).stat().st_size > 10_000
+    assert not list(out.glob(".*"))  # no temporary file left behind by the atomic writes
+
+
+def test_statistics_are_consistent(quick):
+    result, _, _ = quick
+    n = result["world_size"]
+    for row in result["results"]:
+        assert row["median_ms"] > 0 and row["p95_ms"] >= row["median_ms"]
+        assert row["algbw_gbps"] == row["bytes"] / (row["median_ms"] / 1e3) / 1e9
+        assert row["busbw_gbps"] == row["algbw_gbps"] * 2 * (n - 1) / n
+    assert result["gradient"]["predicted_allreduce_ms"] == bench.predict_allreduce_ms(GRADIENT_BYTES, result["fit"])
+
+
+def test_loopback_throughput_is_positive(quick):
+    loopback = quick[0]["loopback"]
+    assert loopback["repeats"] == bench.QUICK_LOOPBACK_REPEATS == len(loopback["gbps"])
+    assert loopback["median_gbps"] > 0 and all(g > 0 for g in loopback["gbps"])
+
+
+def test_run_checked_every_sum(quick):
+    # the workers compare every element with expected_sum() after every iteration and fail the run
+    # otherwise; a finished run says so
+    assert quick[0]["result_checked"].startswith("every element")
+
+
+@pytest.mark.parametrize("world_size", [1, 2, 3])
+def test_expected_sum_is_the_sum_of_the_ranks_patterns(world_size):
+    numel = 1000
+    total = sum(bench.pattern(numel, rank) for rank in range(world_size))
+    assert torch.equal(total, bench.expected_sum(numel, world_size))
+    assert not torch.equal(bench.pattern(numel, 0), bench.pattern(numel, 1))  # a rank's data matters
+
+
+def test_fit_reproduces_an_exact_line():
+    alpha_s, beta_s = 350e-6, 1 / 1.2e9  # 0.35 ms, 1.2 GB/s
+    sizes = bench.SIZES
+    fit = bench.fit_alpha_beta(sizes, [alpha_s + n * beta_s for n in sizes])
+    assert fit["alpha_ms"] == pytest.approx(0.35, rel=1e-9)
+    assert fit["bandwidth_gbps"] == pytest.approx(1.2, rel=1e-9)
+    assert bench.predict_allreduce_ms(4 * bench.MiB, fit) == pytest.approx(0.35 + 4 * bench.MiB / 1.2e6, rel=1e-9)
+
+
+def test_bus_bandwidth_follows_nccl_tests():
+    assert bench.bus_bandwidth(1.0, 2) == 1.0  # 2 ranks: each sends the whole message once
+    assert bench.bus_bandwidth(1.0, 4) == 1.5
+    assert bench.bus_bandwidth(1.0, 8) == 1.75
+
+
+def test_default_sizes_and_iterations():
+    assert bench.SIZES[0] == 4 * bench.KiB and bench.SIZES[-1] == 64 * bench.MiB
+    assert all(b == 2 * a for a, b in zip(bench.SIZES, bench.SIZES[1:]))
+    assert [bench.iterations(n) for n in (4 * bench.KiB, 64 * bench.MiB)] == [200, 32]
+
+
+def test_gradient_bytes_are_the_default_models_parameters_in_float32(corpus_dir):
+    params, nbytes = bench.minigpt_gradient_bytes(corpus_dir)
+    assert params == count_parameters(build_model_for_corpus(corpus_dir, 64)[0])
+    assert nbytes == 4 * params
+
+
+@pytest.mark.parametrize("world_size", [2, 3, 4])
+def test_ring_allreduce_sums_and_sends_2_n_minus_1_over_n(world_size):
+    size = 12  # divisible by 2, 3 and 4: every chunk has the same length
+    inputs = [np.arange(size) * (rank + 1) + rank for rank in range(world_size)]
+    results, sent = bench.ring_allreduce(inputs)
+    for result in results:
+        assert np.array_equal(result, sum(inputs))
+    assert sent == [size * 2 * (world_size - 1) // world_size] * world_size
