@@ -17,14 +17,21 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
+# The whole lab with papermill: topic notebooks, run.ipynb for 1 and 2 processes, the report,
+# then the checker's table (with the DDP tests). Artifacts: experiments/35-ddp-cpu/.
 lab: $(STAMP)
-	$(PY) -m minitrain.train --steps 300
+	$(PY) -m minitrain.lab
+
+# JupyterLab from the venv, on the entry notebook (kernel "python3" = this venv's Python).
+notebook: $(STAMP)
+	$(VENV)/bin/jupyter lab notebooks/01-ddp-cpu.ipynb
 
 demo: $(STAMP)
 	$(PY) -m minitrain.train --steps 300
 
+# The library tests and the notebooks (strict nbval); notebook runs go to a temporary folder.
 test: $(STAMP)
-	$(PY) -m pytest
+	$(PY) -m pytest --nbval --nbval-current-env --nbval-cell-timeout=600 tests notebooks
 
 corpus: $(STAMP)
 	$(PY) -m minitrain.corpus

@@ -33,13 +33,23 @@ def run_experiment(out: Path = EXPERIMENT_DIR, steps: int = 100, warmup: int = 5
     for nproc, folder in ((1, out / SINGLE_DIR), (2, out)):
         print(f"== {nproc}-process run -> {folder}", flush=True)
         run_training(nproc, folder, steps, warmup, corpus_dir)
+    manifest = write_report(out, " ".join(["python -m minitrain.experiment", *sys.argv[1:]]))
+    print(manifest["lesson_notes"])
+    return manifest
+
+
+def write_report(out: Path, command: str) -> dict:
+    """scaling.png and manifest.json from the 1- and 2-process runs in `out`; return the manifest.
+
+    A copy of train.py goes next to the artifacts when `out` is not the experiment folder, so
+    the folder names the script behind it.
+    """
+    out = Path(out).resolve()
     if out != TRAIN_SCRIPT.parent:
-        shutil.copy2(TRAIN_SCRIPT, out / TRAIN_SCRIPT.name)  # the folder names the script behind it
+        shutil.copy2(TRAIN_SCRIPT, out / TRAIN_SCRIPT.name)
     plot_scaling(out, out / "scaling.png")
-    command = " ".join(["python -m minitrain.experiment", *sys.argv[1:]])
     manifest = build_manifest(out, command)
     write_manifest(manifest, out / "manifest.json")
-    print(manifest["lesson_notes"])
     return manifest
 
 

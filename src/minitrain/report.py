@@ -14,6 +14,7 @@ from minitrain.timing import summarize
 from minitrain.verify import compare_state_files
 
 SINGLE_DIR = "single-process"  # where the 1-process run's files go, inside the output folder
+BEYOND_DIR = "beyond"  # the deeper measurements (all-reduce benchmark, wire, matrix, controls)
 PHASES = ("forward", "backward", "all-reduce", "optimizer")
 
 
@@ -80,12 +81,31 @@ def lesson_notes(m: dict) -> str:
                     "not because of the all-reduce, which is a small share of the step: the "
                     f"single process's {t1} threads used the cores better than two 1-thread ranks "
                     "did, or other load on the machine took cycles from the ranks.")
+    if m.get("beyond_findings"):
+        text.append("The lab's deeper measurements, separate runs on this machine, say more: "
+                    + " ".join(m["beyond_findings"].values()))
     text.append(
         "The sheet's expectation holds when the ranks contend for the same cores (more ranks x "
         "threads than cores, e.g. 2 processes pinned to one core), when one process alone already "
         "uses every core well (larger matrices), or when the all-reduce grows to a large share of "
         "the step (a bigger model, a slower link, a smaller batch per rank).")
     return " ".join(text)
+
+
+def beyond_findings(beyond: Path) -> dict[str, str]:
+    """The headline sentence of each deeper measurement saved in `beyond` (separate runs), if any."""
+    from minitrain import controls, scaling_matrix, wire  # they import this module
+
+    sentences = {}
+    for name, words in (("wire", wire.findings_sentence),
+                        ("scaling_matrix", lambda r: scaling_matrix.findings_sentence(scaling_matrix.matrix_findings(r))),
+                        ("controls", controls.findings_sentence)):
+        path = Path(beyond) / f"{name}.json"
+        if path.is_file():
+            results = json.loads(path.read_text())
+            date = results.get("provenance", {}).get("date", "date unknown")
+            sentences[name] = f"{words(results)} (beyond/{name}.json, {date})"
+    return sentences
 
 
 def build_manifest(out: Path, command: str) -> dict:
@@ -139,6 +159,7 @@ def build_manifest(out: Path, command: str) -> dict:
         "command": command,
         "run_commands": {"1proc": run1["command"], "2proc": run2["command"]},
     }
+    manifest["beyond_findings"] = beyond_findings(out / BEYOND_DIR)
     manifest["lesson_notes"] = lesson_notes(manifest)
     return manifest
 
