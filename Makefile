@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 TORCH := torch==2.13.0
 
-.PHONY: venv lab test notebook demo corpus clean-venv
+.PHONY: venv lab test notebook bench demo corpus clean-venv
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -25,6 +25,10 @@ lab: $(STAMP)
 # JupyterLab from the venv, on the entry notebook (kernel "python3" = this venv's Python).
 notebook: $(STAMP)
 	$(VENV)/bin/jupyter lab notebooks/01-ddp-cpu.ipynb
+
+# Performance figures, each a ratio measured side by side in one run; prints, never fails on speed.
+bench: $(STAMP)
+	$(PY) -m minitrain.bench
 
 demo: $(STAMP)
 	$(PY) -m minitrain.train --steps 300

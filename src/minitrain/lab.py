@@ -3,8 +3,9 @@
     python -m minitrain.lab [--skip-tests]     # what `make lab` runs
 
 The runner executes the notebooks in `notebooks/` with papermill, in the lab's order: the topic
-notebooks, `run.ipynb` for 1 and for 2 processes, then the report notebook; it ends with the
-checker's table for the output folder and exits non-zero when anything failed.
+notebooks, `run.ipynb` for 1 and for 2 processes, the report notebook, then the notebooks of the
+deeper measurements; it ends with the checker's table for the output folder and exits non-zero
+when anything failed.
 
 Environment:
     MINITRAIN_LAB_OUT      where runs and artifacts go (default: experiments/35-ddp-cpu/)
@@ -27,6 +28,11 @@ TOPIC_NOTEBOOKS = ("01-ddp-cpu.ipynb", "02-sharding.ipynb", "03-wrapping.ipynb",
                    "04-launch-and-timing.ipynb", "05-verification.ipynb")
 RUN_NOTEBOOK = "run.ipynb"
 REPORT_NOTEBOOK = "06-scaling-and-report.ipynb"
+# the deeper measurements: `make lab` shows their committed results (their live demos stay off;
+# each has its own command to re-measure), nbval runs them with the demos on
+BEYOND_NOTEBOOKS = {"07-allreduce-benchmark.ipynb": {}, "08-when-two-processes-win.ipynb": {"run_demo": False},
+                    "09-controls-and-learning.ipynb": {"live_run": False},
+                    "10-the-wire-during-training.ipynb": {"live_run": False}}
 KERNEL = "python3"  # papermill resolves it to the calling interpreter
 
 
@@ -173,6 +179,7 @@ def plan() -> list[tuple[str, Path, dict]]:
         steps.append((RUN_NOTEBOOK, folder / f"run-{nproc}proc.ipynb",
                       {"nproc": nproc, "out_dir": str(folder)}))
     steps.append((REPORT_NOTEBOOK, BUILD_DIR / REPORT_NOTEBOOK, {}))
+    steps += [(name, BUILD_DIR / name, parameters) for name, parameters in BEYOND_NOTEBOOKS.items()]
     return steps
 
 
@@ -188,7 +195,7 @@ def refresh_committed(names: list[str] | None = None) -> None:
     import nbformat
     from nbclient import NotebookClient
 
-    names = names or [*TOPIC_NOTEBOOKS, REPORT_NOTEBOOK, RUN_NOTEBOOK]  # the lab's, in nbval's order
+    names = names or [*TOPIC_NOTEBOOKS, REPORT_NOTEBOOK, *BEYOND_NOTEBOOKS, RUN_NOTEBOOK]  # nbval's order
     with tempfile.TemporaryDirectory(prefix="minitrain-refresh-") as root:
         os.environ["MINITRAIN_LAB_OUT"] = os.path.join(root, "out")
         os.environ["MINITRAIN_LAB_SCRATCH"] = os.path.join(root, "scratch")

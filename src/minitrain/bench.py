@@ -1,0 +1,157 @@
+"""`make bench`: the project's performance figures, each a ratio of two things measured side by side
+in one run (medians over interleaved repeats), printed with its method. A benchmark, not a test:
+it prints figures and never fails on speed.
+
+    python -m minitrain.bench [--quick] [--skip-lab]
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from minitrain import allreduce_bench, wire
+from minitrain.corpus import DEFAULT_CORPUS_DIR, ensure_corpus
+from minitrain.data import make_shard
+from minitrain.ddp import cleanup, init_distributed, wrap_for_ddp
+from minitrain.launch import spawn_workers
+from minitrain.provenance import machine_provenance
+from minitrain.timing import attach_allreduce_timer, timed_backward
+from minitrain.train import build_model_for_corpus, seed_everything
+
+
+def interleaved_medians(steps: dict[str, callable], repeats: int) -> dict[str, float]:
+    """Run each step function in turn, `repeats` rounds, and return each one's median seconds.
+
+    Interleaving A, B, A, B... exposes both to the same machine load, which a shared laptop or
+    CI box changes from second to second; a ratio of the medians is then fair.
+    """
+    times: dict[str, list[float]] = {name: [] for name in steps}
+    for _ in range(repeats):
+        for name, step in steps.items():
+            start = time.perf_counter()
+            step()
+            times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
+def minitrain_vs_bare_step(repeats: int, corpus_dir: Path = DEFAULT_CORPUS_DIR) -> dict[str, float]:
+    """One process: the package's training step (shard, model, AdamW) against a bare hand-written loop
+    on the same model and a pre-made batch of the same shape."""
+    ensure_corpus(corpus_dir)
+    seed_everything(0)
+    model, _ = build_model_for_corpus(corpus_dir, 64)
+    bare_model, _ = build_model_for_corpus(corpus_dir, 64)
+    bare_model.load_state_dict(model.state_dict())
+    shard = make_shard(0, 1, corpus_dir)
+    opt, bare_opt = (torch.optim.AdamW(m.parameters(), lr=3e-4) for m in (model, bare_model))
+    inputs, targets = next(shard)
+
+    def minitrain_step() -> None:
+        model(next(shard)).loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    def bare_step() -> None:
+        logits = bare_model((inputs, None)).logits
+        F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1)).backward()
+        bare_opt.step()
+        bare_opt.zero_grad(set_to_none=True)
+
+    interleaved_medians({"minitrain": minitrain_step, "bare": bare_step}, 5)  # warm-up
+    return interleaved_medians({"minitrain": minitrain_step, "bare": bare_step}, repeats)
+
+
+def instrumentation_worker(repeats: int, corpus_dir: str, out: str) -> None:
+    """Two identical DDP models in each rank, one with the timing comm hook and variant A's
+    barriers, one plain; their steps alternate, so both see the same load."""
+    rank, world_size = init_distributed("gloo")
+    seed_everything(0)
+    models = [wrap_for_ddp(build_model_for_corpus(Path(corpus_dir), 64)[0]) for _ in range(2)]
+    attach_allreduce_timer(models[1])
+    shard = make_shard(rank, world_size, corpus_dir)
+    opts = [torch.optim.AdamW(m.parameters(), lr=3e-4) for m in models]
+
+    def step(i: int, timed: bool) -> None:
+        loss = models[i](next(shard)).loss
+        timed_backward(loss) if timed else loss.backward()
+        opts[i].step()
+        opts[i].zero_grad(set_to_none=True)
+
+    steps = {"plain": lambda: step(0, False), "hook_only": lambda: step(1, False),
+             "hook_and_barriers": lambda: step(1, True)}
+    interleaved_medians(steps, 5)  # warm-up
+    medians = interleaved_medians(steps, repeats)
+    if rank == 0:
+        Path(out).write_text(json.dumps(medians))
+    cleanup()
+
+
+def instrumentation_cost(repeats: int, corpus_dir: Path = DEFAULT_CORPUS_DIR) -> dict[str, float]:
+    """Median 2-process DDP step seconds: plain, with the comm-hook timer, with hook and barriers."""
+    ensure_corpus(corpus_dir)
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "medians.txt"
+        spawn_workers(instrumentation_worker, 2, repeats, str(corpus_dir), str(out))
+        return json.loads(out.read_text())
+
+
+def lab_wall_time() -> float:
+    """Seconds for `python -m minitrain.lab --skip-tests` into a temporary folder (set-up done)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        start = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "minitrain.lab", "--skip-tests"], check=True,
+                       env={**os.environ, "MINITRAIN_LAB_OUT": tmp}, stdout=subprocess.DEVNULL)
+        return time.perf_counter() - start
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description="Print the project's performance figures.")
+    p.add_argument("--repeats", type=int, default=40, help="interleaved repeats per comparison")
+    p.add_argument("--skip-lab", action="store_true", help="do not time the whole lab (about 2 min)")
+    args = p.parse_args(argv)
+    print(f"machine: {machine_provenance()}\n", flush=True)
+
+    if not args.skip_lab:
+        print(f"1. lab wall time after set-up: {lab_wall_time():.0f} s "
+              "(python -m minitrain.lab --skip-tests into a temporary folder; one run)\n", flush=True)
+
+    steps = minitrain_vs_bare_step(args.repeats)
+    print(f"2. minitrain step vs a bare hand-written loop: {steps['bare'] / steps['minitrain']:.3f} "
+          f"(bare median {steps['bare'] * 1e3:.1f} ms / minitrain median {steps['minitrain'] * 1e3:.1f} ms; "
+          f"goal >= 0.95; same model and batch shape, 1 process, {args.repeats} interleaved steps)\n",
+          flush=True)
+
+    cost = instrumentation_cost(args.repeats)
+    print(f"3. timing instrumentation, share of a 2-process DDP step: comm hook "
+          f"{cost['hook_only'] / cost['plain'] - 1:+.1%}, hook and variant A's barriers "
+          f"{cost['hook_and_barriers'] / cost['plain'] - 1:+.1%} (goal: hook under 3%; medians "
+          f"{cost['plain'] * 1e3:.1f} / {cost['hook_only'] * 1e3:.1f} / "
+          f"{cost['hook_and_barriers'] * 1e3:.1f} ms over {args.repeats} interleaved steps of two "
+          "identical DDP models in the same processes)\n", flush=True)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        bench = allreduce_bench.run_benchmark(Path(tmp))
+        wire_results = wire.run_wire(Path(tmp), bench_path=Path(tmp) / allreduce_bench.RESULT_NAME,
+                                     echo=lambda _: None)
+    ar = wire_results["allreduce_ms"]
+    print(f"4. in-step all-reduce vs the stand-alone one, same bytes: {ar['in_step_over_standalone']:.1f}x "
+          f"(in-step mean {ar['in_step']['mean']:.2f} ms, of which {ar['waiting_share']:.0%} waiting for "
+          f"the other rank; stand-alone {ar['standalone']:.2f} ms; alpha-beta prediction "
+          f"{ar['predicted']:.2f} ms; python -m minitrain.wire)\n", flush=True)
+    largest = bench["results"][-1]
+    print(f"5. gloo bus bandwidth vs raw loopback TCP: {largest['busbw_gbps'] / bench['loopback']['median_gbps']:.2f} "
+          f"(busbw {largest['busbw_gbps']:.2f} GB/s at {allreduce_bench.size_label(largest['bytes'])}, "
+          f"loopback {bench['loopback']['median_gbps']:.2f} GB/s; python -m minitrain.allreduce_bench)")
+
+
+if __name__ == "__main__":
+    main()
