@@ -1,0 +1,414 @@
+"""When do 2 processes win? Four CPU configurations, weak and strong scaling, several model sizes.
+
+    python -m minitrain.scaling_matrix [--out DIR] [--repeats 3] [--quick]
+
+The lab sheet expects 2 DDP processes to be slower than 1 on a laptop. This runs the lab's train.py
+as 1 process x 1 thread, 1 process x all cores, 2 processes x 1 thread, and 2 processes pinned to
+one core; with the per-rank batch fixed (weak scaling, as the sheet) and with the global batch
+fixed (strong scaling); for model sizes from ~0.3M to ~5M parameters, each point repeated.
+It writes scaling_matrix.json (every run, the points, the findings) and scaling_matrix.png.
+"""
+
+import argparse
+import itertools
+import json
+import os
+import shlex
+import statistics
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only; notebooks display the saved PNG
+import matplotlib.pyplot as plt
+
+from minitrain.artifacts import save_figure, write_json
+from minitrain.corpus import DEFAULT_CORPUS_DIR, ensure_corpus
+from minitrain.experiment import EXPERIMENT_DIR
+from minitrain.launch import run_streaming, torchrun_command
+from minitrain.provenance import provenance, usable_cores
+from minitrain.report import phase_medians, read_run
+from minitrain.timing import summarize
+
+REPO = EXPERIMENT_DIR.parents[1]
+OUT_DIR = EXPERIMENT_DIR / "beyond"
+TRAIN_SCRIPT = OUT_DIR / "affinity_train.py"  # train.py plus each rank's cores and threads
+RUN_TIMEOUT_S = 900
+
+BLOCK_SIZE = 64
+WEAK_BATCH = 16  # sequences per rank, whatever the number of processes (the sheet's setting)
+STRONG_GLOBAL_BATCH = 16  # sequences per step in total, split across the processes
+SCALINGS = ("weak", "strong")
+
+ONE_THREAD, ALL_CORES, TWO_PROCS, PINNED = "1proc-1thread", "1proc-allcores", "2proc-1thread", "2proc-pinned"
+
+
+@dataclass(frozen=True)
+class Config:
+    """How a run uses the CPU: processes, threads per process, and an optional single core for all."""
+
+    name: str
+    label: str
+    nproc: int
+    threads: int
+    pin_core: int | None = None
+
+
+@dataclass(frozen=True)
+class Size:
+    """A MiniGPT size, and how many steps to run it: bigger models take longer, steadier steps."""
+
+    n_layer: int
+    n_embd: int
+    steps: int
+    warmup: int
+    n_head: int = 4
+
+
+# ~0.27M (the lab's default model), ~0.86M, ~1.9M and ~4.9M parameters. Fewer steps for the
+# bigger models keep the whole matrix near 15 minutes on 2 cores; their steps vary less anyway.
+SIZES = (Size(2, 96, 24, 8), Size(4, 128, 17, 5), Size(4, 192, 12, 3), Size(6, 256, 9, 3))
+QUICK_SIZE = Size(2, 96, 4, 2)
+
+
+def configurations() -> list[Config]:
+    """The four configurations on this machine; the pinned one uses the first core we may run on."""
+    cores = usable_cores()
+    first_core = min(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 0
+    return [Config(ONE_THREAD, "1 process x 1 thread", 1, 1),
+            Config(ALL_CORES, f"1 process x {cores} threads", 1, cores),
+            Config(TWO_PROCS, "2 processes x 1 thread", 2, 1),
+            Config(PINNED, "2 processes pinned to 1 core", 2, 1, pin_core=first_core)]
+
+
+def batches(config: Config, scalings: tuple[str, ...]) -> dict[int, list[str]]:
+    """Per-rank batch -> the scalings a run with it serves (one 1-process run serves both)."""
+    served: dict[int, list[str]] = defaultdict(list)
+    for scaling in scalings:
+        batch = WEAK_BATCH if scaling == "weak" else STRONG_GLOBAL_BATCH // config.nproc
+        served[batch].append(scaling)
+    return dict(served)
+
+
+def launch_command(config: Config, size: Size, batch: int, out: Path, corpus_dir: Path) -> list[str]:
+    """The lab's loopback torchrun with the configuration's threads and, if pinned, one core.
+
+    torchrun would set OMP_NUM_THREADS=1 itself for 2 processes; we set it for every run so each
+    configuration's threads are explicit. taskset's affinity is inherited by torchrun's workers.
+    """
+    command = ["env", f"OMP_NUM_THREADS={config.threads}", *torchrun_command(
+        TRAIN_SCRIPT, config.nproc, "--steps", str(size.steps), "--warmup", str(size.warmup),
+        "--batch-size", str(batch), "--block-size", str(BLOCK_SIZE), "--n-layer", str(size.n_layer),
+        "--n-head", str(size.n_head), "--n-embd", str(size.n_embd), "--timing", "hook",
+        "--out", str(out), "--corpus-dir", str(corpus_dir))]
+    return command if config.pin_core is None else ["taskset", "-c", str(config.pin_core), *command]
+
+
+def readable(command: list[str]) -> str:
+    """A command as a reader would type it: `python`, paths relative to the repository."""
+    return shlex.join(command).replace(sys.executable, "python").replace(f"{REPO}/", "")
+
+
+def measure(config: Config, size: Size, batch: int, scalings: list[str], out: Path,
+            corpus_dir: Path) -> dict:
+    """One real run into `out`; its configuration, throughput, step breakdown and ranks' cores."""
+    command = launch_command(config, size, batch, out, corpus_dir)
+    load, start = os.getloadavg()[0], time.perf_counter()
+    run_streaming(command, timeout=RUN_TIMEOUT_S, echo=lambda line: None)  # a failure shows its tail
+    wall = time.perf_counter() - start
+    run, _ = read_run(out)
+    summary = run["summary"]
+    return {
+        "config": config.name, "scaling": scalings, "nproc": config.nproc,
+        "threads_configured": config.threads, "pinned_core": config.pin_core,
+        "batch_size_per_rank": batch, "global_batch": batch * config.nproc, "block_size": BLOCK_SIZE,
+        "model_config": run["model_config"], "params": run["model_params"],
+        "steps": run["steps"], "warmup_steps": run["warmup_steps"],
+        "tokens_per_sec": run["tokens_per_sec"], "step_ms": summary["step_ms"],
+        "step_breakdown_ms": phase_medians(run),
+        "allreduce_share": summary["allreduce_ms"]["median"] / summary["step_ms"]["median"],
+        "threads_per_rank": run["threads_per_rank"],
+        "ranks": [json.loads(p.read_text()) for p in sorted(out.glob("rank-*.json"))],
+        "load_average_1min": load, "wall_s": wall, "command": readable(command),
+    }
+
+
+def run_matrix(out: Path = OUT_DIR, repeats: int = 3, quick: bool = False,
+               corpus_dir: Path = DEFAULT_CORPUS_DIR) -> dict:
+    """Run the matrix, write scaling_matrix.json and .png into `out`, return the results."""
+    out = Path(out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    ensure_corpus(corpus_dir)
+    configs, sizes, scalings = configurations(), SIZES, SCALINGS
+    if quick:  # seconds, not minutes: the 1-process baseline against the contended pair
+        configs = [c for c in configs if c.name in (ALL_CORES, PINNED)]
+        sizes, scalings, repeats = (QUICK_SIZE,), ("weak",), 1
+    load_before, started = os.getloadavg(), time.perf_counter()
+    runs = []
+    with tempfile.TemporaryDirectory(prefix="scaling-matrix-") as scratch:
+        # repeats outermost: a change in the machine's load hits every configuration alike
+        for repeat, size in itertools.product(range(repeats), sizes):
+            for config in configs:
+                for batch, served in batches(config, scalings).items():
+                    folder = Path(scratch) / f"r{repeat}-{size.n_layer}x{size.n_embd}-{config.name}-b{batch}"
+                    run = measure(config, size, batch, served, folder, corpus_dir) | {"repeat": repeat}
+                    runs.append(run)
+                    print(f"[repeat {repeat + 1}/{repeats}] {run['params'] / 1e6:.2f}M params, "
+                          f"{config.label}, batch {batch}/rank ({'+'.join(served)}): "
+                          f"{run['tokens_per_sec']['median']:,.0f} tokens/s, all-reduce "
+                          f"{run['allreduce_share']:.0%} of the step ({run['wall_s']:.0f} s)", flush=True)
+    results = {
+        "command": readable(["python", "-m", "minitrain.scaling_matrix", "--out", str(out),
+                             "--repeats", str(repeats), *(["--quick"] if quick else []),
+                             "--corpus-dir", str(Path(corpus_dir).resolve())]),
+        "quick": quick, "repeats": repeats, "block_size": BLOCK_SIZE,
+        "weak_batch_per_rank": WEAK_BATCH, "strong_global_batch": STRONG_GLOBAL_BATCH,
+        "timing": "hook (comm hook; no barriers around backward)",
+        "configurations": [asdict(c) for c in configs],
+        "sizes": [asdict(s) for s in sizes],
+        "provenance": provenance(corpus_dir),
+        "load_average": {"before": list(load_before), "after": list(os.getloadavg())},
+        "wall_s": time.perf_counter() - started,
+        "runs": runs,
+    }
+    results["points"] = points(runs)
+    results["findings"] = matrix_findings(results)
+    write_json(out / "scaling_matrix.json", results)
+    plot_matrix(results, out / "scaling_matrix.png")
+    return results
+
+
+def points(runs: list[dict]) -> list[dict]:
+    """One point per (scaling, configuration, model size): medians across repeats, and their spread."""
+    groups: dict[tuple, list[dict]] = defaultdict(list)
+    for run in runs:
+        for scaling in run["scaling"]:
+            groups[(scaling, run["config"], run["params"])].append(run)
+    result = []
+    for (scaling, config, params), group in sorted(groups.items()):
+        tps = [r["tokens_per_sec"]["median"] for r in group]
+        result.append({"scaling": scaling, "config": config, "params": params, "repeats": len(group),
+                       "tokens_per_sec": summarize(tps) | {"min": min(tps), "max": max(tps)},
+                       "allreduce_share": statistics.median(r["allreduce_share"] for r in group)})
+    return result
+
+
+# Ratios of median tokens/s that answer the sheet's question, as (numerator, denominator).
+RATIOS = {
+    "speedup_2proc_over_1proc_allcores": (TWO_PROCS, ALL_CORES),
+    "speedup_2proc_over_1proc_1thread": (TWO_PROCS, ONE_THREAD),
+    "pinned_over_2proc": (PINNED, TWO_PROCS),
+    "pinned_over_1proc_1thread": (PINNED, ONE_THREAD),
+    "pinned_over_1proc_allcores": (PINNED, ALL_CORES),
+}
+CONFIG_ORDER = (ONE_THREAD, ALL_CORES, TWO_PROCS, PINNED)
+
+
+def matrix_findings(results: dict) -> dict:
+    """The headline numbers: ratios per size and scaling, their ranges, the largest all-reduce
+    share, and where two configurations' throughput lines cross. Absent configurations give None."""
+    pts = points(results["runs"])
+    median = {(p["scaling"], p["config"], p["params"]): p["tokens_per_sec"]["median"] for p in pts}
+    share = {(p["scaling"], p["config"], p["params"]): p["allreduce_share"] for p in pts}
+    sizes = sorted({n for _, _, n in median})
+    scalings = [s for s in SCALINGS if any(key[0] == s for key in median)]
+
+    def ratio(scaling: str, a: str, b: str, n: int) -> float | None:
+        if (scaling, a, n) not in median or (scaling, b, n) not in median:
+            return None
+        return median[(scaling, a, n)] / median[(scaling, b, n)]
+
+    per_size = [{"params": n,
+                 **{name: {s: ratio(s, a, b, n) for s in scalings} for name, (a, b) in RATIOS.items()},
+                 "allreduce_share_2proc": {s: share.get((s, TWO_PROCS, n)) for s in scalings},
+                 "allreduce_share_pinned": {s: share.get((s, PINNED, n)) for s in scalings}}
+                for n in sizes]
+    ranges = {name: {s: _range([row[name][s] for row in per_size]) for s in scalings}
+              for name in (*RATIOS, "allreduce_share_2proc")}
+    largest_share = {}
+    for s in scalings:
+        shares = [(row["allreduce_share_2proc"][s], row["params"]) for row in per_size
+                  if row["allreduce_share_2proc"][s] is not None]
+        largest_share[s] = ({"params": max(shares)[1], "share": max(shares)[0]} if shares else None)
+    loads = [r["load_average_1min"] for r in results["runs"] if "load_average_1min" in r]
+    return {"sizes": sizes, "scalings": scalings, "cores": results["provenance"]["cores"],
+            "load_average_1min": _range(loads),
+            "per_size": per_size, "ranges": ranges, "largest_allreduce_share_2proc": largest_share,
+            "crossings": [c for s in scalings for c in crossings(pts, s)]}
+
+
+def _range(values: list[float | None]) -> list[float] | None:
+    present = [v for v in values if v is not None]
+    return [min(present), max(present)] if present else None
+
+
+def crossings(pts: list[dict], scaling: str) -> list[dict]:
+    """Every pair of configurations whose faster one (by median) changes between neighbouring
+    sizes; `separated` says whether the repeats' min-max ranges kept apart on both sides."""
+    tps = {(p["config"], p["params"]): p["tokens_per_sec"] for p in pts if p["scaling"] == scaling}
+    sizes = sorted({n for _, n in tps})
+    found = []
+    for a, b in itertools.combinations([c for c in CONFIG_ORDER if any(k[0] == c for k in tps)], 2):
+        both = [n for n in sizes if (a, n) in tps and (b, n) in tps]
+        for n0, n1 in zip(both, both[1:]):
+            a_led, a_leads = (tps[(a, n)]["median"] > tps[(b, n)]["median"] for n in (n0, n1))
+            if a_led != a_leads:
+                apart = all(tps[(a, n)]["min"] > tps[(b, n)]["max"] or tps[(b, n)]["min"] > tps[(a, n)]["max"]
+                            for n in (n0, n1))
+                found.append({"scaling": scaling, "between_params": [n0, n1],
+                              "faster_before": a if a_led else b, "faster_after": a if a_leads else b,
+                              "separated": apart})
+    return found
+
+
+def params_label(params: int) -> str:
+    """4871424 -> '4.87M'."""
+    return f"{params / 1e6:.2f}M"
+
+
+def _versus(ratios: list[float | None], sizes: list[int]) -> str | None:
+    """'faster at every size (1.20-1.80x)', or at which sizes faster and at which not."""
+    pairs = [(r, n) for r, n in zip(ratios, sizes) if r is not None]
+    if not pairs:
+        return None
+    lo, hi = min(r for r, _ in pairs), max(r for r, _ in pairs)
+    spread = f"{lo:.2f}x" if f"{lo:.2f}" == f"{hi:.2f}" else f"{lo:.2f}-{hi:.2f}x"
+    where = "at every size" if len(pairs) > 1 else f"at {params_label(pairs[0][1])} parameters"
+    if lo > 1:
+        return f"faster {where} ({spread})"
+    if hi < 1:
+        return f"slower {where} ({spread})"
+    faster = ", ".join(params_label(n) for r, n in pairs if r > 1)
+    slower = ", ".join(params_label(n) for r, n in pairs if r <= 1)
+    return f"faster at {faster} but not at {slower} parameters ({spread})"
+
+
+# How the findings sentence names each configuration.
+WORDS = {ONE_THREAD: "1 process x 1 thread", ALL_CORES: "1 process using all cores",
+         TWO_PROCS: "2 processes x 1 thread", PINNED: "2 processes pinned to one core"}
+
+
+def findings_sentence(findings: dict) -> str:
+    """The findings in words, every number taken from `findings`."""
+    sizes, cores, rows = findings["sizes"], findings["cores"], findings["per_size"]
+    span = (f"a {params_label(sizes[0])}-parameter model" if len(sizes) == 1
+            else f"models of {params_label(sizes[0])} to {params_label(sizes[-1])} parameters")
+    clauses = []
+    for name, (a, b) in RATIOS.items():
+        verdicts = [f"{words} in {scaling} scaling" for scaling in findings["scalings"]
+                    if (words := _versus([row[name][scaling] for row in rows], sizes))]
+        if verdicts:
+            clauses.append(f"against {WORDS[b]}, {WORDS[a]} were {' and '.join(verdicts)}")
+    shares = [f"{largest['share']:.0%} at {params_label(largest['params'])} parameters in {scaling} scaling"
+              for scaling, largest in findings["largest_allreduce_share_2proc"].items() if largest]
+    if shares:
+        clauses.append(f"the all-reduce's largest share of a 2-process step was {' and '.join(shares)}")
+    sentence = f"On {cores} core(s), with {span}, in tokens/s: " + "; ".join(clauses) + "."
+    clear = [c for c in findings["crossings"] if c["separated"]]
+    unclear = len(findings["crossings"]) - len(clear)
+    if clear:
+        sentence += " Lines cross: " + "; ".join(
+            f"in {c['scaling']} scaling the lead passes from {WORDS[c['faster_before']]} to "
+            f"{WORDS[c['faster_after']]} between {params_label(c['between_params'][0])} and "
+            f"{params_label(c['between_params'][1])} parameters" for c in clear) + "."
+    if unclear:
+        sentence += (f" {unclear} {'other ' if clear else ''}change(s) of order between neighbouring "
+                     "sizes lie within the spread of the repeats, so they are not clear crossings.")
+    if not findings["crossings"] and len(sizes) > 1:
+        sentence += " No lines cross: the configurations rank the same at every model size."
+    load = findings["load_average_1min"]
+    if load and load[1] > cores:  # more runnable processes than cores: the runs were not alone
+        sentence += (f" Other work shared the machine during these runs (1-minute load average "
+                     f"{load[0]:.1f}-{load[1]:.1f} on {cores} cores), so absolute tokens/s are lower "
+                     "than on an idle machine.")
+    return sentence
+
+
+STYLE = {ONE_THREAD: ("#8c8c8c", "o"), ALL_CORES: ("#4c72b0", "s"), TWO_PROCS: ("#dd8452", "^"),
+         PINNED: ("#c44e52", "v")}
+
+
+def plot_matrix(results: dict, path: Path) -> None:
+    """scaling_matrix.png: tokens/s against model size (weak, strong), and the all-reduce share."""
+    labels = {c["name"]: c["label"] for c in results["configurations"]}
+    pts = results["points"]
+    sizes = sorted({p["params"] for p in pts})
+    fig, axes = plt.subplots(1, 3, figsize=(16, 5))
+    titles = {"weak": f"Weak scaling: {results['weak_batch_per_rank']} sequences per rank",
+              "strong": f"Strong scaling: {results['strong_global_batch']} sequences per step in total"}
+    for ax, scaling in zip(axes, SCALINGS):
+        for i, config in enumerate(CONFIG_ORDER):
+            mine = sorted((p for p in pts if p["scaling"] == scaling and p["config"] == config),
+                          key=lambda p: p["params"])
+            if not mine:
+                continue
+            color, marker = STYLE[config]
+            x = [p["params"] * (1 + 0.03 * (i - 1.5)) for p in mine]  # side by side, not on top
+            y = [p["tokens_per_sec"]["median"] for p in mine]
+            err = [[v - p["tokens_per_sec"]["min"] for v, p in zip(y, mine)],
+                   [p["tokens_per_sec"]["max"] - v for v, p in zip(y, mine)]]
+            ax.errorbar(x, y, yerr=err, color=color, marker=marker, capsize=3, label=labels[config])
+        if not any(p["scaling"] == scaling for p in pts):
+            ax.text(0.5, 0.5, "not measured in this run", transform=ax.transAxes, ha="center")
+        ax.set_yscale("log")
+        size_axis(ax, sizes)
+        ax.set_ylabel("tokens / second (all processes)")
+        ax.set_title(titles[scaling], fontsize=10)
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0].legend(fontsize=9)
+
+    ax = axes[2]
+    for config, scaling, style in ((TWO_PROCS, "weak", "-"), (TWO_PROCS, "strong", "--"),
+                                   (PINNED, "weak", "-"), (PINNED, "strong", "--")):
+        mine = sorted((p for p in pts if p["scaling"] == scaling and p["config"] == config),
+                      key=lambda p: p["params"])
+        if mine:
+            color, marker = STYLE[config]
+            ax.plot([p["params"] for p in mine], [100 * p["allreduce_share"] for p in mine], style,
+                    color=color, marker=marker, label=f"{labels[config]}, {scaling}")
+    size_axis(ax, sizes)
+    ax.set_ylim(bottom=0)
+    ax.set_ylabel("all-reduce, % of the step (medians)")
+    ax.set_title("Communication share of a 2-process step", fontsize=10)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    prov, load = results["provenance"], results["findings"]["load_average_1min"]
+    busy = f"; load average {load[0]:.1f}-{load[1]:.1f} during the runs" if load else ""
+    fig.suptitle(f"When do 2 processes win? MiniGPT on {prov['cores']} core(s) ({prov['cpu_model']}), "
+                 f"gloo; median of {results['repeats']} repeat(s), bars: min-max{busy}", fontsize=11)
+    fig.tight_layout()
+    save_figure(fig, path, dpi=100)
+
+
+def size_axis(ax: plt.Axes, sizes: list[int]) -> None:
+    """A log x axis of model parameters, ticked at the measured sizes."""
+    ax.set_xscale("log")
+    ax.set_xticks(sizes, [params_label(n) for n in sizes])
+    ax.minorticks_off()
+    ax.set_xlim(sizes[0] / 1.25, sizes[-1] * 1.25)
+    ax.set_xlabel("model parameters")
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description="When do 2 processes win? Run the scaling matrix.")
+    p.add_argument("--out", type=Path, default=OUT_DIR)
+    p.add_argument("--repeats", type=int, default=3, help="runs per point (at least 1)")
+    p.add_argument("--quick", action="store_true",
+                   help="one size, one repeat, few steps, 2 configurations, weak scaling only")
+    p.add_argument("--corpus-dir", type=Path, default=DEFAULT_CORPUS_DIR)
+    args = p.parse_args(argv)
+    if args.repeats < 1:
+        p.error(f"--repeats must be at least 1, got {args.repeats}")
+    results = run_matrix(args.out, args.repeats, args.quick, args.corpus_dir)
+    print(f"wrote scaling_matrix.json and scaling_matrix.png to {args.out} "
+          f"in {results['wall_s']:.0f} s")
+    print(findings_sentence(results["findings"]))
+
+
+if __name__ == "__main__":
+    main()
