@@ -242,9 +242,7 @@ def size_label(nbytes: float) -> str:
 
 def plot(result: dict, path: Path) -> None:
     """Time against size (log-log, with the fit) and bandwidth against size (with loopback TCP)."""
-    import matplotlib
 
-    matplotlib.use("Agg")  # files only; notebooks display the saved PNG
     import matplotlib.pyplot as plt
 
     rows, fit, grad = result["results"], result["fit"], result["gradient"]

@@ -19,9 +19,6 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")  # files only; notebooks display the saved PNGs
 import matplotlib.pyplot as plt
 import torch
 

@@ -4,9 +4,6 @@ import json
 import statistics
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")  # files only; notebooks display the saved PNG
 import matplotlib.pyplot as plt
 
 from minitrain.artifacts import save_figure, write_json
@@ -103,7 +100,7 @@ def beyond_findings(beyond: Path) -> dict[str, str]:
         path = Path(beyond) / f"{name}.json"
         if path.is_file():
             results = json.loads(path.read_text())
-            date = results.get("provenance", {}).get("date", "date unknown")
+            date = results.get("provenance", results).get("date", "date unknown")
             sentences[name] = f"{words(results)} (beyond/{name}.json, {date})"
     return sentences
 

@@ -22,9 +22,6 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")  # files only; notebooks display the saved PNG
 import matplotlib.pyplot as plt
 
 from minitrain.artifacts import save_figure, write_json
@@ -322,7 +319,8 @@ def findings_sentence(findings: dict) -> str:
     if not findings["crossings"] and len(sizes) > 1:
         sentence += " No lines cross: the configurations rank the same at every model size."
     load = findings["load_average_1min"]
-    if load and load[1] > cores:  # more runnable processes than cores: the runs were not alone
+    # a 2-process run alone keeps about `cores` processes runnable; more than one extra means other work
+    if load and load[1] > cores + 1:
         sentence += (f" Other work shared the machine during these runs (1-minute load average "
                      f"{load[0]:.1f}-{load[1]:.1f} on {cores} cores), so absolute tokens/s are lower "
                      "than on an idle machine.")

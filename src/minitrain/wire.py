@@ -438,9 +438,7 @@ def findings_sentence(results: dict) -> str:
 
 def plot(results: dict, path: Path) -> None:
     """Bytes (theory vs sockets), all-reduce time (in-step vs alone vs fit), step with vs without."""
-    import matplotlib
 
-    matplotlib.use("Agg")  # files only; notebooks display the saved PNG
     import matplotlib.pyplot as plt
 
     wire, ar, head = results["bytes_per_step"], results["allreduce_ms"], results["headroom"]
