@@ -27,7 +27,7 @@ from minitrain.data import SEED_BASE, CorpusError, load_corpus, make_shard
 from minitrain.ddp import barrier, cleanup, init_distributed, is_main_process, unwrap, wrap_for_ddp
 from minitrain.launch import spawn_workers
 from minitrain.model import MiniGPTConfig, count_parameters
-from minitrain.provenance import provenance
+from minitrain.provenance import provenance, rank_facts
 from minitrain.timing import attach_allreduce_timer, summarize, timed_backward
 from minitrain.train import build_model_for_corpus, log_step, seed_everything
 
@@ -99,6 +99,8 @@ def run(args: argparse.Namespace) -> None:
     elif args.timing in ("both", "hook"):
         timer = attach_allreduce_timer(model)
     shards = check_shards(shard, rank, world_size, len(load_corpus(args.corpus_dir / "train.jsonl")))
+    ranks = [None] * world_size  # each rank's pid, cores and threads, for run.json
+    dist.all_gather_object(ranks, {"rank": rank} | rank_facts())
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)
     tokens = args.batch_size * args.block_size * world_size  # global tokens per step
 
@@ -135,7 +137,7 @@ def run(args: argparse.Namespace) -> None:
     barrier()
     torch.save(unwrap(model).state_dict(), staging / f"state-rank-{rank}.pt")
     if is_main_process():
-        write_rank0_files(staging, args, records, model, timer, world_size, shards)
+        write_rank0_files(staging, args, records, model, timer, world_size, shards | {"ranks": ranks})
     barrier()  # every rank's state is on disk before anything moves into place
     if is_main_process():
         for f in sorted(staging.iterdir()):

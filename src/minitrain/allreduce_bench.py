@@ -22,7 +22,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from minitrain.artifacts import save_figure, write_json
+from minitrain.artifacts import BEYOND_DIR, save_figure, write_json
 from minitrain.corpus import DEFAULT_CORPUS_DIR, ensure_corpus
 from minitrain.ddp import cleanup, init_distributed
 from minitrain.launch import spawn_workers
@@ -31,9 +31,6 @@ from minitrain.provenance import machine_provenance
 from minitrain.timing import summarize
 from minitrain.train import build_model_for_corpus
 
-# experiments/35-ddp-cpu/beyond; not minitrain.experiment's constant, whose import pulls in
-# matplotlib, a second of start-up in each spawned rank
-DEFAULT_OUT = Path(__file__).resolve().parents[2] / "experiments" / "35-ddp-cpu" / "beyond"
 RESULT_NAME, PLOT_NAME = "allreduce_bench.json", "allreduce_bench.png"
 WORLD_SIZE = 2
 KiB, MiB = 1024, 1024 * 1024
@@ -112,7 +109,7 @@ def predict_allreduce_ms(nbytes: int, fit: dict[str, float]) -> float:
     return fit["alpha_ms"] + nbytes * fit["beta_ns_per_byte"] * 1e-6
 
 
-def load_results(path: Path = DEFAULT_OUT / RESULT_NAME) -> dict:
+def load_results(path: Path = BEYOND_DIR / RESULT_NAME) -> dict:
     """A benchmark's results (the committed ones by default); `["fit"]` feeds predict_allreduce_ms."""
     return json.loads(Path(path).read_text())
 
@@ -284,7 +281,7 @@ def plot(result: dict, path: Path) -> None:
     save_figure(fig, path)
 
 
-def run_benchmark(out: Path = DEFAULT_OUT, quick: bool = False, gradient_bytes: int | None = None,
+def run_benchmark(out: Path = BEYOND_DIR, quick: bool = False, gradient_bytes: int | None = None,
                   command: str = "") -> dict:
     """Run both ranks, then write allreduce_bench.json and .png into `out`; return the results."""
     start = time.perf_counter()
@@ -317,9 +314,30 @@ def report(result: dict) -> str:
     return "\n".join(lines)
 
 
+def reading(result: dict) -> str:
+    """What the fit, the gradient size and the loopback reference say, in words from the numbers."""
+    fit, grad, loopback = result["fit"], result["gradient"], result["loopback"]["median_gbps"]
+    crossover = fit["alpha_ms"] / fit["beta_ns_per_byte"] * 1e6  # bytes where alpha == n * beta
+    latency_share = fit["alpha_ms"] / grad["predicted_allreduce_ms"]
+    largest = result["results"][-1]
+    regime = "latency-bound" if grad["bytes"] < crossover else "bandwidth-bound"
+    return "\n".join([
+        f"An all-reduce between the 2 processes costs alpha = {fit['alpha_ms']:.2f} ms before a "
+        f"single byte moves, and then 1/beta = {fit['bandwidth_gbps']:.2f} GB/s; the fit misses the "
+        f"worst-fitting median by {fit['max_relative_error']:.0%}.",
+        f"Latency and bandwidth cost the same at {size_label(crossover)}: smaller messages are "
+        f"latency-bound, larger ones bandwidth-bound.",
+        f"MiniGPT's {grad['bytes'] / MiB:.2f} MiB of gradients are {regime}: the fit predicts "
+        f"{grad['predicted_allreduce_ms']:.2f} ms for them in one all-reduce, {latency_share:.0%} of "
+        f"it latency.",
+        f"At {size_label(largest['bytes'])} gloo reaches a bus bandwidth of "
+        f"{largest['busbw_gbps']:.2f} GB/s, {largest['busbw_gbps'] / loopback:.0%} of the "
+        f"{loopback:.2f} GB/s one TCP stream carries over loopback between the same processes."])
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"output folder (default: {DEFAULT_OUT})")
+    p.add_argument("--out", type=Path, default=BEYOND_DIR, help=f"output folder (default: {BEYOND_DIR})")
     p.add_argument("--quick", action="store_true", help="3 sizes, 5 iterations: a few seconds, for tests")
     p.add_argument("--gradient-bytes", type=int, default=None,
                    help="message size to mark and predict (default: the default MiniGPT's gradients)")

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -28,7 +29,7 @@ from minitrain.timing import attach_allreduce_timer, timed_backward
 from minitrain.train import build_model_for_corpus, seed_everything
 
 
-def interleaved_medians(steps: dict[str, callable], repeats: int) -> dict[str, float]:
+def interleaved_medians(steps: dict[str, Callable[[], None]], repeats: int) -> dict[str, float]:
     """Run each step function in turn, `repeats` rounds, and return each one's median seconds.
 
     Interleaving A, B, A, B... exposes both to the same machine load, which a shared laptop or

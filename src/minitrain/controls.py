@@ -22,10 +22,10 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import torch
 
-from minitrain.artifacts import save_figure, write_json
+from minitrain.artifacts import BEYOND_DIR, save_figure, write_json
 from minitrain.corpus import DEFAULT_CORPUS_DIR, ensure_corpus
 from minitrain.data import SEED_BASE, make_shard
-from minitrain.experiment import EXPERIMENT_DIR, TRAIN_SCRIPT
+from minitrain.experiment import TRAIN_SCRIPT
 from minitrain.launch import run_streaming, torchrun_command
 from minitrain.probe import load_pairs, minimal_pair_accuracy
 from minitrain.provenance import provenance
@@ -33,7 +33,6 @@ from minitrain.report import read_run
 from minitrain.train import build_model_for_corpus, evaluate, seed_everything
 from minitrain.verify import load_state
 
-CONTROLS_DIR = EXPERIMENT_DIR / "beyond"
 # train.py's flags for each 2-process drift case; "ddp" is the real thing, the others are controls
 CASES = {"ddp": [], "no-sync": ["--no-sync"], "noop": ["--comm", "noop"]}
 GLOBAL_BATCH = 32  # sequences per step: 1 process x 32, or 2 processes x 16
@@ -101,7 +100,7 @@ def final_metrics(state_path: Path | None, corpus_dir: Path, pairs: list[dict], 
             "accuracy": minimal_pair_accuracy(model, tokenizer, pairs)}
 
 
-def run_controls(out: Path = CONTROLS_DIR, steps: int = 300, quick: bool = False,
+def run_controls(out: Path = BEYOND_DIR, steps: int = 300, quick: bool = False,
                  corpus_dir: Path = DEFAULT_CORPUS_DIR, runs_dir: Path | None = None) -> dict:
     """Run the controls and the learning comparison; write controls.json and the two PNGs to `out`."""
     start = time.perf_counter()
@@ -275,7 +274,7 @@ def plot_learning(results: dict, path: Path) -> None:
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description="Negative controls (drift without the all-reduce) and "
                                             "learning under DDP against 1 process.")
-    p.add_argument("--out", type=Path, default=CONTROLS_DIR)
+    p.add_argument("--out", type=Path, default=BEYOND_DIR)
     p.add_argument("--steps", type=int, default=300)
     p.add_argument("--quick", action="store_true",
                    help=f"{QUICK['steps']} steps, {QUICK['pairs']} pairs: seconds, for tests")

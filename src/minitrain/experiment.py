@@ -8,11 +8,11 @@ import shutil
 import sys
 from pathlib import Path
 
+from minitrain.artifacts import EXPERIMENT_DIR
 from minitrain.corpus import DEFAULT_CORPUS_DIR, ensure_corpus
 from minitrain.launch import run_streaming, torchrun_command
 from minitrain.report import SINGLE_DIR, build_manifest, plot_scaling, write_manifest
 
-EXPERIMENT_DIR = Path(__file__).resolve().parents[2] / "experiments" / "35-ddp-cpu"
 TRAIN_SCRIPT = EXPERIMENT_DIR / "train.py"
 
 

@@ -19,6 +19,7 @@ import sys
 import time
 from pathlib import Path
 
+from minitrain.check import check_folder, format_table
 from minitrain.experiment import EXPERIMENT_DIR
 
 REPO = Path(__file__).resolve().parents[2]
@@ -95,20 +96,6 @@ def format_rows(rows: list[tuple], headers: tuple[str, ...] | None = None) -> st
     if headers:
         lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
-
-
-def check(folder: Path, run_tests: bool) -> list:
-    """The lab's stop conditions checked on `folder` by `minitrain.check` (one result a condition)."""
-    from minitrain.check import check_folder
-
-    return check_folder(Path(folder), run_tests=run_tests)
-
-
-def check_table(results: list) -> str:
-    """The checker's results as its own PASS/FAIL/SKIPPED table."""
-    from minitrain.check import format_table
-
-    return format_table(results)
 
 
 def timing_table(timings: list[dict], warmup: int) -> str:
@@ -258,8 +245,8 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"\nchecker ({'without' if args.skip_tests else 'with'} the DDP tests) on {out}:", flush=True)
     start = time.perf_counter()
-    results = check(out, run_tests=not args.skip_tests)
-    print(check_table(results))
+    results = check_folder(out, run_tests=not args.skip_tests)
+    print(format_table(results))
     print(f"checker: {time.perf_counter() - start:.1f} s; lab total: {time.perf_counter() - total:.1f} s")
     if failed:
         print(f"FAILED: notebook {failed}", file=sys.stderr)

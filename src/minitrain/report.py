@@ -6,12 +6,11 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 
-from minitrain.artifacts import save_figure, write_json
+from minitrain.artifacts import BEYOND_DIR, save_figure, write_json
 from minitrain.timing import summarize
 from minitrain.verify import compare_state_files
 
 SINGLE_DIR = "single-process"  # where the 1-process run's files go, inside the output folder
-BEYOND_DIR = "beyond"  # the deeper measurements (all-reduce benchmark, wire, matrix, controls)
 PHASES = ("forward", "backward", "all-reduce", "optimizer")
 
 
@@ -156,7 +155,7 @@ def build_manifest(out: Path, command: str) -> dict:
         "command": command,
         "run_commands": {"1proc": run1["command"], "2proc": run2["command"]},
     }
-    manifest["beyond_findings"] = beyond_findings(out / BEYOND_DIR)
+    manifest["beyond_findings"] = beyond_findings(out / BEYOND_DIR.name)
     manifest["lesson_notes"] = lesson_notes(manifest)
     return manifest
 

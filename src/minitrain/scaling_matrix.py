@@ -11,7 +11,6 @@ It writes scaling_matrix.json (every run, the points, the findings) and scaling_
 
 import argparse
 import itertools
-import json
 import os
 import shlex
 import statistics
@@ -24,17 +23,15 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 
-from minitrain.artifacts import save_figure, write_json
+from minitrain.artifacts import BEYOND_DIR, save_figure, write_json
 from minitrain.corpus import DEFAULT_CORPUS_DIR, ensure_corpus
-from minitrain.experiment import EXPERIMENT_DIR
+from minitrain.experiment import EXPERIMENT_DIR, TRAIN_SCRIPT
 from minitrain.launch import run_streaming, torchrun_command
 from minitrain.provenance import provenance, usable_cores
 from minitrain.report import phase_medians, read_run
 from minitrain.timing import summarize
 
 REPO = EXPERIMENT_DIR.parents[1]
-OUT_DIR = EXPERIMENT_DIR / "beyond"
-TRAIN_SCRIPT = OUT_DIR / "affinity_train.py"  # train.py plus each rank's cores and threads
 RUN_TIMEOUT_S = 900
 
 BLOCK_SIZE = 64
@@ -130,12 +127,12 @@ def measure(config: Config, size: Size, batch: int, scalings: list[str], out: Pa
         "step_breakdown_ms": phase_medians(run),
         "allreduce_share": summary["allreduce_ms"]["median"] / summary["step_ms"]["median"],
         "threads_per_rank": run["threads_per_rank"],
-        "ranks": [json.loads(p.read_text()) for p in sorted(out.glob("rank-*.json"))],
+        "ranks": run["ranks"],
         "load_average_1min": load, "wall_s": wall, "command": readable(command),
     }
 
 
-def run_matrix(out: Path = OUT_DIR, repeats: int = 3, quick: bool = False,
+def run_matrix(out: Path = BEYOND_DIR, repeats: int = 3, quick: bool = False,
                corpus_dir: Path = DEFAULT_CORPUS_DIR) -> dict:
     """Run the matrix, write scaling_matrix.json and .png into `out`, return the results."""
     out = Path(out).resolve()
@@ -331,6 +328,29 @@ STYLE = {ONE_THREAD: ("#8c8c8c", "o"), ALL_CORES: ("#4c72b0", "s"), TWO_PROCS: (
          PINNED: ("#c44e52", "v")}
 
 
+def results_table(results: dict) -> str:
+    """Tokens/s (median [min-max] over repeats) and the all-reduce share, per configuration and size."""
+    labels = {c["name"]: c["label"] for c in results["configurations"]}
+    points = {(p["scaling"], p["config"], p["params"]): p for p in results["points"]}
+    sizes = results["findings"]["sizes"]
+    header = f"{'':<30}" + "".join(f"{params_label(n):>22}" for n in sizes)
+    lines = []
+    for scaling in results["findings"]["scalings"]:
+        lines += [f"{scaling} scaling: tokens/s", header]
+        for name, label in labels.items():
+            cells = [points.get((scaling, name, n)) for n in sizes]
+            lines.append(f"{label:<30}" + "".join(
+                f"{p['tokens_per_sec']['median']:>8,.0f} [{p['tokens_per_sec']['min']:,.0f}-"
+                f"{p['tokens_per_sec']['max']:,.0f}]".rjust(22) if p else f"{'-':>22}" for p in cells))
+        lines.append(f"{scaling} scaling: all-reduce share of the step")
+        for name in (n for n in (TWO_PROCS, PINNED) if n in labels):
+            cells = [points.get((scaling, name, n)) for n in sizes]
+            lines.append(f"{labels[name]:<30}" + "".join(
+                f"{p['allreduce_share']:>22.0%}" if p else f"{'-':>22}" for p in cells))
+        lines.append("")
+    return "\n".join(lines)
+
+
 def plot_matrix(results: dict, path: Path) -> None:
     """scaling_matrix.png: tokens/s against model size (weak, strong), and the all-reduce share."""
     labels = {c["name"]: c["label"] for c in results["configurations"]}
@@ -394,7 +414,7 @@ def size_axis(ax: plt.Axes, sizes: list[int]) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description="When do 2 processes win? Run the scaling matrix.")
-    p.add_argument("--out", type=Path, default=OUT_DIR)
+    p.add_argument("--out", type=Path, default=BEYOND_DIR)
     p.add_argument("--repeats", type=int, default=3, help="runs per point (at least 1)")
     p.add_argument("--quick", action="store_true",
                    help="one size, one repeat, few steps, 2 configurations, weak scaling only")

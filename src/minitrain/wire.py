@@ -37,11 +37,10 @@ from torch.autograd.profiler import record_function  # noqa: E402
 from torch.distributed.algorithms.ddp_comm_hooks import debugging_hooks, default_hooks  # noqa: E402
 
 from minitrain import allreduce_bench  # noqa: E402
-from minitrain.artifacts import save_figure, write_json  # noqa: E402
+from minitrain.artifacts import BEYOND_DIR, save_figure, write_json  # noqa: E402
 from minitrain.corpus import DEFAULT_CORPUS_DIR, ensure_corpus  # noqa: E402
 from minitrain.data import SEED_BASE, make_shard  # noqa: E402
 from minitrain.ddp import barrier, cleanup, init_distributed, wrap_for_ddp  # noqa: E402
-from minitrain.experiment import EXPERIMENT_DIR  # noqa: E402
 from minitrain.launch import run_streaming, torchrun_command  # noqa: E402
 from minitrain.model import MiniGPTConfig  # noqa: E402
 from minitrain.provenance import provenance  # noqa: E402
@@ -50,7 +49,6 @@ from minitrain.trace import load_trace, overlap_table, profile_steps  # noqa: E4
 from minitrain.train import build_model_for_corpus, seed_everything  # noqa: E402
 
 SCRIPT = Path(__file__).resolve()  # what torchrun_command() is given
-DEFAULT_OUT = EXPERIMENT_DIR / "beyond"
 RESULT_NAME, PLOT_NAME = "wire.json", "wire.png"
 WORLD_SIZE = 2
 BATCH_SIZE, BLOCK_SIZE, LR = 16, 64, 3e-4  # train.py's defaults: the lab's run
@@ -369,8 +367,8 @@ def analyse(notes: list[dict], bench: dict | None) -> dict:
     }
 
 
-def run_wire(out: Path = DEFAULT_OUT, quick: bool = False, corpus_dir: Path = DEFAULT_CORPUS_DIR,
-             bench_path: Path = DEFAULT_OUT / allreduce_bench.RESULT_NAME, command: str = "",
+def run_wire(out: Path = BEYOND_DIR, quick: bool = False, corpus_dir: Path = DEFAULT_CORPUS_DIR,
+             bench_path: Path = BEYOND_DIR / allreduce_bench.RESULT_NAME, command: str = "",
              echo=print) -> dict:
     """Run both ranks, then write wire.json, wire.png and the two traces into `out`."""
     start = time.perf_counter()
@@ -494,7 +492,7 @@ def bucket_table(results: dict) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"output folder (default: {DEFAULT_OUT})")
+    p.add_argument("--out", type=Path, default=BEYOND_DIR, help=f"output folder (default: {BEYOND_DIR})")
     p.add_argument("--quick", action="store_true", help="a few steps per phase: for tests and notebooks")
     p.add_argument("--corpus-dir", type=Path, default=DEFAULT_CORPUS_DIR)
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)  # one rank, under torchrun
