@@ -58,10 +58,3 @@ class Tokenizer:
             raise ValueError(f"vocabulary file {path} is not a list of distinct tokens starting "
                              f"with {list(SPECIAL_TOKENS)}; {fix}")
         return cls(tokens[len(SPECIAL_TOKENS):])
-
-    @classmethod
-    def for_corpus(cls) -> "Tokenizer":
-        """The tokenizer of the grammar's vocabulary, without reading any file."""
-        from minitrain.corpus import vocabulary  # imported here: corpus itself imports Tokenizer
-
-        return cls(vocabulary())

@@ -114,7 +114,7 @@ def test_every_sentence_parses(parses):
 
 
 def test_pronoun_agreement_by_a_literal_table(train, val):
-    # a check independent of corpus.py: which auxiliaries each pronoun may take
+    # a check independent of minitrain.corpus: which auxiliaries each pronoun may take
     allowed = {"i": {"am", "was", "have", "do"}, "you": {"are", "were", "have", "do"},
                "we": {"are", "were", "have", "do"}, "they": {"are", "were", "have", "do"},
                "he": {"is", "was", "has", "does"}, "she": {"is", "was", "has", "does"},
@@ -132,7 +132,7 @@ def test_pronoun_agreement_by_a_literal_table(train, val):
 
 
 def test_time_words_match_the_tense_by_a_literal_table(train, val):
-    # also independent of corpus.py: time words against the auxiliaries they rule out
+    # also independent of minitrain.corpus: time words against the auxiliaries they rule out
     rules = [
         ({"tomorrow", "next", "soon"}, {"am", "is", "are", "was", "were", "has", "have", "do",
                                         "does", "did"}),

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from minitrain.corpus import generate_corpus, vocabulary
+from minitrain.corpus import generate_corpus, grammar_tokenizer, vocabulary
 from minitrain.tokenizer import SPECIAL_TOKENS, Tokenizer
 
 VOCAB_SIZE = 453  # 3 special tokens + 450 words; changes only with the lexicon
@@ -21,7 +21,7 @@ def corpus_sentences(tmp_path_factory) -> list[str]:
 
 @pytest.fixture(scope="module")
 def tok() -> Tokenizer:
-    return Tokenizer.for_corpus()
+    return grammar_tokenizer()
 
 
 def test_round_trip_every_corpus_sentence(tok, corpus_sentences):
