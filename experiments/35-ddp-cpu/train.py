@@ -20,7 +20,6 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
-from torch.distributed.algorithms.ddp_comm_hooks import debugging_hooks
 
 from minitrain.corpus import DEFAULT_CORPUS_DIR, ensure_corpus
 from minitrain.data import SEED_BASE, CorpusError, load_corpus, make_shard
@@ -28,7 +27,8 @@ from minitrain.ddp import barrier, cleanup, init_distributed, is_main_process, u
 from minitrain.launch import spawn_workers
 from minitrain.model import MiniGPTConfig, count_parameters
 from minitrain.provenance import provenance, rank_facts
-from minitrain.timing import attach_allreduce_timer, summarize, timed_backward
+from minitrain.timing import (BY_NAME, VARIANTS, InstrumentedHook, attach_instrumented_hook, summarize,
+                             timed_backward)
 from minitrain.train import build_model_for_corpus, log_step, seed_everything
 
 HERE = Path(__file__).resolve().parent
@@ -43,8 +43,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--lr", type=float, default=3e-4)
     p.add_argument("--out", type=Path, default=HERE, help="output folder (default: this folder)")
     p.add_argument("--corpus-dir", type=Path, default=DEFAULT_CORPUS_DIR)
-    p.add_argument("--timing", choices=["both", "barrier", "hook"], default="both",
-                   help="barrier = variant A, hook = variant B (comm hook), both = A and B")
+    p.add_argument("--timing", default=",".join(BY_NAME),
+                   help="comma-separated timing variants: " + "; ".join(f"{v.name} = {v.label}" for v in VARIANTS))
     p.add_argument("--n-layer", type=int, default=MiniGPTConfig.n_layer)
     p.add_argument("--n-head", type=int, default=MiniGPTConfig.n_head)
     p.add_argument("--n-embd", type=int, default=MiniGPTConfig.n_embd)
@@ -57,6 +57,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--launcher", choices=["torchrun", "spawn"], default="torchrun")
     p.add_argument("--nproc", type=int, default=2, help="processes, with --launcher spawn")
     args = p.parse_args(argv)
+    unknown = [name for name in args.timing.split(",") if name not in BY_NAME]
+    if unknown:
+        p.error(f"--timing {args.timing}: unknown variant {', '.join(unknown)}; choose from {', '.join(BY_NAME)}")
+    args.timing = [BY_NAME[name] for name in args.timing.split(",")]
     if args.steps <= args.warmup:
         p.error(f"--steps ({args.steps}) must be larger than --warmup ({args.warmup}): "
                 "the summary uses the steps after the warm-up")
@@ -93,11 +97,9 @@ def run(args: argparse.Namespace) -> None:
         print(f"[rank {rank}] error: {e}", file=sys.stderr, flush=True)
         sys.exit(2)
     model = wrap_for_ddp(model)
-    timer = None
-    if args.comm == "noop":
-        model.register_comm_hook(None, debugging_hooks.noop_hook)  # step time without communication
-    elif args.timing in ("both", "hook"):
-        timer = attach_allreduce_timer(model)
+    # DDP's own all-reduce with a stopwatch (or, as a control, the no-op hook: no communication)
+    hook = attach_instrumented_hook(model, comm=args.comm)
+    timers = {v.field: v.attach(hook) for v in args.timing}
     shards = check_shards(shard, rank, world_size, len(load_corpus(args.corpus_dir / "train.jsonl")))
     ranks = [None] * world_size  # each rank's pid, cores and threads, for run.json
     dist.all_gather_object(ranks, {"rank": rank} | rank_facts())
@@ -111,7 +113,7 @@ def run(args: argparse.Namespace) -> None:
         with model.no_sync() if args.no_sync else contextlib.nullcontext():
             loss = model(batch).loss
             t1 = time.perf_counter()
-            backward_allreduce = run_backward(loss, args.timing)
+            timed_backward(loss, list(timers.values()))
         t2 = time.perf_counter()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
@@ -119,16 +121,14 @@ def run(args: argparse.Namespace) -> None:
         record = {
             "step": step, "loss": loss.item(), "step_ms": (t3 - t0) * 1e3,
             "forward_ms": (t1 - t0) * 1e3, "backward_ms": (t2 - t1) * 1e3,
-            "backward_allreduce_ms": None if backward_allreduce is None else backward_allreduce * 1e3,
-            "allreduce_ms": None if timer is None else timer.pop_step() * 1e3,
             "optimizer_ms": (t3 - t2) * 1e3, "tokens": tokens,
-        }
+        } | {v.field: timers[v.field].pop_ms() if v.field in timers else None for v in VARIANTS}
         if args.track_drift:
             record["max_param_diff"] = drift_from_rank0(unwrap(model))
         records.append(record)
         if is_main_process():
             log_step(step, record["loss"], t3 - t0,
-                     **{k: record[k] for k in ("backward_allreduce_ms", "allreduce_ms") if record[k] is not None})
+                     **{v.field: record[v.field] for v in VARIANTS if record[v.field] is not None})
 
     staging = args.out / f".staging-{world_size}proc"
     if is_main_process():
@@ -137,7 +137,7 @@ def run(args: argparse.Namespace) -> None:
     barrier()
     torch.save(unwrap(model).state_dict(), staging / f"state-rank-{rank}.pt")
     if is_main_process():
-        write_rank0_files(staging, args, records, model, timer, world_size, shards | {"ranks": ranks})
+        write_rank0_files(staging, args, records, model, hook, world_size, shards | {"ranks": ranks})
     barrier()  # every rank's state is on disk before anything moves into place
     if is_main_process():
         for f in sorted(staging.iterdir()):
@@ -146,15 +146,6 @@ def run(args: argparse.Namespace) -> None:
         print(f"wrote {', '.join(sorted(p.name for p in args.out.glob('*') if p.suffix in ('.pt', '.jsonl', '.json')))} "
               f"to {args.out}", flush=True)
     cleanup()
-
-
-def run_backward(loss: torch.Tensor, timing: str) -> float | None:
-    """loss.backward(), where DDP's all-reduce fires; timed between barriers (variant A) unless
-    only the comm hook (variant B) times this run."""
-    if timing == "hook":
-        loss.backward()
-        return None
-    return timed_backward(loss)
 
 
 def drift_from_rank0(model: torch.nn.Module) -> float:
@@ -168,19 +159,19 @@ def drift_from_rank0(model: torch.nn.Module) -> float:
 
 
 def write_rank0_files(staging: Path, args: argparse.Namespace, records: list[dict], model,
-                      timer, world_size: int, shards: dict) -> None:
+                      hook: InstrumentedHook, world_size: int, shards: dict) -> None:
     """timings.jsonl (one line a step) and run.json (configuration, summary, provenance)."""
     with open(staging / "timings.jsonl", "w") as f:
         f.writelines(json.dumps(r) + "\n" for r in records)
     measured = records[args.warmup:]
     summary = {key: summarize([r[key] for r in measured])
-               for key in ("step_ms", "forward_ms", "backward_ms", "backward_allreduce_ms",
-                           "allreduce_ms", "optimizer_ms") if measured[0][key] is not None}
+               for key in ("step_ms", "forward_ms", "backward_ms", "optimizer_ms", *(v.field for v in VARIANTS))
+               if measured[0][key] is not None}
     tokens_per_sec = [r["tokens"] / (r["step_ms"] / 1e3) for r in measured]
     run_info = {
         "world_size": world_size,
         "launcher": args.launcher,
-        "timing": args.timing,
+        "timing": [v.name for v in args.timing],
         "steps": args.steps,
         "warmup_steps": args.warmup,
         "batch_size_per_rank": args.batch_size,
@@ -192,7 +183,7 @@ def write_rank0_files(staging: Path, args: argparse.Namespace, records: list[dic
         "seed_base": SEED_BASE,
         "threads_per_rank": torch.get_num_threads(),
         "model_params": count_parameters(unwrap(model)),
-        "buckets": [{"index": i, "bytes": b} for i, b in sorted(timer.bucket_bytes.items())] if timer else None,
+        "buckets": [{"index": i, "bytes": b["bytes"]} for i, b in sorted(hook.buckets.items())] or None,
         "summary": summary,
         "tokens_per_sec": summarize(tokens_per_sec) | {"min": min(tokens_per_sec), "max": max(tokens_per_sec)},
         **shards,

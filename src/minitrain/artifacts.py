@@ -1,14 +1,10 @@
-"""Where the lab's results go, and writing them so that no reader ever sees half a file."""
+"""Writing the lab's results so that no reader ever sees half a file."""
 
 import json
 import os
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-
-# where the lab's results go: the experiment folder, and its deeper measurements
-EXPERIMENT_DIR = Path(__file__).resolve().parents[2] / "experiments" / "35-ddp-cpu"
-BEYOND_DIR = EXPERIMENT_DIR / "beyond"
 
 
 def write_atomic(path: Path, write: Callable[[Path], None]) -> None:

@@ -114,9 +114,10 @@ class MiniGPT(nn.Module):
         return MiniGPTOutput(logits=logits, loss=loss)
 
 
-def build_minigpt(config: MiniGPTConfig) -> MiniGPT:
-    """Build a freshly initialised MiniGPT (the current torch RNG state decides the weights)."""
-    return MiniGPT(config)
+def build_minigpt(vocab_size: int, **config: int | float) -> MiniGPT:
+    """The lab sheet's builder: a fresh MiniGPT for a vocabulary, other config fields as given
+    (the current torch RNG state decides the weights)."""
+    return MiniGPT(MiniGPTConfig(vocab_size=vocab_size, **config))
 
 
 def count_parameters(model: nn.Module) -> int:

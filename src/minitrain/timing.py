@@ -1,64 +1,152 @@
 """Timing a DDP step: where the all-reduce happens and what it costs.
 
-Variant A (the lab sheet's): `dist.barrier()` before and after `loss.backward()`. The bracketed
-time holds the backward pass, the all-reduce that overlaps it, and any wait for the slower rank.
-Variant B: a DDP comm hook that times each bucket's all-reduce itself, from launch to completion.
+Each way of timing is a `TimingVariant` in `VARIANTS`; train.py, the report, the checker, the
+notebooks and `make bench` loop over that registry, so a new variant is one entry here.
+Variant A (the sheet's): `dist.barrier()` before and after `loss.backward()`. The bracketed time
+holds the backward pass, the all-reduce that overlaps it, and the wait for the slower rank.
+Variant B: DDP's own all-reduce comm hook with a stopwatch, from each bucket's launch to its
+completion: the transfer, plus any wait for the other rank to launch the same bucket.
 """
 
 import math
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import torch
 import torch.distributed as dist
-from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+from torch.distributed.algorithms.ddp_comm_hooks import debugging_hooks, default_hooks
+from torch.nn.parallel import DistributedDataParallel
 
 
 @dataclass
-class AllreduceTimer:
-    """State of the timing comm hook: per-bucket all-reduce times of the current step."""
+class InstrumentedHook:
+    """State of the lab's comm hook: DDP's all-reduce (or PyTorch's no-op hook, `comm="noop"`),
+    noting each bucket's size and parameters, and when its all-reduce was launched and completed."""
 
-    process_group: dist.ProcessGroup | None = None
-    seconds: list[float] = field(default_factory=list)
-    bucket_bytes: dict[int, int] = field(default_factory=dict)
-
-    def pop_step(self) -> float:
-        """Total all-reduce seconds since the last call (one step), and reset."""
-        total, self.seconds = sum(self.seconds), []
-        return total
+    names: dict[int, str] = field(default_factory=dict)  # parameter data pointer -> name (optional)
+    comm: str = "allreduce"
+    step: int = 0  # the caller advances it; events carry it
+    buckets: dict[int, dict] = field(default_factory=dict)  # DDP rebuilds buckets after step 1: the latest
+    events: list[dict] = field(default_factory=list)  # one per bucket all-reduce: step, bucket, ready, done
 
 
-def timed_allreduce_hook(timer: AllreduceTimer,
-                         bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
-    """DDP's own all-reduce hook (divide by world size, sum), with a stopwatch around it."""
-    start = time.perf_counter()
+def instrumented_allreduce_hook(state: InstrumentedHook,
+                                bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
+    """DDP's own all-reduce hook (divide by world size, then sum), with a stopwatch around it.
+
+    Times come from time.perf_counter(), the system-wide monotonic clock on Linux and macOS, so
+    one rank's times compare with the other's: that is how the wire measurement sees who waited.
+    """
+    ready = time.perf_counter()  # DDP calls the hook when the bucket's last gradient is ready
+    if state.comm == "noop":
+        return debugging_hooks.noop_hook(None, bucket)
     buffer = bucket.buffer()
-    timer.bucket_bytes[bucket.index()] = buffer.numel() * buffer.element_size()
+    state.buckets[bucket.index()] = {
+        "index": bucket.index(), "bytes": buffer.numel() * buffer.element_size(),
+        "params": [state.names.get(p.data_ptr(), "?") for p in bucket.parameters()]}
+    event = {"step": state.step, "bucket": bucket.index(), "ready": ready}
+    state.events.append(event)
 
-    def stop(fut: torch.futures.Future[torch.Tensor]) -> torch.Tensor:
-        timer.seconds.append(time.perf_counter() - start)
+    def done(fut: torch.futures.Future[torch.Tensor]) -> torch.Tensor:
+        event["done"] = time.perf_counter()
         return fut.value()
 
-    return default_hooks.allreduce_hook(timer.process_group, bucket).then(stop)
+    return default_hooks.allreduce_hook(None, bucket).then(done)
 
 
-def attach_allreduce_timer(ddp_model: torch.nn.parallel.DistributedDataParallel) -> AllreduceTimer:
-    """Register the timing hook on a DDP model (once: DDP allows one comm hook per model)."""
-    timer = AllreduceTimer()
-    ddp_model.register_comm_hook(timer, timed_allreduce_hook)
-    return timer
+def attach_instrumented_hook(ddp_model: DistributedDataParallel, comm: str = "allreduce") -> InstrumentedHook:
+    """Register the instrumented hook on a DDP model (once: DDP allows one comm hook per model)."""
+    names = {p.data_ptr(): name for name, p in ddp_model.module.named_parameters()}  # a tied matrix once
+    hook = InstrumentedHook(names=names, comm=comm)
+    ddp_model.register_comm_hook(hook, instrumented_allreduce_hook)
+    return hook
 
 
-def timed_backward(loss: torch.Tensor) -> float:
-    """Variant A: seconds between a barrier before `loss.backward()` and one after it."""
-    if dist.is_initialized():
-        dist.barrier()
-    start = time.perf_counter()
+class StepTimer(Protocol):
+    """What a timing variant does around `loss.backward()`, and the milliseconds it measured."""
+
+    def before_backward(self) -> None: ...
+    def after_backward(self) -> None: ...
+    def pop_ms(self) -> float | None: ...  # this step's figure, None when nothing was measured
+
+
+class BarrierTimer:
+    """Variant A: a barrier, then the clock, `loss.backward()`, a barrier, the clock."""
+
+    def __init__(self) -> None:
+        self.start, self.ms = 0.0, None
+
+    def before_backward(self) -> None:
+        if dist.is_initialized():
+            dist.barrier()  # both ranks start backward together
+        self.start = time.perf_counter()
+
+    def after_backward(self) -> None:
+        if dist.is_initialized():
+            dist.barrier()  # DDP waited for its all-reduces before backward returned; this waits for the peer
+        self.ms = (time.perf_counter() - self.start) * 1e3
+
+    def pop_ms(self) -> float | None:
+        ms, self.ms = self.ms, None
+        return ms
+
+
+class HookTimer:
+    """Variant B: the instrumented comm hook's launch-to-completion times, summed over buckets."""
+
+    def __init__(self, hook: InstrumentedHook) -> None:
+        self.hook = hook
+
+    def before_backward(self) -> None:
+        pass
+
+    def after_backward(self) -> None:
+        pass
+
+    def pop_ms(self) -> float | None:
+        events, self.hook.events = self.hook.events, []
+        self.hook.step += 1
+        # no event: no all-reduce ran (no_sync(), or the no-op hook)
+        return sum(e["done"] - e["ready"] for e in events) * 1e3 if events else None
+
+
+@dataclass(frozen=True)
+class TimingVariant:
+    key: str  # "A", "B": how the lesson names it
+    name: str  # train.py --timing NAME
+    field: str  # the timings.jsonl key it writes, in ms
+    label: str  # what it measures, for tables and figures
+    attach: Callable[[InstrumentedHook], StepTimer]  # given the run's instrumented comm hook
+
+
+VARIANTS = (
+    TimingVariant("A", "barrier", "backward_allreduce_ms",
+                  "A: barrier | backward + all-reduce + wait for the slower rank | barrier",
+                  lambda hook: BarrierTimer()),
+    TimingVariant("B", "hook", "allreduce_ms",
+                  "B: comm hook, bucket launch to completion (transfer + wait for the peer)",
+                  HookTimer),
+)
+BY_NAME = {v.name: v for v in VARIANTS}
+STATISTICS = {"p50": "median", "p95": "p95", "mean": "mean"}  # manifest suffix -> summarize() key
+
+
+def manifest_fields(variant: TimingVariant) -> dict[str, str]:
+    """The manifest's fields for a variant and the statistic each holds: allreduce_p50_ms -> median, ..."""
+    stem = variant.field.removesuffix("_ms")
+    return {f"{stem}_{suffix}_ms": stat for suffix, stat in STATISTICS.items()}
+
+
+def timed_backward(loss: torch.Tensor, timers: list[StepTimer]) -> None:
+    """`loss.backward()`, where DDP's all-reduce fires, with each timer's brackets around it."""
+    for timer in timers:
+        timer.before_backward()
     loss.backward()
-    if dist.is_initialized():
-        dist.barrier()  # DDP has waited for its all-reduces before backward returns; this waits for the peer
-    return time.perf_counter() - start
+    for timer in reversed(timers):
+        timer.after_backward()
 
 
 def summarize(values: list[float]) -> dict[str, float]:

@@ -13,7 +13,7 @@ import torch
 
 from minitrain.corpus import DEFAULT_CORPUS_DIR, ensure_corpus
 from minitrain.data import SEED_BASE, Shard, make_shard
-from minitrain.model import MiniGPT, MiniGPTConfig, build_minigpt, count_parameters
+from minitrain.model import MiniGPT, build_minigpt, count_parameters
 from minitrain.probe import load_pairs, minimal_pair_accuracy
 from minitrain.tokenizer import Tokenizer
 
@@ -49,7 +49,7 @@ def build_model_for_corpus(corpus_dir: Path, block_size: int,
                            **config: int | float) -> tuple[MiniGPT, Tokenizer]:
     """A MiniGPT sized to the corpus's vocabulary (other config fields as given), and its tokenizer."""
     tokenizer = Tokenizer.load(Path(corpus_dir) / "vocab.json")
-    model = build_minigpt(MiniGPTConfig(vocab_size=tokenizer.vocab_size, block_size=block_size, **config))
+    model = build_minigpt(tokenizer.vocab_size, block_size=block_size, **config)
     return model, tokenizer
 
 

@@ -1,7 +1,7 @@
 """Beyond the sheet: gloo's all-reduce between 2 local processes on its own, against raw loopback TCP.
 
-    python -m minitrain.allreduce_bench              # all 15 sizes, about 2 GiB moved per size
-    python -m minitrain.allreduce_bench --quick --out /tmp/bench   # a few seconds
+    python -m minitrain.measure.allreduce_bench              # all 15 sizes, about 2 GiB moved per size
+    python -m minitrain.measure.allreduce_bench --quick --out build/bench   # a few seconds
 
 Two gloo ranks all-reduce float32 tensors from 4 KiB to 64 MiB; per size: median and p95 time,
 algorithm and bus bandwidth, then a latency-bandwidth fit t(n) = alpha + n * beta. The same two
@@ -9,11 +9,8 @@ processes then send bytes to each other over a plain 127.0.0.1 socket: the physi
 Writes allreduce_bench.json and allreduce_bench.png (default: experiments/35-ddp-cpu/beyond/).
 """
 
-import argparse
 import json
-import shlex
 import socket
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -22,12 +19,13 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from minitrain.artifacts import BEYOND_DIR, save_figure, write_json
+from minitrain.artifacts import save_figure
 from minitrain.corpus import DEFAULT_CORPUS_DIR, ensure_corpus
 from minitrain.ddp import cleanup, init_distributed
 from minitrain.launch import spawn_workers
+from minitrain.measure.measurement import Measurement, command_line, finding, parser, write_results
 from minitrain.model import count_parameters
-from minitrain.provenance import machine_provenance
+from minitrain.paths import BEYOND_DIR
 from minitrain.timing import summarize
 from minitrain.train import build_model_for_corpus
 
@@ -60,12 +58,17 @@ def expected_sum(numel: int, world_size: int) -> torch.Tensor:
     return (world_size * (torch.arange(numel) % 251) + world_size * (world_size - 1) // 2).float()
 
 
+def ring_factor(world_size: int) -> float:
+    """2(n-1)/n: the share of a message each rank sends (and receives) in a ring all-reduce."""
+    return 2 * (world_size - 1) / world_size
+
+
 def bus_bandwidth(algbw: float, world_size: int) -> float:
-    """nccl-tests' bus bandwidth for all-reduce: a ring sends 2(n-1)/n of the bytes per rank.
+    """nccl-tests' bus bandwidth for all-reduce: algbw times the ring factor 2(n-1)/n.
 
     https://github.com/NVIDIA/nccl-tests/blob/master/doc/PERFORMANCE.md
     """
-    return algbw * 2 * (world_size - 1) / world_size
+    return algbw * ring_factor(world_size)
 
 
 def ring_allreduce(inputs: list[np.ndarray]) -> tuple[list[np.ndarray], list[int]]:
@@ -197,9 +200,8 @@ def minigpt_gradient_bytes(corpus_dir: Path = DEFAULT_CORPUS_DIR, block_size: in
     return params, params * 4
 
 
-def summarize_run(raw: dict, gradient_params: int, gradient_bytes: int, command: str,
-                  runtime_s: float) -> dict:
-    """The result file's content: per-size statistics, bandwidths, the fit, loopback, provenance."""
+def summarize_run(raw: dict, gradient_params: int, gradient_bytes: int) -> dict:
+    """The result file's content: per-size statistics, bandwidths, the fit, loopback."""
     rows = []
     for nbytes, iters, times in zip(raw["sizes"], raw["iterations"], raw["times_s"]):
         stats = summarize([t * 1e3 for t in times])
@@ -228,7 +230,6 @@ def summarize_run(raw: dict, gradient_params: int, gradient_bytes: int, command:
                      "method": "one TCP stream over 127.0.0.1 between the same two processes, one way"},
         "gradient": {"model_params": gradient_params, "bytes": gradient_bytes,
                      "predicted_allreduce_ms": predict_allreduce_ms(gradient_bytes, fit)},
-        "provenance": machine_provenance() | {"command": command, "runtime_s": runtime_s},
     }
 
 
@@ -281,19 +282,20 @@ def plot(result: dict, path: Path) -> None:
     save_figure(fig, path)
 
 
-def run_benchmark(out: Path = BEYOND_DIR, quick: bool = False, gradient_bytes: int | None = None,
-                  command: str = "") -> dict:
+def run(out: Path = BEYOND_DIR, quick: bool = False, gradient_bytes: int | None = None) -> dict:
     """Run both ranks, then write allreduce_bench.json and .png into `out`; return the results."""
-    start = time.perf_counter()
+    started = time.perf_counter()
     sizes = QUICK_SIZES if quick else SIZES
     with tempfile.TemporaryDirectory() as tmp:
         raw_path = Path(tmp) / "raw.json"
         spawn_workers(bench_worker, WORLD_SIZE, sizes, quick, str(raw_path))
         raw = json.loads(raw_path.read_text())
     params, nbytes = minigpt_gradient_bytes() if gradient_bytes is None else (gradient_bytes // 4, gradient_bytes)
-    result = summarize_run(raw, params, nbytes, command, time.perf_counter() - start)
+    result = summarize_run(raw, params, nbytes)
+    out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    write_json(out / RESULT_NAME, result)
+    command = command_line(__spec__.name, out, quick, gradient_bytes=gradient_bytes)
+    result = write_results(out, MEASUREMENT, result, findings(result), command, started)
     plot(result, out / PLOT_NAME)
     return result
 
@@ -314,37 +316,37 @@ def report(result: dict) -> str:
     return "\n".join(lines)
 
 
-def reading(result: dict) -> str:
-    """What the fit, the gradient size and the loopback reference say, in words from the numbers."""
+def findings(result: dict) -> list[dict]:
+    """The headline numbers: latency, bandwidth, where they cost the same, the gradients' regime."""
     fit, grad, loopback = result["fit"], result["gradient"], result["loopback"]["median_gbps"]
     crossover = fit["alpha_ms"] / fit["beta_ns_per_byte"] * 1e6  # bytes where alpha == n * beta
-    latency_share = fit["alpha_ms"] / grad["predicted_allreduce_ms"]
     largest = result["results"][-1]
     regime = "latency-bound" if grad["bytes"] < crossover else "bandwidth-bound"
-    return "\n".join([
-        f"An all-reduce between the 2 processes costs alpha = {fit['alpha_ms']:.2f} ms before a "
-        f"single byte moves, and then 1/beta = {fit['bandwidth_gbps']:.2f} GB/s; the fit misses the "
-        f"worst-fitting median by {fit['max_relative_error']:.0%}.",
-        f"Latency and bandwidth cost the same at {size_label(crossover)}: smaller messages are "
-        f"latency-bound, larger ones bandwidth-bound.",
-        f"MiniGPT's {grad['bytes'] / MiB:.2f} MiB of gradients are {regime}: the fit predicts "
-        f"{grad['predicted_allreduce_ms']:.2f} ms for them in one all-reduce, {latency_share:.0%} of "
-        f"it latency.",
-        f"At {size_label(largest['bytes'])} gloo reaches a bus bandwidth of "
-        f"{largest['busbw_gbps']:.2f} GB/s, {largest['busbw_gbps'] / loopback:.0%} of the "
-        f"{loopback:.2f} GB/s one TCP stream carries over loopback between the same processes."])
+    return [
+        finding("alpha", fit["alpha_ms"], "ms", "fixed cost of one all-reduce between the 2 processes "
+                f"(fit to the medians, worst miss {fit['max_relative_error']:.0%})"),
+        finding("bandwidth", fit["bandwidth_gbps"], "GB/s", "1/beta: the cost per byte, past the fixed cost"),
+        finding("crossover", crossover, "bytes", f"latency and bandwidth cost the same at "
+                f"{size_label(crossover)}: smaller messages are latency-bound"),
+        finding("gradient_allreduce_predicted", grad["predicted_allreduce_ms"], "ms",
+                f"the fit's time for MiniGPT's {grad['bytes'] / MiB:.2f} MiB of gradients in one "
+                f"all-reduce: {regime}, {fit['alpha_ms'] / grad['predicted_allreduce_ms']:.0%} of it latency"),
+        finding("busbw_over_loopback", largest["busbw_gbps"] / loopback, "ratio",
+                f"gloo's bus bandwidth at {size_label(largest['bytes'])} against one raw TCP stream "
+                f"over loopback ({loopback:.2f} GB/s) between the same processes"),
+    ]
+
+
+MEASUREMENT = Measurement("allreduce_bench", "gloo's all-reduce between 2 local processes, against raw loopback TCP",
+                          "07-allreduce-benchmark.ipynb", run, (PLOT_NAME,))
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--out", type=Path, default=BEYOND_DIR, help=f"output folder (default: {BEYOND_DIR})")
-    p.add_argument("--quick", action="store_true", help="3 sizes, 5 iterations: a few seconds, for tests")
+    p = parser(MEASUREMENT, "3 sizes, 5 iterations: a few seconds, for tests")
     p.add_argument("--gradient-bytes", type=int, default=None,
                    help="message size to mark and predict (default: the default MiniGPT's gradients)")
     args = p.parse_args(argv)
-    given = sys.argv[1:] if argv is None else argv
-    command = " ".join(["python -m minitrain.allreduce_bench", *map(shlex.quote, given)])
-    result = run_benchmark(args.out, args.quick, args.gradient_bytes, command)
+    result = run(args.out, args.quick, args.gradient_bytes)
     print(report(result))
     print(f"wrote {RESULT_NAME} and {PLOT_NAME} to {args.out} in {result['provenance']['runtime_s']:.1f} s")
 

@@ -1,6 +1,6 @@
 """Negative controls and learning: is the all-reduce doing the work, and does DDP still learn?
 
-    python -m minitrain.controls [--out DIR] [--steps N] [--quick] [--corpus-dir DIR] [--runs-dir DIR]
+    python -m minitrain.measure.controls [--out DIR] [--steps N] [--quick] [--corpus-dir DIR] [--runs-dir DIR]
 
 Controls: three 2-process runs of train.py with --track-drift. With DDP's all-reduce the ranks
 hold the same weights after every step; without it (every backward under no_sync(), or DDP's
@@ -10,7 +10,6 @@ per step; the DDP control run is the 2-process run. Writes controls.json, contro
 and controls_learning.png into --out (default experiments/35-ddp-cpu/beyond/).
 """
 
-import argparse
 import contextlib
 import math
 import os
@@ -18,18 +17,20 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from unittest.mock import patch
 
 import matplotlib.pyplot as plt
 import torch
 
-from minitrain.artifacts import BEYOND_DIR, save_figure, write_json
+from minitrain.artifacts import save_figure
 from minitrain.corpus import DEFAULT_CORPUS_DIR, ensure_corpus
 from minitrain.data import SEED_BASE, make_shard
-from minitrain.experiment import TRAIN_SCRIPT
+from minitrain.lab.runs import read_run
+from minitrain.lab.report import findings_table
 from minitrain.launch import run_streaming, torchrun_command
+from minitrain.measure.measurement import Measurement, command_line, finding, parser, write_results
+from minitrain.paths import BEYOND_DIR, TRAIN_SCRIPT
 from minitrain.probe import load_pairs, minimal_pair_accuracy
-from minitrain.provenance import provenance
-from minitrain.report import read_run
 from minitrain.train import build_model_for_corpus, evaluate, seed_everything
 from minitrain.verify import load_state
 
@@ -72,17 +73,13 @@ def drift_curve(case: dict) -> list[float]:
 @contextlib.contextmanager
 def one_thread_per_process() -> Iterator[None]:
     """Run the block with 1 torch thread here and OMP_NUM_THREADS=1 in child processes, then restore."""
-    threads, env = torch.get_num_threads(), os.environ.get("OMP_NUM_THREADS")
+    threads = torch.get_num_threads()
     torch.set_num_threads(1)
-    os.environ["OMP_NUM_THREADS"] = "1"
     try:
-        yield
+        with patch.dict(os.environ, OMP_NUM_THREADS="1"):
+            yield
     finally:
         torch.set_num_threads(threads)
-        if env is None:
-            del os.environ["OMP_NUM_THREADS"]
-        else:
-            os.environ["OMP_NUM_THREADS"] = env
 
 
 def final_metrics(state_path: Path | None, corpus_dir: Path, pairs: list[dict], val_batches: int) -> dict:
@@ -100,10 +97,10 @@ def final_metrics(state_path: Path | None, corpus_dir: Path, pairs: list[dict], 
             "accuracy": minimal_pair_accuracy(model, tokenizer, pairs)}
 
 
-def run_controls(out: Path = BEYOND_DIR, steps: int = 300, quick: bool = False,
-                 corpus_dir: Path = DEFAULT_CORPUS_DIR, runs_dir: Path | None = None) -> dict:
+def run(out: Path = BEYOND_DIR, quick: bool = False, steps: int = 300,
+        corpus_dir: Path = DEFAULT_CORPUS_DIR, runs_dir: Path | None = None) -> dict:
     """Run the controls and the learning comparison; write controls.json and the two PNGs to `out`."""
-    start = time.perf_counter()
+    started = time.perf_counter()
     out, corpus_dir = Path(out).resolve(), Path(corpus_dir).resolve()
     out.mkdir(parents=True, exist_ok=True)
     ensure_corpus(corpus_dir)
@@ -147,17 +144,13 @@ def run_controls(out: Path = BEYOND_DIR, steps: int = 300, quick: bool = False,
         "val_batches": val_batches,
         "val_tokens": val_batches * GLOBAL_BATCH * BLOCK_SIZE,
         "commands": {case: c["run"]["command"] for case, c in cases.items()},
-        "command": (f"python -m minitrain.controls --out {out} --steps {steps} --corpus-dir {corpus_dir}"
-                    + (" --quick" if quick else "")),
         "runtime_s": {case: round(c["seconds"], 1) for case, c in cases.items()},
-        **provenance(corpus_dir),
     }
-    results["runtime_s"]["total"] = round(time.perf_counter() - start, 1)
-    results["findings"] = findings_sentence(results)
+    command = command_line(__spec__.name, out, quick, steps=None if quick else steps,
+                           corpus_dir=None if corpus_dir == DEFAULT_CORPUS_DIR.resolve() else corpus_dir)
+    results = write_results(out, MEASUREMENT, results, findings(results), command, started, corpus_dir)
     plot_drift(results, out / "controls_drift.png")
     plot_learning(results, out / "controls_learning.png")
-    write_json(out / "controls.json", results)
-    print(results["findings"])
     return results
 
 
@@ -170,36 +163,35 @@ def same_accuracy(a: float, b: float, n: int) -> bool:
 LOSS_TOLERANCE = 0.05  # nats of validation loss; well under what 100 more steps change it here
 
 
-def findings_sentence(results: dict) -> str:
-    """The headline of the controls and the learning comparison, worded from the numbers."""
-    final, steps = results["final_drift"], results["steps"]
-    first = results["drift"]["no-sync"][0]
-    ddp = ("stayed exactly 0 at every step" if results["ddp_drift_exactly_zero"]
-           else f"reached {max(results['drift']['ddp']):.1e}")
-    noop = ("identically with DDP's no-op comm hook" if results["noop_equals_no_sync"]
-            else f"{final['noop']:.1e} with DDP's no-op comm hook")
-    drift = (f"Without the all-reduce the two ranks drifted apart: their largest parameter difference "
-             f"grew from {first:.1e} after the first step to {final['no-sync']:.1e} after {steps} "
-             f"steps under no_sync() ({noop}), while with DDP's all-reduce it {ddp}.")
-    one, two, before = (results["learning"][k] for k in ("1proc", "2proc", "before"))
+def learning_verdict(results: dict) -> str:
+    """'same', 'better', 'worse' or 'different': 2 processes against 1, beyond the noise allowed."""
+    one, two = results["learning"]["1proc"], results["learning"]["2proc"]
     loss_gap, accuracy_gap = two["val_loss"] - one["val_loss"], two["accuracy"] - one["accuracy"]
     accuracy_differs = not same_accuracy(one["accuracy"], two["accuracy"], results["pairs"])
     better = loss_gap <= -LOSS_TOLERANCE or (accuracy_differs and accuracy_gap > 0)
     worse = loss_gap >= LOSS_TOLERANCE or (accuracy_differs and accuracy_gap < 0)
-    if not (better or worse):
-        verdict = "learned grammar as well as 1 process"
-    else:
-        word = "differently from" if better and worse else "better than" if better else "worse than"
-        verdict = (f"learned {word} 1 process, beyond the noise allowed ({LOSS_TOLERANCE} nats of "
-                   f"loss, 2 standard errors of accuracy); the runs differ in which sentences fall in "
-                   f"which step (each rank shuffles its own shard) and in float rounding")
-    learning = (f"On the same global batch ({results['global_batch']} sequences of "
-                f"{results['block_size']} tokens per step, {steps} steps), 2 DDP processes {verdict}: "
-                f"validation loss {two['val_loss']:.2f} against {one['val_loss']:.2f} "
-                f"({before['val_loss']:.2f} before training), minimal-pair accuracy "
-                f"{two['accuracy']:.3f} against {one['accuracy']:.3f} ({before['accuracy']:.3f} before, "
-                f"{results['pairs']} pairs).")
-    return f"{drift} {learning}"
+    return "different" if better and worse else "better" if better else "worse" if worse else "same"
+
+
+def findings(results: dict) -> list[dict]:
+    """Drift with and without the all-reduce; learning of 2 DDP processes against 1, same global batch."""
+    final, steps = results["final_drift"], results["steps"]
+    one, two = results["learning"]["1proc"], results["learning"]["2proc"]
+    verdict = learning_verdict(results)
+    return [
+        finding("ddp_max_drift", max(results["drift"]["ddp"]), "largest |parameter difference|",
+                f"rank 1 against rank 0 over {steps} steps with DDP's all-reduce"
+                + (": exactly 0 at every step" if results["ddp_drift_exactly_zero"] else "")),
+        finding("no_sync_final_drift", final["no-sync"], "largest |parameter difference|",
+                f"after {steps} steps under no_sync(), no all-reduce"
+                + (" (the no-op comm hook: identical)" if results["noop_equals_no_sync"] else "")),
+        finding("val_loss_2proc_minus_1proc", two["val_loss"] - one["val_loss"], "nats",
+                f"validation loss of 2 DDP processes minus 1 process on the same global batch "
+                f"({two['val_loss']:.3f} against {one['val_loss']:.3f}); learning: {verdict} "
+                f"(tolerance {LOSS_TOLERANCE} nats, 2 standard errors of accuracy)"),
+        finding("accuracy_2proc_minus_1proc", two["accuracy"] - one["accuracy"], "minimal-pair accuracy",
+                f"{two['accuracy']:.3f} against {one['accuracy']:.3f} on {results['pairs']} pairs"),
+    ]
 
 
 def plot_drift(results: dict, path: Path) -> None:
@@ -271,20 +263,22 @@ def plot_learning(results: dict, path: Path) -> None:
     save_figure(fig, path)
 
 
+MEASUREMENT = Measurement("controls", "Negative controls (drift without the all-reduce) and learning under DDP "
+                          "against 1 process", "09-controls-and-learning.ipynb", run,
+                          ("controls_drift.png", "controls_learning.png"))
+
+
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description="Negative controls (drift without the all-reduce) and "
-                                            "learning under DDP against 1 process.")
-    p.add_argument("--out", type=Path, default=BEYOND_DIR)
+    p = parser(MEASUREMENT, f"{QUICK['steps']} steps, {QUICK['pairs']} pairs: seconds, for tests")
     p.add_argument("--steps", type=int, default=300)
-    p.add_argument("--quick", action="store_true",
-                   help=f"{QUICK['steps']} steps, {QUICK['pairs']} pairs: seconds, for tests")
     p.add_argument("--corpus-dir", type=Path, default=DEFAULT_CORPUS_DIR)
     p.add_argument("--runs-dir", type=Path, default=None,
                    help="keep the runs' files here (default: a temporary folder)")
     args = p.parse_args(argv)
     if args.steps < 2:
         p.error(f"--steps must be at least 2, got {args.steps}")
-    run_controls(args.out, args.steps, args.quick, args.corpus_dir, args.runs_dir)
+    results = run(args.out, args.quick, args.steps, args.corpus_dir, args.runs_dir)
+    print(findings_table(results["findings"]))
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """One command for the whole experiment: corpus, 1- and 2-process runs, comparison, plot, manifest.
 
-    python -m minitrain.experiment [--out DIR] [--steps 100] [--warmup 50]
+    python -m minitrain.lab.experiment [--out DIR] [--steps 100] [--warmup 50]
 """
 
 import argparse
@@ -8,12 +8,11 @@ import shutil
 import sys
 from pathlib import Path
 
-from minitrain.artifacts import EXPERIMENT_DIR
 from minitrain.corpus import DEFAULT_CORPUS_DIR, ensure_corpus
+from minitrain.lab.report import build_manifest, plot_scaling, write_manifest
+from minitrain.lab.runs import SINGLE_DIR
 from minitrain.launch import run_streaming, torchrun_command
-from minitrain.report import SINGLE_DIR, build_manifest, plot_scaling, write_manifest
-
-TRAIN_SCRIPT = EXPERIMENT_DIR / "train.py"
+from minitrain.paths import EXPERIMENT_DIR, TRAIN_SCRIPT
 
 
 def run_training(nproc: int, out: Path, steps: int, warmup: int, corpus_dir: Path,
@@ -33,7 +32,7 @@ def run_experiment(out: Path = EXPERIMENT_DIR, steps: int = 100, warmup: int = 5
     for nproc, folder in ((1, out / SINGLE_DIR), (2, out)):
         print(f"== {nproc}-process run -> {folder}", flush=True)
         run_training(nproc, folder, steps, warmup, corpus_dir)
-    manifest = write_report(out, " ".join(["python -m minitrain.experiment", *sys.argv[1:]]))
+    manifest = write_report(out, " ".join(["python -m minitrain.lab.experiment", *sys.argv[1:]]))
     print(manifest["lesson_notes"])
     return manifest
 

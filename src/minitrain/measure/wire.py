@@ -1,9 +1,9 @@
 """The wire during training: DDP's gradient buckets, the bytes a step puts on the sockets, how
 long the in-step all-reduce waits for the other rank, and the share of the step it costs.
 
-    python -m minitrain.wire [--out DIR] [--quick]
+    python -m minitrain.measure.wire [--out DIR] [--quick]
 
-The driver starts this file under the lab's torchrun (2 ranks, loopback only). Each rank trains
+The driver starts this module under the lab's torchrun (2 ranks, loopback only). Each rank trains
 the default MiniGPT as experiments/35-ddp-cpu/train.py does, with a comm hook that notes which
 parameters each bucket holds and when its all-reduce starts and ends; it reads the kernel's byte
 counters of the gloo connection between the ranks before and after the measured steps, times
@@ -11,44 +11,33 @@ steps with DDP's all-reduce against PyTorch's no-op hook, and profiles a few ste
 turns both ranks' notes into wire.json, wire.png and trace-rank-{r}.json.gz.
 """
 
-import sys
+import argparse
+import json
+import shutil
+import statistics
+import tempfile
+import time
+from dataclasses import dataclass
 from pathlib import Path
 
-if __name__ == "__main__" and sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
-    # Started as a script (torchrun takes a file path): the package folder must not act as a
-    # top-level import folder, or its modules (data, model, trace, ...) could shadow others.
-    del sys.path[0]
+import torch
+from torch.autograd.profiler import record_function
 
-import argparse  # noqa: E402
-import json  # noqa: E402
-import os  # noqa: E402
-import re  # noqa: E402
-import shlex  # noqa: E402
-import shutil  # noqa: E402
-import statistics  # noqa: E402
-import subprocess  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
-from dataclasses import dataclass, field  # noqa: E402
+from minitrain.artifacts import save_figure
+from minitrain.corpus import DEFAULT_CORPUS_DIR, ensure_corpus
+from minitrain.data import SEED_BASE, make_shard
+from minitrain.ddp import barrier, cleanup, init_distributed, wrap_for_ddp
+from minitrain.lab.report import findings_table
+from minitrain.launch import run_streaming, torchrun_command
+from minitrain.measure import allreduce_bench
+from minitrain.measure.measurement import Measurement, command_line, finding, parser, write_results
+from minitrain.measure.sockets import gloo_pair_endpoints, my_connections, pair_bytes
+from minitrain.measure.trace import load_trace, overlap_table, profile_steps
+from minitrain.model import MiniGPTConfig
+from minitrain.paths import BEYOND_DIR, relative
+from minitrain.timing import attach_instrumented_hook, summarize
+from minitrain.train import build_model_for_corpus, seed_everything
 
-import torch  # noqa: E402
-import torch.distributed as dist  # noqa: E402
-from torch.autograd.profiler import record_function  # noqa: E402
-from torch.distributed.algorithms.ddp_comm_hooks import debugging_hooks, default_hooks  # noqa: E402
-
-from minitrain import allreduce_bench  # noqa: E402
-from minitrain.artifacts import BEYOND_DIR, save_figure, write_json  # noqa: E402
-from minitrain.corpus import DEFAULT_CORPUS_DIR, ensure_corpus  # noqa: E402
-from minitrain.data import SEED_BASE, make_shard  # noqa: E402
-from minitrain.ddp import barrier, cleanup, init_distributed, wrap_for_ddp  # noqa: E402
-from minitrain.launch import run_streaming, torchrun_command  # noqa: E402
-from minitrain.model import MiniGPTConfig  # noqa: E402
-from minitrain.provenance import provenance  # noqa: E402
-from minitrain.timing import summarize  # noqa: E402
-from minitrain.trace import load_trace, overlap_table, profile_steps  # noqa: E402
-from minitrain.train import build_model_for_corpus, seed_everything  # noqa: E402
-
-SCRIPT = Path(__file__).resolve()  # what torchrun_command() is given
 RESULT_NAME, PLOT_NAME = "wire.json", "wire.png"
 WORLD_SIZE = 2
 BATCH_SIZE, BLOCK_SIZE, LR = 16, 64, 3e-4  # train.py's defaults: the lab's run
@@ -72,134 +61,7 @@ QUICK = Plan(warmup=3, measured=8, repeats=2, block=4, profiled=2, bench_iters=8
 
 
 # ------------------------------------------------------------------------------------------------
-# The operating system's byte counters of a process's TCP connections (Linux, no root needed)
-
-
-@dataclass(frozen=True)
-class Connection:
-    """One TCP connection as `ss -tin` shows it: endpoints and the kernel's byte counters."""
-
-    inode: int
-    local: str
-    peer: str
-    bytes_sent: int  # including any retransmissions
-    bytes_retrans: int
-    bytes_received: int
-
-
-def tcp_connections() -> list[Connection] | None:
-    """Every established TCP connection of this machine that this user may see, with counters;
-    None where the OS has no `ss` and /proc (anything but Linux) or the kernel lacks the counters."""
-    if not sys.platform.startswith("linux") or shutil.which("ss") is None:
-        return None
-    # -t TCP, -i tcp_info (bytes_sent, bytes_received), -e the socket's inode, -n numeric, -H no header
-    text = subprocess.run(["ss", "-tineH", "state", "established"], capture_output=True, text=True,
-                          check=True).stdout
-    connections = []
-    for record in re.split(r"\n(?=\S)", text.strip()):  # a socket's lines: first unindented, rest indented
-        fields = record.split()
-        counters = dict(re.findall(r"\b(bytes_sent|bytes_retrans|bytes_received|ino):(\d+)", record))
-        if len(fields) < 4 or "ino" not in counters:
-            continue
-        # ss leaves out a counter that is still 0
-        connections.append(Connection(int(counters["ino"]), fields[2], fields[3],
-                                      *(int(counters.get(k, 0)) for k in ("bytes_sent", "bytes_retrans",
-                                                                          "bytes_received"))))
-    if "bytes_sent:" not in text:
-        return None  # a kernel before 4.19 has no bytes_sent counter
-    return connections
-
-
-def socket_inodes(pid: int) -> set[int]:
-    """Inodes of the sockets process `pid` holds open (from its /proc/<pid>/fd links)."""
-    inodes = set()
-    for fd in os.listdir(f"/proc/{pid}/fd"):
-        try:
-            link = os.readlink(f"/proc/{pid}/fd/{fd}")
-        except FileNotFoundError:
-            continue  # closed meanwhile (the listing's own descriptor, for one)
-        if link.startswith("socket:["):
-            inodes.add(int(link[8:-1]))
-    return inodes
-
-
-def my_connections() -> dict[str, Connection] | None:
-    """This process's established TCP connections by local endpoint; None where unavailable."""
-    everything = tcp_connections()
-    if everything is None:
-        return None
-    mine = socket_inodes(os.getpid())
-    return {c.local: c for c in everything if c.inode in mine}
-
-
-def gloo_pair_endpoints(mine: dict[str, Connection] | None) -> list[str]:
-    """Local endpoints of this rank's connections to the other ranks: gloo's pair sockets.
-
-    Both ranks also talk to the rendezvous store in torchrun's agent; a connection belongs to a
-    gloo pair exactly when its far end is a socket of another rank."""
-    everyone = [None] * dist.get_world_size()
-    dist.all_gather_object(everyone, None if mine is None else sorted(mine))
-    others = {endpoint for r, ends in enumerate(everyone) if r != dist.get_rank() for endpoint in ends or []}
-    return [] if mine is None else [local for local, c in mine.items() if c.peer in others]
-
-
-def pair_bytes(endpoints: list[str]) -> dict[str, int] | None:
-    """Bytes sent and received so far over the given connections of this process."""
-    mine = my_connections()
-    if mine is None or not endpoints:
-        return None
-    return {"sent": sum(mine[e].bytes_sent for e in endpoints),
-            "retransmitted": sum(mine[e].bytes_retrans for e in endpoints),
-            "received": sum(mine[e].bytes_received for e in endpoints)}
-
-
-# ------------------------------------------------------------------------------------------------
 # One rank
-
-
-@dataclass
-class WireHook:
-    """State of the comm hook: each bucket's parameters, and when each all-reduce began and ended."""
-
-    names: dict[int, str]  # parameter data pointer -> name
-    comm: str = "allreduce"  # "noop": PyTorch's no-op hook, the step without communication
-    step: int = 0
-    buckets: dict[int, dict] = field(default_factory=dict)
-    events: list[dict] = field(default_factory=list)
-
-
-def wire_hook(state: WireHook, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
-    """DDP's all-reduce (or the no-op hook), noting the bucket's contents and its start and end.
-
-    time.monotonic() reads one clock shared by every process of the machine, so one rank's
-    times compare with the other's: that is how the driver sees who waited for whom."""
-    ready = time.monotonic()
-    if state.comm == "noop":
-        return debugging_hooks.noop_hook(None, bucket)
-    state.buckets[bucket.index()] = {  # DDP rebuilds its buckets after step 1: keep the latest
-        "index": bucket.index(), "bytes": bucket.buffer().numel() * bucket.buffer().element_size(),
-        "params": [state.names[p.data_ptr()] for p in bucket.parameters()]}
-    event = {"step": state.step, "bucket": bucket.index(), "ready": ready}
-    state.events.append(event)
-
-    def done(fut: torch.futures.Future[torch.Tensor]) -> torch.Tensor:
-        event["done"] = time.monotonic()
-        return fut.value()
-
-    return default_hooks.allreduce_hook(None, bucket).then(done)
-
-
-def standalone_allreduce_ms(nbytes: int, iters: int) -> list[float]:
-    """The same all-reduce alone, in the same process group: ms per call, both ranks started together."""
-    tensor = torch.ones(nbytes // 4)
-    times = []
-    for i in range(3 + iters):  # 3 warm-up calls
-        dist.barrier()
-        start = time.perf_counter()
-        dist.all_reduce(tensor)
-        if i >= 3:
-            times.append((time.perf_counter() - start) * 1e3)
-    return times
 
 
 def worker(args: argparse.Namespace) -> None:
@@ -208,11 +70,9 @@ def worker(args: argparse.Namespace) -> None:
     rank, world_size = init_distributed("gloo")
     seed_everything(SEED_BASE + rank)
     model, _ = build_model_for_corpus(args.corpus_dir, BLOCK_SIZE)
-    names = {p.data_ptr(): name for name, p in model.named_parameters()}  # a tied matrix once
     shard = make_shard(rank, world_size, args.corpus_dir, batch_size=BATCH_SIZE, block_size=BLOCK_SIZE)
     ddp = wrap_for_ddp(model)
-    hook = WireHook(names)
-    ddp.register_comm_hook(hook, wire_hook)
+    hook = attach_instrumented_hook(ddp)
     optimizer = torch.optim.AdamW(ddp.parameters(), lr=LR)
 
     def train_step() -> float:
@@ -228,7 +88,10 @@ def worker(args: argparse.Namespace) -> None:
     for _ in range(plan.warmup):
         train_step()
     buckets = [hook.buckets[i] for i in sorted(hook.buckets)]
-    standalone = {b["bytes"]: standalone_allreduce_ms(b["bytes"], plan.bench_iters) for b in buckets}
+    # the same bytes all-reduced alone, between barriers, in the same process group (ms per call)
+    standalone = {b["bytes"]: [t * 1e3 for t in allreduce_bench.time_allreduce(b["bytes"], 3, plan.bench_iters,
+                                                                                 rank, world_size)]
+                  for b in buckets}
     endpoints = gloo_pair_endpoints(my_connections())
 
     barrier()
@@ -252,7 +115,7 @@ def worker(args: argparse.Namespace) -> None:
     ddp_data = ddp._get_ddp_logging_data()  # DDP's own record of its (rebuilt) buckets
     note = {
         "rank": rank, "world_size": world_size, "threads": torch.get_num_threads(),
-        "plan": plan.__dict__, "param_names": list(names.values()),
+        "plan": plan.__dict__, "param_names": list(hook.names.values()),
         "gradient_bytes": sum(p.numel() * p.element_size() for p in model.parameters()),
         "buckets": buckets, "standalone_ms": {str(k): v for k, v in standalone.items()},
         "pair_endpoints": endpoints, "bytes_before": before, "bytes_after": after,
@@ -287,13 +150,13 @@ def waits(notes: list[dict]) -> list[dict]:
     return rows
 
 
-def analyse(notes: list[dict], bench: dict | None) -> dict:
-    """wire.json's content (without provenance) from both ranks' notes and the benchmark's fit."""
+def analyse(notes: list[dict], fit: dict | None) -> dict:
+    """wire.json's content (without provenance) from both ranks' notes and a benchmark's alpha-beta fit."""
     first = notes[0]
     n = first["world_size"]
     steps = first["plan"]["measured"]
     grad = first["gradient_bytes"]
-    ring = 2 * (n - 1) / n * grad
+    ring = allreduce_bench.ring_factor(n) * grad
     bucket_bytes = [b["bytes"] for b in first["buckets"]]
 
     if all(note["bytes_before"] and note["bytes_after"] for note in notes):
@@ -318,8 +181,7 @@ def analyse(notes: list[dict], bench: dict | None) -> dict:
     # near zero and a median over both ranks would hide it; means also add up (in-step =
     # waiting + transfer).
     mean = lambda key, rs=rows: statistics.fmean(r[key] for r in rs)  # noqa: E731
-    predicted = (sum(allreduce_bench.predict_allreduce_ms(b, bench["fit"]) for b in bucket_bytes)
-                 if bench else None)
+    predicted = sum(allreduce_bench.predict_allreduce_ms(b, fit) for b in bucket_bytes) if fit else None
 
     repeats = []
     for r in range(first["plan"]["repeats"]):
@@ -367,25 +229,26 @@ def analyse(notes: list[dict], bench: dict | None) -> dict:
     }
 
 
-def run_wire(out: Path = BEYOND_DIR, quick: bool = False, corpus_dir: Path = DEFAULT_CORPUS_DIR,
-             bench_path: Path = BEYOND_DIR / allreduce_bench.RESULT_NAME, command: str = "",
-             echo=print) -> dict:
-    """Run both ranks, then write wire.json, wire.png and the two traces into `out`."""
-    start = time.perf_counter()
+def run(out: Path = BEYOND_DIR, quick: bool = False, corpus_dir: Path = DEFAULT_CORPUS_DIR,
+        bench: Path = BEYOND_DIR / allreduce_bench.RESULT_NAME, echo=print) -> dict:
+    """Run both ranks, then write wire.json, wire.png and the two traces into `out`.
+
+    `bench`: a benchmark's results whose alpha-beta fit predicts the all-reduce time, if it exists."""
+    started = time.perf_counter()
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     ensure_corpus(corpus_dir)
     with tempfile.TemporaryDirectory() as work:
         script_args = ["--worker", "--work", work, "--corpus-dir", str(corpus_dir)] + (["--quick"] if quick else [])
-        run_streaming(torchrun_command(SCRIPT, WORLD_SIZE, *script_args), timeout=600, echo=echo)
+        run_streaming(torchrun_command(__spec__.name, WORLD_SIZE, *script_args, module=True), timeout=600, echo=echo)
         notes = [json.loads((Path(work) / f"rank-{r}.json").read_text()) for r in range(WORLD_SIZE)]
         traces = []
         for r in range(WORLD_SIZE):
             name = f"trace-rank-{r}.json.gz"
             shutil.move(Path(work) / name, out / name)
             traces.append({"file": name, "rows": overlap_table(load_trace(out / name))})
-    bench = allreduce_bench.load_results(bench_path) if Path(bench_path).is_file() else None
-    results = analyse(notes, bench)
+    fit = allreduce_bench.load_results(bench)["fit"] if Path(bench).is_file() else None
+    results = analyse(notes, fit)
     overlap_rows = [row | {"rank": r} for r, t in enumerate(traces) for row in t["rows"]]
     results["overlap"] = {
         "rows": overlap_rows,
@@ -394,44 +257,41 @@ def run_wire(out: Path = BEYOND_DIR, quick: bool = False, corpus_dir: Path = DEF
         "traces": [t["file"] for t in traces],
         "open_with": "https://ui.perfetto.dev (Open trace file; .json.gz is read as is)",
     }
-    results["benchmark"] = ({"file": str(bench_path), "fit": bench["fit"]} if bench
-                            else {"file": None, "note": "run python -m minitrain.allreduce_bench first"})
-    results["findings"] = findings_sentence(results)
-    results["provenance"] = provenance(corpus_dir) | {
-        # other programs running meanwhile slow a 2-core machine: say how busy it was
-        "load_average_1min": os.getloadavg()[0], "command": command, "runtime_s": time.perf_counter() - start}
-    write_json(out / RESULT_NAME, results)
+    results["benchmark"] = ({"file": relative(bench), "fit": fit} if fit
+                            else {"file": None, "note": "run python -m minitrain.measure.allreduce_bench first"})
+    command = command_line(__spec__.name, out, quick, corpus_dir=None if corpus_dir == DEFAULT_CORPUS_DIR else corpus_dir)
+    results = write_results(out, MEASUREMENT, results, findings(results), command, started, corpus_dir)
     plot(results, out / PLOT_NAME)
     return results
 
 
-def findings_sentence(results: dict) -> str:
-    """The headline numbers in words, for the manifest's lesson paragraph."""
+def findings(results: dict) -> list[dict]:
+    """The headline numbers: buckets, bytes on the sockets against theory, time in the step, overlap."""
     buckets, wire, ar, head = (results["buckets"], results["bytes_per_step"], results["allreduce_ms"],
                                results["headroom"])
-    mb = lambda b: f"{b / 1e6:.2f} MB"  # noqa: E731
-    parts = [f"DDP packs MiniGPT's {mb(wire['gradient'])} of gradients into "
-             f"{len(buckets)} bucket{'s' if len(buckets) != 1 else ''}"]
     measured = wire["measured"]
-    if measured["sent_per_rank"]:
-        parts.append(f"a ring all-reduce over {results['config']['world_size']} ranks should send "
-                     f"{mb(wire['ring_theory_per_rank'])} per rank per step and the sockets carried "
-                     f"{mb(statistics.fmean(measured['sent_per_rank']))} "
-                     f"({measured['sent_over_theory']:.3f}x theory)")
-    else:
-        parts.append(f"a ring all-reduce should send {mb(wire['ring_theory_per_rank'])} per rank per "
-                     "step (socket counters not available on this OS)")
-    allreduce = (f"inside the step the all-reduce took {ar['in_step']['mean']:.1f} ms on average, "
-                 f"{ar['in_step_over_standalone']:.1f}x the {ar['standalone']:.1f} ms the same bytes take alone")
-    if ar["predicted"] is not None:
-        allreduce += f" (alpha-beta fit: {ar['predicted']:.1f} ms)"
-    parts.append(allreduce + f", and {ar['waiting']['mean']:.1f} ms of it "
-                             f"({ar['waiting_share']:.0%}) was waiting for the other rank")
-    parts.append(f"communication is {head['comm_share']:.0%} of the step ({head['step_ms_allreduce']:.0f} ms "
-                 f"with the all-reduce, {head['step_ms_noop']:.0f} ms with the no-op hook)")
+    records = [
+        finding("buckets", len(buckets), "buckets", f"DDP packs MiniGPT's {wire['gradient'] / 1e6:.2f} MB "
+                "of gradients into this many all-reduces per step"),
+        finding("sent_over_ring_theory", measured["sent_over_theory"], "ratio",
+                f"bytes each rank's gloo sockets sent per step against the ring's 2(n-1)/n x gradients "
+                f"({wire['ring_theory_per_rank'] / 1e6:.2f} MB)" if measured["sent_per_rank"]
+                else "socket counters are not available on this OS"),
+        finding("in_step_allreduce_median", ar["in_step"]["median"], "ms",
+                "comm hook, bucket launch to completion, per step and rank (includes waiting for the peer)"),
+        finding("standalone_allreduce_median", ar["standalone"], "ms",
+                "the same bytes all-reduced alone between barriers in the same process group (median per call)"),
+        finding("waiting_share", ar["waiting_share"], "fraction of the in-step all-reduce",
+                "time a rank's bucket waited for the other rank's same bucket to be ready (means)"),
+        finding("comm_share", head["comm_share"], "fraction of the step",
+                f"1 - step with the no-op hook / step with the all-reduce, median over {len(head['repeats'])} "
+                "alternating repeats of rank 0's median step"),
+    ]
     if "overlap" in results:
-        parts.append(f"{results['overlap']['overlapped_share']:.0%} of the all-reduce overlapped backward")
-    return "; ".join(parts) + "."
+        records.append(finding("overlapped_share", results["overlap"]["overlapped_share"],
+                               "fraction of all-reduce time", "all-reduce time that ran while backward "
+                               "was still computing (profiler trace)"))
+    return records
 
 
 def plot(results: dict, path: Path) -> None:
@@ -490,10 +350,12 @@ def bucket_table(results: dict) -> str:
     return "\n".join(lines)
 
 
+MEASUREMENT = Measurement("wire", "The wire during training: buckets, socket bytes, waiting, the share of the step",
+                          "10-the-wire-during-training.ipynb", run, (PLOT_NAME,))
+
+
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--out", type=Path, default=BEYOND_DIR, help=f"output folder (default: {BEYOND_DIR})")
-    p.add_argument("--quick", action="store_true", help="a few steps per phase: for tests and notebooks")
+    p = parser(MEASUREMENT, "a few steps per phase: for tests and notebooks")
     p.add_argument("--corpus-dir", type=Path, default=DEFAULT_CORPUS_DIR)
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)  # one rank, under torchrun
     p.add_argument("--work", type=Path, help=argparse.SUPPRESS)
@@ -501,11 +363,9 @@ def main(argv: list[str] | None = None) -> None:
     if args.worker:
         worker(args)
         return
-    given = sys.argv[1:] if argv is None else argv
-    command = " ".join(["python -m minitrain.wire", *map(shlex.quote, given)])
-    results = run_wire(args.out, args.quick, args.corpus_dir, command=command)
+    results = run(args.out, args.quick, args.corpus_dir)
     print(bucket_table(results))
-    print(results["findings"])
+    print(findings_table(results["findings"]))
     print(f"wrote {RESULT_NAME}, {PLOT_NAME} and {', '.join(results['overlap']['traces'])} to {args.out} "
           f"in {results['provenance']['runtime_s']:.0f} s")
 

@@ -1,6 +1,6 @@
 """Check the lab's five stop conditions on an experiment folder and print a pass/fail table.
 
-    python -m minitrain.check [FOLDER] [--skip-tests]
+    python -m minitrain.lab.check [FOLDER] [--skip-tests]
 
 Exits 1 when any condition fails. Every condition is checked on its own, so one failure does
 not hide another.
@@ -15,20 +15,18 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import minitrain
-from minitrain.experiment import EXPERIMENT_DIR
 from minitrain.launch import LaunchError, run_streaming
-from minitrain.timing import summarize
+from minitrain.paths import EXPERIMENT_DIR, REPO
+from minitrain.timing import VARIANTS, manifest_fields, summarize
 from minitrain.verify import ATOL, StateFileError, compare_state_files
 
-DDP_TESTS = Path(minitrain.__file__).resolve().parents[2] / "tests" / "minitrain" / "test_ddp.py"
+DDP_TESTS = REPO / "tests" / "minitrain" / "test_ddp.py"
 DDP_TESTS_TIMEOUT = 600  # seconds; they take about a minute on 2 cores
 FILES = ("train.py", "timings.jsonl", "scaling.png", "manifest.json", "state-rank-0.pt", "state-rank-1.pt")
 RTOL = 1e-6  # manifest figures against the same figures recomputed here
-TIMED = ("allreduce_ms", "backward_allreduce_ms")  # timings.jsonl keys summarized in the manifest
+TIMED = tuple(v.field for v in VARIANTS)  # timings.jsonl keys summarized in the manifest
 # manifest field -> (timings.jsonl key, minitrain.timing.summarize statistic)
-TIMING_FIELDS = {f"{key.removesuffix('_ms')}_{suffix}_ms": (key, stat) for key in TIMED
-                 for suffix, stat in (("p50", "median"), ("p95", "p95"), ("mean", "mean"))}
+TIMING_FIELDS = {name: (v.field, stat) for v in VARIANTS for name, stat in manifest_fields(v).items()}
 REQUIRED_FIELDS = ("lab", "seed", "backend", "world_size", "launcher", "model_params", "steps",
                    "warmup_steps", *TIMING_FIELDS, "tokens_per_sec_1proc", "tokens_per_sec_2proc",
                    "speedup_2proc", "allreduce_share_of_step", "threads_per_rank", "cores",

@@ -1,12 +1,12 @@
 """When do 2 processes win? Four CPU configurations, weak and strong scaling, several model sizes.
 
-    python -m minitrain.scaling_matrix [--out DIR] [--repeats 3] [--quick]
+    python -m minitrain.measure.scaling_matrix [--out DIR] [--repeats 3] [--quick]
 
 The lab sheet expects 2 DDP processes to be slower than 1 on a laptop. This runs the lab's train.py
 as 1 process x 1 thread, 1 process x all cores, 2 processes x 1 thread, and 2 processes pinned to
 one core; with the per-rank batch fixed (weak scaling, as the sheet) and with the global batch
 fixed (strong scaling); for model sizes from ~0.3M to ~5M parameters, each point repeated.
-It writes scaling_matrix.json (every run, the points, the findings) and scaling_matrix.png.
+It writes scaling_matrix.json (every run, the points, the summary, the findings) and scaling_matrix.png.
 """
 
 import argparse
@@ -23,15 +23,15 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 
-from minitrain.artifacts import BEYOND_DIR, save_figure, write_json
+from minitrain.artifacts import save_figure
 from minitrain.corpus import DEFAULT_CORPUS_DIR, ensure_corpus
-from minitrain.experiment import EXPERIMENT_DIR, TRAIN_SCRIPT
+from minitrain.lab.runs import phase_medians, read_run
 from minitrain.launch import run_streaming, torchrun_command
-from minitrain.provenance import provenance, usable_cores
-from minitrain.report import phase_medians, read_run
+from minitrain.measure.measurement import Measurement, command_line, finding, parser, write_results
+from minitrain.paths import BEYOND_DIR, REPO, TRAIN_SCRIPT
+from minitrain.provenance import usable_cores
 from minitrain.timing import summarize
 
-REPO = EXPERIMENT_DIR.parents[1]
 RUN_TIMEOUT_S = 900
 
 BLOCK_SIZE = 64
@@ -132,8 +132,8 @@ def measure(config: Config, size: Size, batch: int, scalings: list[str], out: Pa
     }
 
 
-def run_matrix(out: Path = BEYOND_DIR, repeats: int = 3, quick: bool = False,
-               corpus_dir: Path = DEFAULT_CORPUS_DIR) -> dict:
+def run(out: Path = BEYOND_DIR, quick: bool = False, repeats: int = 3,
+        corpus_dir: Path = DEFAULT_CORPUS_DIR) -> dict:
     """Run the matrix, write scaling_matrix.json and .png into `out`, return the results."""
     out = Path(out).resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -157,23 +157,22 @@ def run_matrix(out: Path = BEYOND_DIR, repeats: int = 3, quick: bool = False,
                           f"{run['tokens_per_sec']['median']:,.0f} tokens/s, all-reduce "
                           f"{run['allreduce_share']:.0%} of the step ({run['wall_s']:.0f} s)", flush=True)
     results = {
-        "command": readable(["python", "-m", "minitrain.scaling_matrix", "--out", str(out),
-                             "--repeats", str(repeats), *(["--quick"] if quick else []),
-                             "--corpus-dir", str(Path(corpus_dir).resolve())]),
         "quick": quick, "repeats": repeats, "block_size": BLOCK_SIZE,
         "weak_batch_per_rank": WEAK_BATCH, "strong_global_batch": STRONG_GLOBAL_BATCH,
         "timing": "hook (comm hook; no barriers around backward)",
         "configurations": [asdict(c) for c in configs],
         "sizes": [asdict(s) for s in sizes],
-        "provenance": provenance(corpus_dir),
+        "cores": usable_cores(),
         "load_average": {"before": list(load_before), "after": list(os.getloadavg())},
         "wall_s": time.perf_counter() - started,
         "runs": runs,
     }
     results["points"] = points(runs)
-    results["findings"] = matrix_findings(results)
-    write_json(out / "scaling_matrix.json", results)
-    plot_matrix(results, out / "scaling_matrix.png")
+    results["summary"] = summary(results)
+    command = command_line(__spec__.name, out, quick, repeats=repeats,
+                           corpus_dir=None if corpus_dir == DEFAULT_CORPUS_DIR else corpus_dir)
+    results = write_results(out, MEASUREMENT, results, findings(results), command, started, corpus_dir)
+    plot_matrix(results, out / PLOT_NAME)
     return results
 
 
@@ -203,7 +202,7 @@ RATIOS = {
 CONFIG_ORDER = (ONE_THREAD, ALL_CORES, TWO_PROCS, PINNED)
 
 
-def matrix_findings(results: dict) -> dict:
+def summary(results: dict) -> dict:
     """The headline numbers: ratios per size and scaling, their ranges, the largest all-reduce
     share, and where two configurations' throughput lines cross. Absent configurations give None."""
     pts = points(results["runs"])
@@ -230,7 +229,7 @@ def matrix_findings(results: dict) -> dict:
                   if row["allreduce_share_2proc"][s] is not None]
         largest_share[s] = ({"params": max(shares)[1], "share": max(shares)[0]} if shares else None)
     loads = [r["load_average_1min"] for r in results["runs"] if "load_average_1min" in r]
-    return {"sizes": sizes, "scalings": scalings, "cores": results["provenance"]["cores"],
+    return {"sizes": sizes, "scalings": scalings, "cores": results["cores"],
             "load_average_1min": _range(loads),
             "per_size": per_size, "ranges": ranges, "largest_allreduce_share_2proc": largest_share,
             "crossings": [c for s in scalings for c in crossings(pts, s)]}
@@ -265,63 +264,29 @@ def params_label(params: int) -> str:
     return f"{params / 1e6:.2f}M"
 
 
-def _versus(ratios: list[float | None], sizes: list[int]) -> str | None:
-    """'faster at every size (1.20-1.80x)', or at which sizes faster and at which not."""
-    pairs = [(r, n) for r, n in zip(ratios, sizes) if r is not None]
-    if not pairs:
-        return None
-    lo, hi = min(r for r, _ in pairs), max(r for r, _ in pairs)
-    spread = f"{lo:.2f}x" if f"{lo:.2f}" == f"{hi:.2f}" else f"{lo:.2f}-{hi:.2f}x"
-    where = "at every size" if len(pairs) > 1 else f"at {params_label(pairs[0][1])} parameters"
-    if lo > 1:
-        return f"faster {where} ({spread})"
-    if hi < 1:
-        return f"slower {where} ({spread})"
-    faster = ", ".join(params_label(n) for r, n in pairs if r > 1)
-    slower = ", ".join(params_label(n) for r, n in pairs if r <= 1)
-    return f"faster at {faster} but not at {slower} parameters ({spread})"
-
-
-# How the findings sentence names each configuration.
-WORDS = {ONE_THREAD: "1 process x 1 thread", ALL_CORES: "1 process using all cores",
-         TWO_PROCS: "2 processes x 1 thread", PINNED: "2 processes pinned to one core"}
-
-
-def findings_sentence(findings: dict) -> str:
-    """The findings in words, every number taken from `findings`."""
-    sizes, cores, rows = findings["sizes"], findings["cores"], findings["per_size"]
-    span = (f"a {params_label(sizes[0])}-parameter model" if len(sizes) == 1
-            else f"models of {params_label(sizes[0])} to {params_label(sizes[-1])} parameters")
-    clauses = []
-    for name, (a, b) in RATIOS.items():
-        verdicts = [f"{words} in {scaling} scaling" for scaling in findings["scalings"]
-                    if (words := _versus([row[name][scaling] for row in rows], sizes))]
-        if verdicts:
-            clauses.append(f"against {WORDS[b]}, {WORDS[a]} were {' and '.join(verdicts)}")
-    shares = [f"{largest['share']:.0%} at {params_label(largest['params'])} parameters in {scaling} scaling"
-              for scaling, largest in findings["largest_allreduce_share_2proc"].items() if largest]
-    if shares:
-        clauses.append(f"the all-reduce's largest share of a 2-process step was {' and '.join(shares)}")
-    sentence = f"On {cores} core(s), with {span}, in tokens/s: " + "; ".join(clauses) + "."
-    clear = [c for c in findings["crossings"] if c["separated"]]
-    unclear = len(findings["crossings"]) - len(clear)
-    if clear:
-        sentence += " Lines cross: " + "; ".join(
-            f"in {c['scaling']} scaling the lead passes from {WORDS[c['faster_before']]} to "
-            f"{WORDS[c['faster_after']]} between {params_label(c['between_params'][0])} and "
-            f"{params_label(c['between_params'][1])} parameters" for c in clear) + "."
-    if unclear:
-        sentence += (f" {unclear} {'other ' if clear else ''}change(s) of order between neighbouring "
-                     "sizes lie within the spread of the repeats, so they are not clear crossings.")
-    if not findings["crossings"] and len(sizes) > 1:
-        sentence += " No lines cross: the configurations rank the same at every model size."
-    load = findings["load_average_1min"]
-    # a 2-process run alone keeps about `cores` processes runnable; more than one extra means other work
-    if load and load[1] > cores + 1:
-        sentence += (f" Other work shared the machine during these runs (1-minute load average "
-                     f"{load[0]:.1f}-{load[1]:.1f} on {cores} cores), so absolute tokens/s are lower "
-                     "than on an idle machine.")
-    return sentence
+def findings(results: dict) -> list[dict]:
+    """Per scaling: 2 processes against 1 process on all cores (range over sizes), the largest
+    all-reduce share, and the crossings that the repeats' spread keeps apart."""
+    summ, records = results["summary"], []
+    for scaling in summ["scalings"]:
+        ratios = summ["ranges"]["speedup_2proc_over_1proc_allcores"][scaling]
+        if ratios:
+            records.append(finding(f"{scaling}_2proc_over_1proc_allcores", ratios, "ratio range over sizes",
+                                   f"tokens/s of 2 processes x 1 thread over 1 process on all cores, "
+                                   f"{scaling} scaling, {params_label(summ['sizes'][0])}-"
+                                   f"{params_label(summ['sizes'][-1])} parameters (medians of repeats)"))
+        largest = summ["largest_allreduce_share_2proc"][scaling]
+        if largest:
+            records.append(finding(f"{scaling}_largest_allreduce_share", largest["share"], "fraction of the step",
+                                   f"the comm hook's share of a 2-process step, largest at "
+                                   f"{params_label(largest['params'])} parameters ({scaling} scaling)"))
+        clear = [c for c in summ["crossings"] if c["scaling"] == scaling and c["separated"]]
+        records.append(finding(f"{scaling}_clear_crossings", len(clear), "crossings",
+                               "; ".join(f"{c['faster_before']} -> {c['faster_after']} between "
+                                         f"{params_label(c['between_params'][0])} and "
+                                         f"{params_label(c['between_params'][1])}" for c in clear)
+                               or "no configuration overtakes another beyond the spread of the repeats"))
+    return records
 
 
 STYLE = {ONE_THREAD: ("#8c8c8c", "o"), ALL_CORES: ("#4c72b0", "s"), TWO_PROCS: ("#dd8452", "^"),
@@ -332,10 +297,10 @@ def results_table(results: dict) -> str:
     """Tokens/s (median [min-max] over repeats) and the all-reduce share, per configuration and size."""
     labels = {c["name"]: c["label"] for c in results["configurations"]}
     points = {(p["scaling"], p["config"], p["params"]): p for p in results["points"]}
-    sizes = results["findings"]["sizes"]
+    sizes = results["summary"]["sizes"]
     header = f"{'':<30}" + "".join(f"{params_label(n):>22}" for n in sizes)
     lines = []
-    for scaling in results["findings"]["scalings"]:
+    for scaling in results["summary"]["scalings"]:
         lines += [f"{scaling} scaling: tokens/s", header]
         for name, label in labels.items():
             cells = [points.get((scaling, name, n)) for n in sizes]
@@ -395,7 +360,7 @@ def plot_matrix(results: dict, path: Path) -> None:
     ax.set_title("Communication share of a 2-process step", fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
-    prov, load = results["provenance"], results["findings"]["load_average_1min"]
+    prov, load = results["provenance"], results["summary"]["load_average_1min"]
     busy = f"; load average {load[0]:.1f}-{load[1]:.1f} during the runs" if load else ""
     fig.suptitle(f"When do 2 processes win? MiniGPT on {prov['cores']} core(s) ({prov['cpu_model']}), "
                  f"gloo; median of {results['repeats']} repeat(s), bars: min-max{busy}", fontsize=11)
@@ -412,20 +377,21 @@ def size_axis(ax: plt.Axes, sizes: list[int]) -> None:
     ax.set_xlabel("model parameters")
 
 
+PLOT_NAME = "scaling_matrix.png"
+MEASUREMENT = Measurement("scaling_matrix", "When do 2 processes win? Threads, processes, pinning; weak and strong "
+                          "scaling; model sizes", "08-when-two-processes-win.ipynb", run, (PLOT_NAME,))
+
+
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description="When do 2 processes win? Run the scaling matrix.")
-    p.add_argument("--out", type=Path, default=BEYOND_DIR)
+    p = parser(MEASUREMENT, "one size, one repeat, few steps, 2 configurations, weak scaling only")
     p.add_argument("--repeats", type=int, default=3, help="runs per point (at least 1)")
-    p.add_argument("--quick", action="store_true",
-                   help="one size, one repeat, few steps, 2 configurations, weak scaling only")
     p.add_argument("--corpus-dir", type=Path, default=DEFAULT_CORPUS_DIR)
     args = p.parse_args(argv)
     if args.repeats < 1:
         p.error(f"--repeats must be at least 1, got {args.repeats}")
-    results = run_matrix(args.out, args.repeats, args.quick, args.corpus_dir)
-    print(f"wrote scaling_matrix.json and scaling_matrix.png to {args.out} "
-          f"in {results['wall_s']:.0f} s")
-    print(findings_sentence(results["findings"]))
+    results = run(args.out, args.quick, args.repeats, args.corpus_dir)
+    print(results_table(results))
+    print(f"wrote scaling_matrix.json and {PLOT_NAME} to {args.out} in {results['wall_s']:.0f} s")
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 in one run (medians over interleaved repeats), printed with its method. A benchmark, not a test:
 it prints figures and never fails on speed.
 
-    python -m minitrain.bench [--quick] [--skip-lab]
+    python -m minitrain.measure.bench [--repeats N] [--skip-lab]
 """
 
 import argparse
@@ -19,13 +19,13 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from minitrain import allreduce_bench, wire
 from minitrain.corpus import DEFAULT_CORPUS_DIR, ensure_corpus
 from minitrain.data import make_shard
 from minitrain.ddp import cleanup, init_distributed, wrap_for_ddp
 from minitrain.launch import spawn_workers
+from minitrain.measure import allreduce_bench, wire
 from minitrain.provenance import machine_provenance
-from minitrain.timing import attach_allreduce_timer, timed_backward
+from minitrain.timing import VARIANTS, attach_instrumented_hook, timed_backward
 from minitrain.train import build_model_for_corpus, seed_everything
 
 
@@ -72,23 +72,27 @@ def minitrain_vs_bare_step(repeats: int, corpus_dir: Path = DEFAULT_CORPUS_DIR) 
 
 
 def instrumentation_worker(repeats: int, corpus_dir: str, out: str) -> None:
-    """Two identical DDP models in each rank, one with the timing comm hook and variant A's
-    barriers, one plain; their steps alternate, so both see the same load."""
+    """Two identical DDP models in each rank, one plain, one with the instrumented comm hook; the
+    second steps with no timer, then with each timing variant alone; the steps alternate, so all
+    see the same load."""
     rank, world_size = init_distributed("gloo")
     seed_everything(0)
     models = [wrap_for_ddp(build_model_for_corpus(Path(corpus_dir), 64)[0]) for _ in range(2)]
-    attach_allreduce_timer(models[1])
+    hook = attach_instrumented_hook(models[1])
+    timers = {v.name: v.attach(hook) for v in VARIANTS}
     shard = make_shard(rank, world_size, corpus_dir)
     opts = [torch.optim.AdamW(m.parameters(), lr=3e-4) for m in models]
 
-    def step(i: int, timed: bool) -> None:
+    def step(i: int, timer_names: tuple[str, ...]) -> None:
         loss = models[i](next(shard)).loss
-        timed_backward(loss) if timed else loss.backward()
+        timed_backward(loss, [timers[name] for name in timer_names])
+        for timer in timers.values():
+            timer.pop_ms()
         opts[i].step()
         opts[i].zero_grad(set_to_none=True)
 
-    steps = {"plain": lambda: step(0, False), "hook_only": lambda: step(1, False),
-             "hook_and_barriers": lambda: step(1, True)}
+    steps = {"plain": lambda: step(0, ()), "hook": lambda: step(1, ())}
+    steps |= {f"hook+{v.name}": lambda v=v: step(1, (v.name,)) for v in VARIANTS}
     interleaved_medians(steps, 5)  # warm-up
     medians = interleaved_medians(steps, repeats)
     if rank == 0:
@@ -97,7 +101,7 @@ def instrumentation_worker(repeats: int, corpus_dir: str, out: str) -> None:
 
 
 def instrumentation_cost(repeats: int, corpus_dir: Path = DEFAULT_CORPUS_DIR) -> dict[str, float]:
-    """Median 2-process DDP step seconds: plain, with the comm-hook timer, with hook and barriers."""
+    """Median 2-process DDP step seconds: plain, with the instrumented hook, and with each timing variant."""
     ensure_corpus(corpus_dir)
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "medians.txt"
@@ -132,26 +136,24 @@ def main(argv: list[str] | None = None) -> None:
           flush=True)
 
     cost = instrumentation_cost(args.repeats)
-    print(f"3. timing instrumentation, share of a 2-process DDP step: comm hook "
-          f"{cost['hook_only'] / cost['plain'] - 1:+.1%}, hook and variant A's barriers "
-          f"{cost['hook_and_barriers'] / cost['plain'] - 1:+.1%} (goal: hook under 3%; medians "
-          f"{cost['plain'] * 1e3:.1f} / {cost['hook_only'] * 1e3:.1f} / "
-          f"{cost['hook_and_barriers'] * 1e3:.1f} ms over {args.repeats} interleaved steps of two "
-          "identical DDP models in the same processes)\n", flush=True)
+    shares = ", ".join(f"{name} {cost[name] / cost['plain'] - 1:+.1%}" for name in cost if name != "plain")
+    medians = " / ".join(f"{name} {ms * 1e3:.1f}" for name, ms in cost.items())
+    print(f"3. timing instrumentation, cost over a plain 2-process DDP step: {shares} (goal: hook under "
+          f"3%; medians in ms: {medians}; {args.repeats} interleaved steps of two identical DDP models "
+          "in the same processes)\n", flush=True)
 
     with tempfile.TemporaryDirectory() as tmp:
-        bench = allreduce_bench.run_benchmark(Path(tmp))
-        wire_results = wire.run_wire(Path(tmp), bench_path=Path(tmp) / allreduce_bench.RESULT_NAME,
-                                     echo=lambda _: None)
+        bench = allreduce_bench.run(Path(tmp))
+        wire_results = wire.run(Path(tmp), bench=Path(tmp) / allreduce_bench.RESULT_NAME, echo=lambda _: None)
     ar = wire_results["allreduce_ms"]
     print(f"4. in-step all-reduce vs the stand-alone one, same bytes: {ar['in_step_over_standalone']:.1f}x "
           f"(in-step mean {ar['in_step']['mean']:.2f} ms, of which {ar['waiting_share']:.0%} waiting for "
           f"the other rank; stand-alone {ar['standalone']:.2f} ms; alpha-beta prediction "
-          f"{ar['predicted']:.2f} ms; python -m minitrain.wire)\n", flush=True)
+          f"{ar['predicted']:.2f} ms; python -m minitrain.measure.wire)\n", flush=True)
     largest = bench["results"][-1]
     print(f"5. gloo bus bandwidth vs raw loopback TCP: {largest['busbw_gbps'] / bench['loopback']['median_gbps']:.2f} "
           f"(busbw {largest['busbw_gbps']:.2f} GB/s at {allreduce_bench.size_label(largest['bytes'])}, "
-          f"loopback {bench['loopback']['median_gbps']:.2f} GB/s; python -m minitrain.allreduce_bench)")
+          f"loopback {bench['loopback']['median_gbps']:.2f} GB/s; python -m minitrain.measure.allreduce_bench)")
 
 
 if __name__ == "__main__":

@@ -4,34 +4,11 @@ import json
 import statistics
 from pathlib import Path
 
-import matplotlib.pyplot as plt
-
-from minitrain.artifacts import BEYOND_DIR, save_figure, write_json
-from minitrain.timing import summarize
+from minitrain.artifacts import save_figure, write_json
+from minitrain.lab.runs import PHASES, SINGLE_DIR, phase_medians, read_run
+from minitrain.paths import BEYOND_DIR
+from minitrain.timing import VARIANTS, manifest_fields, summarize
 from minitrain.verify import compare_state_files
-
-SINGLE_DIR = "single-process"  # where the 1-process run's files go, inside the output folder
-PHASES = ("forward", "backward", "all-reduce", "optimizer")
-
-
-def read_timings(path: Path) -> list[dict]:
-    """Per-step records of one run's timings.jsonl."""
-    return [json.loads(line) for line in Path(path).read_text().splitlines()]
-
-
-def read_run(folder: Path) -> tuple[dict, list[dict]]:
-    """run.json and the timings of the run written into `folder`."""
-    return json.loads((Path(folder) / "run.json").read_text()), read_timings(Path(folder) / "timings.jsonl")
-
-
-def phase_medians(run: dict) -> dict[str, float]:
-    """Median ms per phase; backward excludes the all-reduce time measured by the hook."""
-    s = run["summary"]
-    allreduce = s["allreduce_ms"]["median"] if "allreduce_ms" in s else 0.0
-    return {"forward": s["forward_ms"]["median"],
-            "backward": s["backward_ms"]["median"] - allreduce,
-            "all-reduce": allreduce,
-            "optimizer": s["optimizer_ms"]["median"]}
 
 
 def lesson_notes(m: dict) -> str:
@@ -77,9 +54,6 @@ def lesson_notes(m: dict) -> str:
                     "not because of the all-reduce, which is a small share of the step: the "
                     f"single process's {t1} threads used the cores better than two 1-thread ranks "
                     "did, or other load on the machine took cycles from the ranks.")
-    if m.get("beyond_findings"):
-        text.append("The lab's deeper measurements, separate runs on this machine, say more: "
-                    + " ".join(m["beyond_findings"].values()))
     text.append(
         "The sheet's expectation holds when the ranks contend for the same cores (more ranks x "
         "threads than cores, e.g. 2 processes pinned to one core), when one process alone already "
@@ -88,20 +62,28 @@ def lesson_notes(m: dict) -> str:
     return " ".join(text)
 
 
-def beyond_findings(beyond: Path) -> dict[str, str]:
-    """The headline sentence of each deeper measurement saved in `beyond` (separate runs), if any."""
-    from minitrain import controls, scaling_matrix, wire  # they import this module
+def beyond_findings(beyond: Path) -> dict[str, dict]:
+    """The findings records of each deeper measurement saved in `beyond` (separate runs), by name,
+    with the file, command and date they came from. Read from the JSON files alone."""
+    found = {}
+    for path in sorted(Path(beyond).glob("*.json")):
+        results = json.loads(path.read_text())
+        if isinstance(results, dict) and "findings" in results and "measurement" in results:
+            prov = results["provenance"]
+            found[results["measurement"]] = {"file": f"{Path(beyond).name}/{path.name}", "date": prov["date"],
+                                             "command": prov["command"], "findings": results["findings"]}
+    return found
 
-    sentences = {}
-    for name, words in (("wire", wire.findings_sentence),
-                        ("scaling_matrix", lambda r: scaling_matrix.findings_sentence(scaling_matrix.matrix_findings(r))),
-                        ("controls", controls.findings_sentence)):
-        path = Path(beyond) / f"{name}.json"
-        if path.is_file():
-            results = json.loads(path.read_text())
-            date = results.get("provenance", results).get("date", "date unknown")
-            sentences[name] = f"{words(results)} (beyond/{name}.json, {date})"
-    return sentences
+
+def findings_table(records: list[dict]) -> str:
+    """Findings records as text: name, value and unit, then what it means."""
+    def value(v: object) -> str:
+        if isinstance(v, list):
+            return "-".join(value(x) for x in v)
+        return f"{v:.3g}" if isinstance(v, float) else str(v)
+
+    width = max((len(r["name"]) for r in records), default=0)
+    return "\n".join(f"{r['name']:<{width}}  {value(r['value'])} {r['unit']}: {r['meaning']}" for r in records)
 
 
 def build_manifest(out: Path, command: str) -> dict:
@@ -109,8 +91,8 @@ def build_manifest(out: Path, command: str) -> dict:
     run1, _ = read_run(out / SINGLE_DIR)
     run2, timings2 = read_run(out)
     measured = timings2[run2["warmup_steps"]:]
-    allreduce = summarize([r["allreduce_ms"] for r in measured])
-    backward_allreduce = summarize([r["backward_allreduce_ms"] for r in measured])
+    timing = {name: summarize([r[v.field] for r in measured])[stat]
+              for v in VARIANTS for name, stat in manifest_fields(v).items()}
     comparison = compare_state_files(out / "state-rank-0.pt", out / "state-rank-1.pt")
     tps1, tps2 = run1["tokens_per_sec"]["median"], run2["tokens_per_sec"]["median"]
     manifest = {
@@ -122,19 +104,14 @@ def build_manifest(out: Path, command: str) -> dict:
         "model_params": run2["model_params"],
         "steps": run2["steps"],
         "warmup_steps": run2["warmup_steps"],
-        "allreduce_p50_ms": allreduce["median"],
-        "allreduce_p95_ms": allreduce["p95"],
-        "allreduce_mean_ms": allreduce["mean"],
-        "backward_allreduce_p50_ms": backward_allreduce["median"],
-        "backward_allreduce_p95_ms": backward_allreduce["p95"],
-        "backward_allreduce_mean_ms": backward_allreduce["mean"],
+        **timing,
         "step_p50_ms_1proc": run1["summary"]["step_ms"]["median"],
         "step_p50_ms_2proc": run2["summary"]["step_ms"]["median"],
         "tokens_per_sec_1proc": tps1,
         "tokens_per_sec_2proc": tps2,
         "tokens_per_sec_spread": {"1proc": run1["tokens_per_sec"], "2proc": run2["tokens_per_sec"]},
         "speedup_2proc": tps2 / tps1,
-        "allreduce_share_of_step": allreduce["median"] / run2["summary"]["step_ms"]["median"],
+        "allreduce_share_of_step": timing["allreduce_p50_ms"] / run2["summary"]["step_ms"]["median"],
         "step_breakdown_ms": {"1proc": phase_medians(run1), "2proc": phase_medians(run2)},
         "buckets": run2["buckets"],
         "gradient_bytes": sum(b["bytes"] for b in run2["buckets"]),
@@ -168,6 +145,8 @@ def write_manifest(manifest: dict, path: Path) -> None:
 def plot_scaling(out: Path, path: Path) -> None:
     """scaling.png: tokens/s per process count (spread over measured steps), and the step breakdown."""
     runs = [read_run(out / SINGLE_DIR), read_run(out)]
+    import matplotlib.pyplot as plt  # here: reading and writing the manifest never needs it
+
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.5))
     labels = [f"{r['world_size']} process{'es' if r['world_size'] > 1 else ''}\n"
               f"{r['threads_per_rank']} thread(s) per rank" for r, _ in runs]

@@ -1,6 +1,6 @@
 """What `wrap_for_ddp` does to the weights: each rank saves its parameters before and after wrapping.
 
-    torchrun --standalone --nproc-per-node=2 src/minitrain/wrapdemo.py --out DIR
+    torchrun --standalone --nproc-per-node=2 -m minitrain.lab.wrapdemo --out DIR
 
 Each rank seeds itself with 35000 + rank, so the two models start with *different* weights.
 Wrapping in DistributedDataParallel broadcasts rank 0's parameters and buffers to every rank;
@@ -8,27 +8,20 @@ after it, both ranks hold rank 0's initial weights, bit for bit. `compare_wrap(D
 saved files and says so (notebooks/03-wrapping.ipynb shows it).
 """
 
-import sys
+import argparse
+from dataclasses import dataclass
 from pathlib import Path
 
-if __name__ == "__main__" and sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
-    # Started as a script (torchrun takes a file path): the package folder must not act as a
-    # top-level import folder, or its modules (data, model, train, ...) could shadow others.
-    del sys.path[0]
+import torch
 
-import argparse  # noqa: E402
-from dataclasses import dataclass  # noqa: E402
+from minitrain.corpus import DEFAULT_CORPUS_DIR, ensure_corpus
+from minitrain.data import SEED_BASE
+from minitrain.ddp import barrier, cleanup, init_distributed, is_main_process, unwrap, wrap_for_ddp
+from minitrain.model import count_parameters
+from minitrain.train import build_model_for_corpus, seed_everything
+from minitrain.verify import Comparison, compare_state_files
 
-import torch  # noqa: E402
-
-from minitrain.corpus import DEFAULT_CORPUS_DIR, ensure_corpus  # noqa: E402
-from minitrain.data import SEED_BASE  # noqa: E402
-from minitrain.ddp import barrier, cleanup, init_distributed, is_main_process, unwrap, wrap_for_ddp  # noqa: E402
-from minitrain.model import count_parameters  # noqa: E402
-from minitrain.train import build_model_for_corpus, seed_everything  # noqa: E402
-from minitrain.verify import Comparison, compare_state_files  # noqa: E402
-
-SCRIPT = Path(__file__).resolve()  # what torchrun_command() is given
+MODULE = "minitrain.lab.wrapdemo"  # torchrun runs it with -m
 BLOCK_SIZE = 64  # the experiment's block size, so the model is the one train.py trains
 
 

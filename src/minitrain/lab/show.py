@@ -1,0 +1,80 @@
+"""Small helpers the notebooks call, so that cells hold prose and calls, not logic."""
+
+import os
+import platform
+import statistics
+
+from minitrain.provenance import cpu_model, usable_cores
+from minitrain.timing import VARIANTS, summarize
+
+
+def machine_facts() -> list[tuple[str, str]]:
+    """What the lab needs from this machine, as (what, value) rows."""
+    import torch
+    import torch.distributed as dist
+
+    return [("python", platform.python_version()),
+            ("torch", torch.__version__),
+            ("gloo available", str(dist.is_gloo_available())),
+            ("CUDA used", "no (CPU only, on purpose)"),
+            ("usable cores", str(usable_cores())),
+            ("torch threads in this kernel", str(torch.get_num_threads())),
+            ("OMP_NUM_THREADS", os.environ.get("OMP_NUM_THREADS", "(not set)")),
+            ("CPU", cpu_model())]
+
+
+def format_rows(rows: list[tuple], headers: tuple[str, ...] | None = None) -> str:
+    """A plain-text table with left-aligned columns."""
+    rows = [tuple(str(c) for c in r) for r in rows]
+    if headers:
+        rows = [tuple(headers)] + rows
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    if headers:
+        lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def timing_table(timings: list[dict], warmup: int) -> str:
+    """Each timing variant over the steps after the warm-up: mean, median, p95 in ms."""
+    measured = timings[warmup:]
+    rows = []
+    for variant in VARIANTS:
+        values = [r[variant.field] for r in measured if r.get(variant.field) is not None]
+        if values:
+            s = summarize(values)
+            rows.append((variant.label, f"{s['mean']:.2f}", f"{s['median']:.2f}", f"{s['p95']:.2f}"))
+    step = summarize([r["step_ms"] for r in measured])
+    rows.append(("whole step (for scale)", f"{step['mean']:.2f}", f"{step['median']:.2f}", f"{step['p95']:.2f}"))
+    return (f"over steps {warmup}..{len(timings) - 1} ({len(measured)} steps), in ms\n"
+            + format_rows(rows, headers=("variant", "mean", "median", "p95")))
+
+
+def plot_timing_variants(timings: list[dict], warmup: int):
+    """Each timing variant per step (left) and its distribution after the warm-up (right)."""
+    import matplotlib.pyplot as plt
+
+    steps = [r["step"] for r in timings]
+    colors = ("#4c72b0", "#c44e52", "#55a868", "#8172b2")
+    shown = [(v, c) for v, c in zip(VARIANTS, colors) if all(r.get(v.field) is not None for r in timings)]
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
+    for variant, color in shown:
+        ax1.plot(steps, [r[variant.field] for r in timings], label=variant.label, color=color)
+    ax1.axvspan(0, warmup - 0.5, color="0.9", label=f"warm-up (first {warmup} steps, not summarized)")
+    ax1.set_xlabel("step")
+    ax1.set_ylabel("ms")
+    ax1.set_yscale("log")
+    ax1.set_title("Per step")
+    ax1.legend(fontsize=8)
+    for variant, color in shown:
+        measured = [r[variant.field] for r in timings[warmup:]]
+        ax2.hist(measured, bins=20, alpha=0.7, color=color,
+                 label=f"{variant.key} (median {statistics.median(measured):.2f} ms)")
+    ax2.set_xlabel("ms")
+    ax2.set_ylabel("steps")
+    ax2.set_title(f"Distribution over the last {len(timings) - warmup} steps")
+    ax2.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+

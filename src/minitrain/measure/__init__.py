@@ -1,0 +1,20 @@
+"""The deeper measurements, beyond the lab sheet: one module each, found by `registry()`.
+
+Each module defines `MEASUREMENT` (see `measurement.py`): adding one is a module, a notebook and a
+test; the lab's runner and report find them through their notebooks and JSON files.
+"""
+
+import importlib
+import pkgutil
+
+from minitrain.measure.measurement import Measurement
+
+
+def registry() -> dict[str, Measurement]:
+    """Every measurement module's MEASUREMENT, by name."""
+    found = {}
+    for info in pkgutil.iter_modules(__path__):
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        if isinstance(getattr(module, "MEASUREMENT", None), Measurement):
+            found[module.MEASUREMENT.name] = module.MEASUREMENT
+    return found

@@ -1,0 +1,66 @@
+"""The one shape of a deeper measurement: a name, a run into a folder (with a quick mode), a
+results file NAME.json holding its provenance and its findings as short records, and figures.
+
+Each measurement module defines `MEASUREMENT = Measurement(...)`; `minitrain.measure.registry()`
+finds them. The lab's report reads the findings from the JSON files, never from this code.
+"""
+
+import argparse
+import shlex
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from minitrain.artifacts import write_json
+from minitrain.paths import BEYOND_DIR, relative
+from minitrain.provenance import machine_provenance, provenance
+
+
+@dataclass(frozen=True)
+class Measurement:
+    name: str  # writes NAME.json; `python -m minitrain.measure.NAME` runs it
+    title: str
+    notebook: str  # the notebook that shows it, in notebooks/
+    run: Callable[..., dict]  # run(out, quick=False, **options) -> the results it wrote
+    figures: tuple[str, ...]
+
+    @property
+    def result_file(self) -> str:
+        return f"{self.name}.json"
+
+
+def finding(name: str, value: float | int | None, unit: str, meaning: str) -> dict:
+    """One headline number of a measurement: what, how much, in what unit, and what it means."""
+    return {"name": name, "value": value, "unit": unit, "meaning": meaning}
+
+
+def command_line(module: str, out: Path, quick: bool, **options: object) -> str:
+    """The command that repeats a measurement, as a reader types it (paths relative to the repository)."""
+    words = ["python", "-m", module, "--out", relative(out)] + (["--quick"] if quick else [])
+    for key, value in options.items():
+        if value is not None:
+            words += [f"--{key.replace('_', '-')}", relative(value) if isinstance(value, Path) else str(value)]
+    return shlex.join(words)
+
+
+def write_results(out: Path, measurement: Measurement, results: dict, findings: list[dict],
+                  command: str, started: float, corpus_dir: Path | None = None) -> dict:
+    """Add `provenance` (machine, corpus, command, run time) and `findings` to `results`; write NAME.json."""
+    machine = machine_provenance() if corpus_dir is None else provenance(corpus_dir)
+    results = results | {
+        "measurement": measurement.name,
+        "findings": findings,
+        "provenance": machine | {"command": command, "runtime_s": round(time.perf_counter() - started, 1)},
+    }
+    write_json(Path(out) / measurement.result_file, results)
+    return results
+
+
+def parser(measurement: Measurement, quick_help: str) -> argparse.ArgumentParser:
+    """The options every measurement takes: --out and --quick; a module adds its own."""
+    p = argparse.ArgumentParser(description=measurement.title)
+    p.add_argument("--out", type=Path, default=BEYOND_DIR,
+                   help=f"output folder (default: {relative(BEYOND_DIR)})")
+    p.add_argument("--quick", action="store_true", help=quick_help)
+    return p
