@@ -1,5 +1,7 @@
 # Two commands for a new machine: `make lab` runs the whole lab, `make test` runs every test.
 # Both create .venv on first use, install torch==2.13.0 (CPU build) first, then this project.
+# tools/install_torch_cpu.py picks the CPU build: PyTorch's CPU index on Linux, PyPI on macOS and
+# Windows, a local CPU wheel as fallback; it refuses anything that would bring nvidia-* packages.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -8,10 +10,10 @@ TORCH := torch==2.13.0
 
 .PHONY: venv lab test notebook bench demo corpus clean-venv
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml tools/install_torch_cpu.py
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@echo "installing $(TORCH) (CPU build) first, then minitrain[dev] ..."
-	$(PY) -m pip install --quiet --disable-pip-version-check $(TORCH)
+	$(PY) tools/install_torch_cpu.py $(TORCH)
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev]'
 	@touch $(STAMP)
 

@@ -29,11 +29,33 @@ def test_environment_installs_the_project_with_dev_extra_from_pyproject():
     assert ENVIRONMENT["channels"] == ["conda-forge"]
 
 
+def torch_pin_for(sys_platform: str) -> str:
+    """The one torch line of environment.yml's pip section that applies on sys_platform."""
+    pins = [Requirement(line) for line in pip_section() if line.startswith("torch")]
+    applying = [r for r in pins if r.marker is None or r.marker.evaluate({"sys_platform": sys_platform})]
+    assert len(applying) == 1, (sys_platform, applying)
+    return str(applying[0].specifier)
+
+
 def test_pinned_torch_is_the_same_everywhere_and_admitted_by_pyproject():
-    pinned = {line for line in pip_section() if line.startswith("torch")}
-    assert pinned == {"torch==2.13.0"}
-    assert "TORCH := torch==2.13.0" in (ROOT / "Makefile").read_text()
+    makefile = (ROOT / "Makefile").read_text()
+    assert "TORCH := torch==2.13.0" in makefile
+    # the Makefile installs its pin through the script that picks the CPU build per platform
+    assert "$(PY) tools/install_torch_cpu.py $(TORCH)" in makefile
+    # environment.yml: the CPU index's +cpu build on Linux, the (CPU-only) 2.13.0 on macOS and Windows
+    assert torch_pin_for("linux") == "==2.13.0+cpu"
+    assert torch_pin_for("darwin") == "==2.13.0"
+    assert torch_pin_for("win32") == "==2.13.0"
     assert torch_requirement().specifier.contains(Version("2.13.0"))
+    assert torch_requirement().specifier.contains(Version("2.13.0+cpu"))
+
+
+def test_cpu_index_is_the_same_in_environment_and_install_script():
+    script = (ROOT / "tools" / "install_torch_cpu.py").read_text()
+    assert 'CPU_INDEX = "https://download.pytorch.org/whl/cpu"' in script
+    # --extra-index-url, not --index-url: the project's other dependencies come from PyPI
+    assert "--extra-index-url https://download.pytorch.org/whl/cpu" in pip_section()
+    assert not any(line.startswith("--index-url") for line in pip_section())
 
 
 def test_python_version_is_admitted_by_pyproject():
