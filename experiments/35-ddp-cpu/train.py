@@ -13,6 +13,7 @@ import argparse
 import contextlib
 import json
 import os
+import secrets
 import shutil
 import sys
 import time
@@ -70,7 +71,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def check_shards(shard, rank: int, world_size: int, corpus_total: int) -> dict:
     """Every rank reports its shard; rank 0 checks the counts add up and the first sentences differ."""
     print(f"[rank {rank}] pid {os.getpid()}, shard: {shard.num_sentences} sentences, "
-          f"first: {shard.first_sentence!r}", flush=True)
+          f"first it trains on: {shard.first_sentence!r}", flush=True)
     reports = [None] * world_size
     dist.all_gather_object(reports, (shard.num_sentences, shard.first_sentence))
     counts, firsts = [c for c, _ in reports], [f for _, f in reports]
@@ -169,6 +170,7 @@ def write_rank0_files(staging: Path, args: argparse.Namespace, records: list[dic
                if measured[0][key] is not None}
     tokens_per_sec = [r["tokens"] / (r["step_ms"] / 1e3) for r in measured]
     run_info = {
+        "run_id": secrets.token_hex(4),  # names this run wherever its numbers are shown
         "world_size": world_size,
         "launcher": args.launcher,
         "timing": [v.name for v in args.timing],

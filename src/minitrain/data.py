@@ -54,15 +54,20 @@ class Shard:
                  block_size: int, seed: int):
         self.sentences = sentences
         self.num_sentences = len(sentences)
-        self.first_sentence = sentences[0]
         self.batch_size, self.block_size = batch_size, block_size
         self._encoded = [tokenizer.encode(s) + [tokenizer.eos_id] for s in sentences]
         self._rng = random.Random(seed)
         self._buffer: list[int] = []
+        self._next_order: list[int] | None = self._shuffled()  # drawn now, to name its first sentence
+        self.first_sentence = sentences[self._next_order[0]]  # the first sentence this rank trains on
 
-    def _refill(self) -> None:
+    def _shuffled(self) -> list[int]:
         order = list(range(self.num_sentences))
         self._rng.shuffle(order)
+        return order
+
+    def _refill(self) -> None:
+        order, self._next_order = self._next_order or self._shuffled(), None
         for i in order:
             self._buffer.extend(self._encoded[i])
 

@@ -1,7 +1,10 @@
+import random
+
 import pytest
 import torch
 
 from minitrain.data import CorpusError, load_corpus, make_shard
+from minitrain.tokenizer import Tokenizer
 
 
 @pytest.fixture(scope="module")
@@ -15,10 +18,22 @@ def test_shards_are_disjoint_and_cover_the_corpus(corpus_dir, sentences, world_s
     assert sum(s.num_sentences for s in shards) == len(sentences)
     for rank, shard in enumerate(shards):
         assert shard.sentences == [s for i, s in enumerate(sentences) if i % world_size == rank]
-        assert shard.first_sentence == sentences[rank]
+        assert shard.first_sentence in shard.sentences
     assert len({s.first_sentence for s in shards}) == world_size
     # disjoint by index; the corpus has distinct sentences, so also by text
     assert len(set().union(*(set(s.sentences) for s in shards))) == len(sentences)
+
+
+def test_first_sentence_is_the_first_one_trained_on(corpus_dir):
+    tokenizer = Tokenizer.load(corpus_dir / "vocab.json")
+    for rank in range(2):
+        shard = make_shard(rank, 2, corpus_dir, batch_size=2, block_size=32)
+        first = tokenizer.encode(shard.first_sentence)
+        inputs, _ = next(shard)
+        assert inputs[0, :len(first)].tolist() == first  # the batch opens with it
+        order = list(range(shard.num_sentences))
+        random.Random(35000 + rank).shuffle(order)  # the sheet's per-rank seed decides the order
+        assert shard.first_sentence == shard.sentences[order[0]]
 
 
 def test_batches_are_shifted_packed_and_deterministic(corpus_dir):
