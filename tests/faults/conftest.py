@@ -6,8 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from minitrain.launch import stop_process_tree
-from minitrain.processes import alive
+from minitrain.launch import alive, stop_process_tree
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]

@@ -14,9 +14,9 @@ import time
 import pytest
 from jupyter_client.manager import start_new_kernel
 
-from conftest import TRAIN, WORKERS, launch, wait_for_line, wait_gone
-from minitrain.launch import free_port, run_streaming, torchrun_command
-from minitrain.processes import listening_sockets, process_tree
+from conftest import HERE, TRAIN, WORKERS, launch, wait_for_line, wait_gone
+from minitrain.launch import (free_port, listening_sockets, process_tree, run_streaming,
+                              torchrun_command)
 
 
 def finish(proc: subprocess.Popen, timeout: float = 60) -> tuple[int, str, float]:
@@ -130,6 +130,16 @@ def test_twenty_consecutive_runs_exit_cleanly(reap):
         status, out, _ = finish(proc)
         assert status == 0, f"run {attempt}: exit {status}\n{out}"
         assert "terminate called" not in out
+
+
+def test_a_module_runs_under_the_launcher_with_dash_m(monkeypatch):
+    """torchrun_command(..., module=True): the workers run `python -m workers`, no script path."""
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")])))
+    command = torchrun_command("workers", 2, "clean", module=True)
+    assert command[3:6] == ["--nproc-per-node=2", "-m", "workers"]
+    lines: list[str] = []
+    assert run_streaming(command, timeout=120, echo=lines.append) == 0
+    assert sum("done, sum [2.0, 2.0, 2.0, 2.0]" in line for line in lines) == 2, lines
 
 
 @pytest.mark.parametrize("launcher", ["torchrun", "spawn"])

@@ -1,0 +1,35 @@
+"""The lab sheet's fallback launcher: torch.multiprocessing.spawn with torchrun's environment,
+its rendezvous store hosted by the parent on 127.0.0.1."""
+
+import os
+from collections.abc import Callable
+from unittest.mock import patch
+
+import torch
+import torch.multiprocessing as mp
+
+from minitrain.launch.rendezvous import loopback_store
+
+
+def spawn_workers(worker: Callable[..., None], nprocs: int, *args: object) -> None:
+    """Run `worker(*args)` in `nprocs` processes with torchrun's environment, via mp.spawn.
+
+    The parent hosts the rendezvous store on 127.0.0.1, as torchrun's agent does, and every
+    worker connects to it as a client.
+    """
+    if nprocs < 1:
+        raise ValueError(f"--nproc must be at least 1, got {nprocs}")
+    store = loopback_store(int(os.environ.get("MASTER_PORT", "0")), wait_for_workers=False)
+    env = dict(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(store.port), WORLD_SIZE=str(nprocs),
+               LOCAL_WORLD_SIZE=str(nprocs), TORCHELASTIC_USE_AGENT_STORE="True")
+    if nprocs > 1 and "OMP_NUM_THREADS" not in os.environ:
+        env["OMP_NUM_THREADS"] = "1"  # what torchrun does, so runs compare
+    with patch.dict(os.environ, env):  # the children inherit it; the caller gets its own back
+        mp.spawn(_spawned, args=(worker, args), nprocs=nprocs)
+
+
+def _spawned(rank: int, worker: Callable[..., None], args: tuple) -> None:
+    os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank))
+    if "OMP_NUM_THREADS" in os.environ:
+        torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+    worker(*args)

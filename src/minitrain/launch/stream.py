@@ -1,0 +1,76 @@
+"""Streaming a run into a notebook cell or a terminal, and stopping its whole process tree on a
+timeout or an interrupt."""
+
+import os
+import queue
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+
+from minitrain.launch.processes import alive, process_tree
+
+
+class LaunchError(RuntimeError):
+    """A launched run failed; the message holds its exit status and last lines of output."""
+
+
+def run_streaming(command: list[str], timeout: float | None = None,
+                  echo: Callable[[str], None] = print) -> int:
+    """Run a command, echo each output line as it arrives, return 0 or raise LaunchError.
+
+    On a timeout or an interrupt (Ctrl-C, a notebook's stop button) the child's whole process
+    tree (torchrun and every worker) is terminated, then killed: no worker outlives the cell.
+    """
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            bufsize=1, start_new_session=True)
+    lines: queue.Queue[str | None] = queue.Queue()
+    threading.Thread(target=_pump, args=(proc.stdout, lines), daemon=True).start()
+    deadline = None if timeout is None else time.monotonic() + timeout
+    tail: list[str] = []
+    try:
+        while (line := lines.get(timeout=_remaining(deadline))) is not None:
+            echo(line)
+            tail = (tail + [line])[-20:]
+        status = proc.wait(timeout=_remaining(deadline))
+    except (queue.Empty, subprocess.TimeoutExpired):
+        stop_process_tree(proc)
+        raise TimeoutError(f"run did not finish within {timeout} s and was stopped: {' '.join(command)}")
+    except BaseException:  # KeyboardInterrupt from a notebook's stop button included
+        stop_process_tree(proc)
+        raise
+    if status != 0:
+        raise LaunchError(f"command exited with status {status}: {' '.join(command)}\n"
+                          + "\n".join(tail))
+    return status
+
+
+def _pump(stream, lines: "queue.Queue[str | None]") -> None:
+    for line in stream:
+        lines.put(line.rstrip("\n"))
+    lines.put(None)
+
+
+def _remaining(deadline: float | None) -> float | None:
+    return None if deadline is None else max(0.0, deadline - time.monotonic())
+
+
+def stop_process_tree(proc: subprocess.Popen, grace: float = 5.0) -> None:
+    """SIGTERM the child's process group (torchrun passes it on to its workers), then SIGKILL
+    every process of its tree still alive after `grace` seconds: no worker outlives the cell."""
+    tree = process_tree(proc.pid)
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        pass
+    try:
+        proc.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        pass
+    for pid in alive(tree) + ([proc.pid] if proc.poll() is None else []):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    proc.wait()
