@@ -30,7 +30,7 @@ notebook: $(STAMP)
 
 # Performance figures, each a ratio measured side by side in one run; prints, never fails on speed.
 bench: $(STAMP)
-	$(PY) -m minitrain.bench
+	$(PY) -m minitrain.measure.bench
 
 demo: $(STAMP)
 	$(PY) -m minitrain.train --steps 300
@@ -41,6 +41,12 @@ test: $(STAMP)
 
 corpus: $(STAMP)
 	$(PY) -m minitrain.corpus
+
+# The student edition in build/student/: every notebook with its solutions replaced by
+# `# YOUR CODE HERE` / `raise NotImplementedError()` and outputs cleared (nbgrader's ClearSolutions).
+.PHONY: student
+student: $(STAMP)
+	$(PY) -m minitrain.lab.student --out build/student
 
 clean-venv:
 	rm -rf $(VENV)

@@ -1,13 +1,17 @@
 """Notebook tests (`pytest --nbval notebooks`) write every run into a temporary folder.
 
-The kernels nbval starts inherit this process's environment, so `minitrain.lab.output_dir()` and
-`scratch_dir()` point into the temporary folder, never into the committed artifacts in
-experiments/35-ddp-cpu/: `make test` leaves `git status` clean.
+The kernels nbval starts inherit this process's environment, so `minitrain.lab.runs.output_dir()`
+and `scratch_dir()` point into the temporary folder, never into the committed artifacts in
+experiments/35-ddp-cpu/: `make test` leaves `git status` clean. The folder starts as a copy of
+the committed artifacts, as a fresh clone has them: a notebook that reads the committed runs finds
+them there, and one that runs live writes over the copy.
 """
 
 import os
 import shutil
 import tempfile
+
+from minitrain.paths import EXPERIMENT_DIR
 
 _created: list[str] = []
 
@@ -15,6 +19,7 @@ _created: list[str] = []
 def pytest_configure(config):
     root = tempfile.mkdtemp(prefix="minitrain-nbval-")
     _created.append(root)
+    shutil.copytree(EXPERIMENT_DIR, os.path.join(root, "out"))
     os.environ["MINITRAIN_LAB_OUT"] = os.path.join(root, "out")
     os.environ["MINITRAIN_LAB_SCRATCH"] = os.path.join(root, "scratch")
 

@@ -27,6 +27,7 @@ from minitrain.data import SEED_BASE, CorpusError, load_corpus, make_shard
 from minitrain.ddp import barrier, cleanup, init_distributed, is_main_process, unwrap, wrap_for_ddp
 from minitrain.launch import spawn_workers
 from minitrain.model import MiniGPTConfig, count_parameters
+from minitrain.paths import relative
 from minitrain.provenance import provenance, rank_facts
 from minitrain.timing import (BY_NAME, VARIANTS, InstrumentedHook, attach_instrumented_hook, summarize,
                              timed_backward)
@@ -196,13 +197,15 @@ def write_rank0_files(staging: Path, args: argparse.Namespace, records: list[dic
 
 
 def launch_command(args: argparse.Namespace, world_size: int) -> str:
-    """The command line that started this run, as a reader would type it."""
+    """The command line that started this run, as a reader would type it from the repository
+    (paths inside it relative, so the command works on any machine)."""
     if "MINITRAIN_LAUNCH_COMMAND" in os.environ:  # the lab's loopback-only torchrun
-        return os.environ["MINITRAIN_LAUNCH_COMMAND"]
-    script = " ".join(sys.argv)
-    if args.launcher == "spawn":
-        return f"python {script}"
-    return f"torchrun --standalone --nproc-per-node={world_size} {script}"
+        words = os.environ["MINITRAIN_LAUNCH_COMMAND"].split()
+    elif args.launcher == "spawn":
+        words = ["python", *sys.argv]
+    else:
+        words = ["torchrun", "--standalone", f"--nproc-per-node={world_size}", *sys.argv]
+    return " ".join(relative(w) if os.path.isabs(w) else w for w in words)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -28,18 +28,21 @@ TIMED = tuple(v.field for v in VARIANTS)  # timings.jsonl keys summarized in the
 # manifest field -> (timings.jsonl key, minitrain.timing.summarize statistic)
 TIMING_FIELDS = {name: (v.field, stat) for v in VARIANTS for name, stat in manifest_fields(v).items()}
 REQUIRED_FIELDS = ("lab", "seed", "backend", "world_size", "launcher", "model_params", "steps",
-                   "warmup_steps", *TIMING_FIELDS, "tokens_per_sec_1proc", "tokens_per_sec_2proc",
-                   "speedup_2proc", "allreduce_share_of_step", "threads_per_rank", "cores",
+                   "warmup_steps", "run_ids", *TIMING_FIELDS, "tokens_per_sec_1proc", "tokens_per_sec_2proc",
+                   "speedup_2proc", "speedup_2proc_range", "verdict", "repeats",
+                   "allreduce_share_of_step", "threads_per_rank", "cores",
                    "byte_equivalent", "max_abs_diff", "bitwise_equal", "command", "lesson_notes")
 PLACEHOLDER = re.compile(r"<[^<>]+>")  # "<filled in>", "<true/false>", ...
-# The lesson paragraph's first sentence, as minitrain.report.lesson_notes writes it. The groups
+# The lesson paragraph's first sentence, as minitrain.lab.report.lesson_notes writes it. The groups
 # are loose on purpose: a figure that differs is named, rather than the whole sentence rejected.
 FIRST_SENTENCE = re.compile(
-    r"With (?P<world_size>\S+) processes this run trained at (?P<tokens_2proc>\S+) tokens/s "
-    r"against (?P<tokens_1proc>\S+) with 1 process: (?P<speedup>\S+)x, "
-    r"so 2 processes were (?P<direction>\w+) here\.")
-SHARE = re.compile(r"(\d+%) of the (?:[\d.,]+ ms )?step")
-THREADS = re.compile(r"single process ran (\d+) thread\(s\), each of the \d+ ranks (\d+) thread\(s\)")
+    r"On (?P<cores>\S+) cores, 2 processes trained at (?P<tokens_2proc>\S+) tokens/s against "
+    r"(?P<tokens_1proc>\S+) for 1 process: (?P<speedup>\S+)x \(medians of (?P<repeats>\S+) alternating "
+    r"repeats timed the same way; range (?P<low>[\d.]+)-(?P<high>[\d.]+)x\), so (?P<outcome>[^.]+)\.")
+OUTCOMES = {"faster": "2 processes were faster here", "slower": "2 processes were slower here",
+            "no clear winner": "there is no clear winner on this machine"}
+SHARE = re.compile(r"took (\d+%) of a 2-process step")
+THREADS = re.compile(r"on (\d+) thread\(s\) against the single process's (\d+)")
 
 
 @dataclass
@@ -175,11 +178,16 @@ def check_lesson_notes(folder: Path) -> str:
     notes = m.get("lesson_notes")
     if not isinstance(notes, str) or not notes.strip():
         raise CheckFailed(f"lesson_notes is {notes!r}, not a paragraph")
-    threads = m.get("threads_per_rank")
+    threads, repeats, spread = m.get("threads_per_rank"), m.get("repeats"), m.get("speedup_2proc_range")
     figures = {key: m.get(key) for key in ("tokens_per_sec_1proc", "tokens_per_sec_2proc",
                                             "speedup_2proc", "allreduce_share_of_step")}
     figures |= {f"threads_per_rank.{k}": threads.get(k) if isinstance(threads, dict) else None
                 for k in ("1proc", "2proc")}
+    speedups = repeats.get("speedups") if isinstance(repeats, dict) else None
+    if not (isinstance(speedups, list) and speedups and all(map(is_number, speedups))):
+        figures["repeats.speedups"] = None
+    if not (isinstance(spread, list) and len(spread) == 2 and all(map(is_number, spread))):
+        figures["speedup_2proc_range"] = None
     bad = [key for key, value in figures.items() if not is_number(value)]
     if bad:
         raise CheckFailed(f"manifest has no number for {', '.join(bad)}")
@@ -189,35 +197,47 @@ def check_lesson_notes(folder: Path) -> str:
     if not math.isclose(speedup, ratio, rel_tol=RTOL):
         problems.append(f"speedup_2proc is {speedup:.6g}, tokens_per_sec_2proc / tokens_per_sec_1proc "
                         f"is {ratio:.6g}")
+    if spread != [min(speedups), max(speedups)]:
+        problems.append(f"speedup_2proc_range is {spread}, the repeats give {[min(speedups), max(speedups)]}")
+    verdict = "faster" if min(speedups) > 1 else "slower" if max(speedups) < 1 else "no clear winner"
+    if m.get("verdict") != verdict:
+        problems.append(f"verdict is {m.get('verdict')!r}, the repeats' range {spread} gives {verdict!r}")
     first = FIRST_SENTENCE.match(notes.strip())
     if first is None:
         raise CheckFailed("; ".join(problems + [
-            f"the first sentence does not read 'With N processes this run trained at X tokens/s "
-            f"against Y with 1 process: Z.ZZx, so 2 processes were faster|slower here.': "
-            f"{notes.strip()[:90]!r}"]))
-    direction = "faster" if speedup > 1 else "slower"
-    expected = {"world_size": str(m.get("world_size")),
-                "tokens_2proc": f"{m['tokens_per_sec_2proc']:,.0f}",
-                "tokens_1proc": f"{m['tokens_per_sec_1proc']:,.0f}",
-                "speedup": f"{speedup:.2f}", "direction": direction}
+            "the first sentence does not read 'On N cores, 2 processes trained at X tokens/s against Y "
+            "for 1 process: Z.ZZx (medians of R alternating repeats timed the same way; range L-Hx), so "
+            f"...': {notes.strip()[:90]!r}"]))
+    expected = {"cores": str(m.get("cores")), "tokens_2proc": f"{m['tokens_per_sec_2proc']:,.0f}",
+                "tokens_1proc": f"{m['tokens_per_sec_1proc']:,.0f}", "speedup": f"{speedup:.2f}",
+                "repeats": str(len(speedups)), "low": f"{min(speedups):.2f}", "high": f"{max(speedups):.2f}",
+                "outcome": OUTCOMES[verdict]}
     problems += [f"the paragraph cites {group} {first[group]!r}, the manifest gives {want!r}"
                  for group, want in expected.items() if first[group] != want]
     cited_share = SHARE.search(notes)
     if cited_share is None:
-        problems.append("the paragraph does not cite the all-reduce share as 'N% of the ... step'")
+        problems.append("the paragraph does not cite the all-reduce share as 'took N% of a 2-process step'")
     elif cited_share[1] != f"{share:.0%}":
         problems.append(f"the paragraph cites an all-reduce share of {cited_share[1]}, "
                         f"the manifest gives {share:.0%}")
     cited_threads = THREADS.search(notes)
-    want_threads = (str(threads["1proc"]), str(threads["2proc"]))
+    want_threads = (str(threads["2proc"]), str(threads["1proc"]))
     if cited_threads is None:
         problems.append("the paragraph does not cite the threads per rank")
     elif cited_threads.groups() != want_threads:
-        problems.append(f"the paragraph cites {'/'.join(cited_threads.groups())} threads per rank "
-                        f"(1proc/2proc), the manifest gives {'/'.join(want_threads)}")
+        problems.append(f"the paragraph cites {'/'.join(cited_threads.groups())} threads (2proc/1proc), "
+                        f"the manifest gives {'/'.join(want_threads)}")
+    words = len(notes.split())
+    if words > 180:
+        problems.append(f"the paragraph has {words} words; the sheet asks for one paragraph (at most 180)")
     if problems:
         raise CheckFailed("; ".join(problems))
-    return f"cites {speedup:.2f}x ({direction}), all-reduce {share:.0%} of the step, matching the manifest"
+    return (f"cites {speedup:.2f}x ({lo_hi(spread)}, {verdict}), all-reduce {share:.0%} of the step, "
+            f"{words} words, matching the manifest")
+
+
+def lo_hi(spread: list[float]) -> str:
+    return f"repeats {spread[0]:.2f}-{spread[1]:.2f}x"
 
 
 def check_ddp_tests() -> str:

@@ -1,37 +1,82 @@
-"""One command for the whole experiment: corpus, 1- and 2-process runs, comparison, plot, manifest.
+"""One command for the whole experiment: corpus, the sheet's 1- and 2-process runs, the repeats
+of the fair 1-vs-2 comparison, plot, manifest.
 
-    python -m minitrain.lab.experiment [--out DIR] [--steps 100] [--warmup 50]
+    python -m minitrain.lab.experiment [--out DIR] [--steps 100] [--warmup 50] [--repeats 3]
+
+The sheet's runs time the all-reduce both ways (variant A's barriers cost the 2-process run a few
+percent of a step, the 1-process run nothing), so the throughput verdict comes from separate
+repeats timed the same way for both (the comm hook only), alternating 1, 2, 1, 2, ...
 """
 
 import argparse
 import shutil
 import sys
+import time
 from pathlib import Path
 
 from minitrain.corpus import DEFAULT_CORPUS_DIR, ensure_corpus
 from minitrain.lab.report import build_manifest, plot_scaling, write_manifest
-from minitrain.lab.runs import SINGLE_DIR
+from minitrain.lab.runs import has_run, read_repeats, repeat_dir, run_dir_in
 from minitrain.launch import run_streaming, torchrun_command
 from minitrain.paths import EXPERIMENT_DIR, TRAIN_SCRIPT
 
 
+REPEATS = 3  # of each process count; the verdict reports their range
+
+
 def run_training(nproc: int, out: Path, steps: int, warmup: int, corpus_dir: Path,
-                 timeout: float | None = None) -> None:
-    """One real run of train.py under torchrun with `nproc` processes, streamed to stdout."""
+                 timeout: float | None = None, timing: str | None = None, echo=print) -> None:
+    """One real run of train.py under torchrun with `nproc` processes, streamed to `echo`."""
+    extra = [] if timing is None else ["--timing", timing]
     run_streaming(torchrun_command(TRAIN_SCRIPT, nproc, "--out", str(out), "--steps", str(steps),
-                                   "--warmup", str(warmup), "--corpus-dir", str(corpus_dir)),
-                  timeout=timeout)
+                                   "--warmup", str(warmup), "--corpus-dir", str(corpus_dir), *extra),
+                  timeout=timeout, echo=echo)
+
+
+def run_repeats(out: Path, repeats: int = REPEATS, steps: int = 100, warmup: int = 50,
+                corpus_dir: Path = DEFAULT_CORPUS_DIR, timeout: float | None = None) -> None:
+    """The fair 1-vs-2 comparison: `repeats` runs of each, comm-hook timing only, alternating
+    1, 2, 1, 2, ... so that a change in the machine's load hits both alike."""
+    for repeat in range(repeats):
+        for nproc in (1, 2):
+            start = time.perf_counter()
+            run_training(nproc, repeat_dir(out, repeat, nproc), steps, warmup, corpus_dir, timeout,
+                         timing="hook", echo=lambda line: None)  # a failure raises with its last lines
+            print(f"repeat {repeat + 1}/{repeats}, {nproc} process(es): {time.perf_counter() - start:.1f} s",
+                  flush=True)
+
+
+def ensure_runs(out: Path, steps: int, warmup: int, repeats: int, live_run: bool,
+                timeout: float | None = None, corpus_dir: Path = DEFAULT_CORPUS_DIR) -> None:
+    """The sheet's two runs and the repeats in `out`: each found, or run now when `live_run`, or
+    a clear error naming what is missing and the command that makes it."""
+    ensure_corpus(corpus_dir)
+    missing = [nproc for nproc in (1, 2) if not has_run(run_dir_in(out, nproc))]
+    found = read_repeats(out)
+    complete = len(found[1]) >= repeats and len(found[2]) >= repeats
+    for nproc in (1, 2):
+        print(f"the sheet's {nproc}-process run: {'missing' if nproc in missing else 'found'}")
+    print(f"repeats: {len(found[1])} of 1 process and {len(found[2])} of 2 found, {repeats} wanted")
+    if (missing or not complete) and not live_run:
+        raise FileNotFoundError(f"{out} lacks runs; make them with `python -m minitrain.lab.experiment "
+                                f"--out {out}` or set live_run = True")
+    for nproc in missing:
+        run_training(nproc, run_dir_in(out, nproc), steps, warmup, corpus_dir, timeout)
+    if not complete:
+        run_repeats(out, repeats, steps, warmup, corpus_dir, timeout)
 
 
 def run_experiment(out: Path = EXPERIMENT_DIR, steps: int = 100, warmup: int = 50,
-                   corpus_dir: Path = DEFAULT_CORPUS_DIR) -> dict:
+                   corpus_dir: Path = DEFAULT_CORPUS_DIR, repeats: int = REPEATS) -> dict:
     """Run everything into `out` and return the manifest."""
     out = Path(out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     ensure_corpus(corpus_dir)
-    for nproc, folder in ((1, out / SINGLE_DIR), (2, out)):
-        print(f"== {nproc}-process run -> {folder}", flush=True)
-        run_training(nproc, folder, steps, warmup, corpus_dir)
+    for nproc in (1, 2):
+        print(f"== the sheet's {nproc}-process run -> {run_dir_in(out, nproc)}", flush=True)
+        run_training(nproc, run_dir_in(out, nproc), steps, warmup, corpus_dir)
+    print(f"== {repeats} repeats of 1 and 2 processes, comm-hook timing only", flush=True)
+    run_repeats(out, repeats, steps, warmup, corpus_dir)
     manifest = write_report(out, " ".join(["python -m minitrain.lab.experiment", *sys.argv[1:]]))
     print(manifest["lesson_notes"])
     return manifest
@@ -46,8 +91,8 @@ def write_report(out: Path, command: str) -> dict:
     out = Path(out).resolve()
     if out != TRAIN_SCRIPT.parent:
         shutil.copy2(TRAIN_SCRIPT, out / TRAIN_SCRIPT.name)
-    plot_scaling(out, out / "scaling.png")
     manifest = build_manifest(out, command)
+    plot_scaling(manifest, out / "scaling.png")
     write_manifest(manifest, out / "manifest.json")
     return manifest
 
@@ -58,10 +103,13 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--steps", type=int, default=100)
     p.add_argument("--warmup", type=int, default=50)
     p.add_argument("--corpus-dir", type=Path, default=DEFAULT_CORPUS_DIR)
+    p.add_argument("--repeats", type=int, default=REPEATS, help="runs of each process count (at least 1)")
     args = p.parse_args(argv)
     if args.steps <= args.warmup:
         p.error(f"--steps ({args.steps}) must be larger than --warmup ({args.warmup})")
-    run_experiment(args.out, args.steps, args.warmup, args.corpus_dir)
+    if args.repeats < 1:
+        p.error(f"--repeats must be at least 1, got {args.repeats}")
+    run_experiment(args.out, args.steps, args.warmup, args.corpus_dir, args.repeats)
 
 
 if __name__ == "__main__":

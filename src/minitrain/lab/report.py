@@ -1,64 +1,61 @@
 """Blocks F and G: the scaling plot, the manifest, and the lesson paragraph written from the numbers."""
 
 import json
-import statistics
 from pathlib import Path
 
 from minitrain.artifacts import save_figure, write_json
-from minitrain.lab.runs import PHASES, SINGLE_DIR, phase_medians, read_run
+from minitrain.lab.runs import (PHASES, REPEATS_DIR, SINGLE_DIR, phase_medians, read_repeats, read_run,
+                                throughput)
 from minitrain.paths import BEYOND_DIR
 from minitrain.timing import VARIANTS, manifest_fields, summarize
 from minitrain.verify import compare_state_files
 
 
+def verdict(speedups: list[float]) -> str:
+    """'faster', 'slower', or 'no clear winner' when the repeats' 2-vs-1 ratios straddle 1."""
+    return "faster" if min(speedups) > 1 else "slower" if max(speedups) < 1 else "no clear winner"
+
+
 def lesson_notes(m: dict) -> str:
-    """The "why is 2 processes slower (or not) here" paragraph, derived from the manifest's numbers."""
-    speedup, share = m["speedup_2proc"], m["allreduce_share_of_step"]
+    """The "why are 2 processes slower (or not) here" paragraph, from the manifest's numbers alone."""
+    speedup, share, (lo, hi) = m["speedup_2proc"], m["allreduce_share_of_step"], m["speedup_2proc_range"]
     t1, t2, cores = m["threads_per_rank"]["1proc"], m["threads_per_rank"]["2proc"], m["cores"]
-    direction = "faster" if speedup > 1 else "slower"
+    ratio = m["step_p50_ms_2proc"] / m["step_p50_ms_1proc"]  # speedup = 2 / ratio: break-even at 2x
+    outcome = {"faster": "2 processes were faster here", "slower": "2 processes were slower here",
+               "no clear winner": "there is no clear winner on this machine"}[m["verdict"]]
     text = [
-        f"With {m['world_size']} processes this run trained at {m['tokens_per_sec_2proc']:,.0f} tokens/s "
-        f"against {m['tokens_per_sec_1proc']:,.0f} with 1 process: {speedup:.2f}x, so 2 processes "
-        f"were {direction} here.",
-        f"Each rank processed the same per-rank batch ({m['batch_size_per_rank']} x {m['block_size']} "
-        f"tokens), so 2 processes do twice the work per step; the single process ran {t1} thread(s), "
-        f"each of the 2 ranks {t2} thread(s) (torchrun sets OMP_NUM_THREADS=1 when there is more "
-        f"than one process), on {cores} usable core(s).",
-        f"The gradient all-reduce itself (comm hook, {m['gradient_bytes'] / 1e6:.2f} MB of float32 "
-        f"gradients in {len(m['buckets'])} bucket(s)) took a median {m['allreduce_p50_ms']:.2f} ms "
-        f"(p95 {m['allreduce_p95_ms']:.2f} ms), {share:.0%} of the {m['step_p50_ms_2proc']:.1f} ms "
-        f"step; the barrier-bracketed backward (variant A: backward, all-reduce and the wait for "
-        f"the slower rank) took {m['backward_allreduce_p50_ms']:.2f} ms.",
+        f"On {cores} cores, 2 processes trained at {m['tokens_per_sec_2proc']:,.0f} tokens/s against "
+        f"{m['tokens_per_sec_1proc']:,.0f} for 1 process: {speedup:.2f}x (medians of "
+        f"{m['repeats']['count']} alternating repeats timed the same way; range {lo:.2f}-{hi:.2f}x), "
+        f"so {outcome}.",
+        f"Each rank does the single process's whole batch ({m['batch_size_per_rank']} x "
+        f"{m['block_size']} tokens), on {t2} thread(s) against the single process's {t1}, so 2 "
+        f"processes win while a rank's step stays under twice the single process's step; here it "
+        f"took {ratio:.2f}x.",
+        f"The all-reduce of {m['gradient_bytes'] / 1e6:.2f} MB of gradients ({len(m['buckets'])} "
+        f"bucket(s)) took {share:.0%} of a 2-process step, from launch to completion, waiting for "
+        f"the other rank included.",
     ]
-    # speedup = 2 x step_1proc / step_2proc: each rank must finish its step in under twice the time
-    ratio = m["step_p50_ms_2proc"] / m["step_p50_ms_1proc"]
-    per_rank = (f"Each rank's step took {ratio:.2f}x the single process's step for the same per-rank "
-                f"batch ({t2} thread against {t1}, plus the all-reduce); 2 processes win when that "
-                f"ratio stays under 2.")
-    if speedup > 1:
-        text.append(per_rank + " The lab sheet expected the opposite. "
-                    + ("The model is so small that one process cannot keep several cores busy: each "
-                       "matrix multiply is tiny, so splitting it across threads buys little, while two "
-                       "processes each run whole steps in parallel on their own core; the all-reduce "
-                       "is too small a share of the step to undo that." if t1 > 1 and cores > 1 else
-                       "The single process ran on one thread, so the second process added a core's "
-                       "worth of compute at the price of the all-reduce."))
-    elif m["world_size"] * t2 > cores:
-        text.append(per_rank + " As the lab sheet expected: the ranks' threads outnumber the cores, "
-                    "so the processes contend for them and pay the all-reduce on top.")
+    if m["verdict"] == "no clear winner":
+        text.append("The repeats disagree on the sign: on this machine, what else runs at the moment "
+                    "decides it, not DDP. The sheet expected 2 processes to be slower; this machine cannot tell.")
+    elif m["verdict"] == "faster":
+        text.append(f"The single process's {t1} threads split each small matrix multiply and gained less "
+                    "than a second process running whole steps side by side; the all-reduce did not close "
+                    "that gap. The sheet expected the opposite." if t1 > 1 else
+                    "The single process ran 1 thread, so the second process added a core's worth of "
+                    "compute for the price of the all-reduce. The sheet expected the opposite.")
+    elif 2 * t2 > cores:
+        text.append("As the sheet expected: the ranks' threads outnumber the cores, so the processes "
+                    "contend for them and pay the all-reduce on top.")
     elif share >= 0.3:
-        text.append(per_rank + " As the lab sheet expected: the all-reduce and the wait it forces "
-                    "are a large share of the step, more than the second process adds.")
+        text.append("As the sheet expected: the all-reduce and the waiting it forces take more than the "
+                    "second process adds.")
     else:
-        text.append(per_rank + " The lab sheet expected 2 processes to be slower, and they were, but "
-                    "not because of the all-reduce, which is a small share of the step: the "
-                    f"single process's {t1} threads used the cores better than two 1-thread ranks "
-                    "did, or other load on the machine took cycles from the ranks.")
-    text.append(
-        "The sheet's expectation holds when the ranks contend for the same cores (more ranks x "
-        "threads than cores, e.g. 2 processes pinned to one core), when one process alone already "
-        "uses every core well (larger matrices), or when the all-reduce grows to a large share of "
-        "the step (a bigger model, a slower link, a smaller batch per rank).")
+        text.append(f"As the sheet expected, though not because of the all-reduce, a small share: the "
+                    f"single process's {t1} threads used the cores better than two ranks did, or other "
+                    "load on the machine took cycles from the ranks.")
+    text.append("Notebook 08 measures when each side wins: model size, threads, pinning.")
     return " ".join(text)
 
 
@@ -86,51 +83,73 @@ def findings_table(records: list[dict]) -> str:
     return "\n".join(f"{r['name']:<{width}}  {value(r['value'])} {r['unit']}: {r['meaning']}" for r in records)
 
 
+def median_run(runs: list[dict]) -> dict:
+    """The repeat with the median tokens/s (the lower middle one for an even count)."""
+    return sorted(runs, key=throughput)[(len(runs) - 1) // 2]
+
+
 def build_manifest(out: Path, command: str) -> dict:
-    """manifest.json's content, from the 1- and 2-process runs and the state comparison in `out`."""
-    run1, _ = read_run(out / SINGLE_DIR)
-    run2, timings2 = read_run(out)
-    measured = timings2[run2["warmup_steps"]:]
+    """manifest.json's content: the sheet's fields from the sheet's runs and the repeats in `out`."""
+    sheet1, _ = read_run(out / SINGLE_DIR)
+    sheet2, timings2 = read_run(out)
+    repeats = read_repeats(out)
+    if not repeats[1] or len(repeats[1]) != len(repeats[2]):
+        raise FileNotFoundError(f"{out / REPEATS_DIR} holds {len(repeats[1])} 1-process and "
+                                f"{len(repeats[2])} 2-process repeats; run python -m minitrain.lab.experiment")
+    run1, run2 = median_run(repeats[1]), median_run(repeats[2])
+    speedups = [throughput(b) / throughput(a) for a, b in zip(*repeats.values())]
+    measured = timings2[sheet2["warmup_steps"]:]
     timing = {name: summarize([r[v.field] for r in measured])[stat]
               for v in VARIANTS for name, stat in manifest_fields(v).items()}
     comparison = compare_state_files(out / "state-rank-0.pt", out / "state-rank-1.pt")
-    tps1, tps2 = run1["tokens_per_sec"]["median"], run2["tokens_per_sec"]["median"]
+    tps1, tps2 = throughput(run1), throughput(run2)
     manifest = {
         "lab": "01-ddp-on-cpu",
-        "seed": run2["seed_base"],
+        "seed": sheet2["seed_base"],
         "backend": "gloo",
-        "world_size": run2["world_size"],
-        "launcher": run2["launcher"],
-        "model_params": run2["model_params"],
-        "steps": run2["steps"],
-        "warmup_steps": run2["warmup_steps"],
+        "world_size": sheet2["world_size"],
+        "launcher": sheet2["launcher"],
+        "model_params": sheet2["model_params"],
+        "steps": sheet2["steps"],
+        "warmup_steps": sheet2["warmup_steps"],
+        "run_ids": {"1proc": sheet1["run_id"], "2proc": sheet2["run_id"]},
         **timing,
-        "step_p50_ms_1proc": run1["summary"]["step_ms"]["median"],
-        "step_p50_ms_2proc": run2["summary"]["step_ms"]["median"],
         "tokens_per_sec_1proc": tps1,
         "tokens_per_sec_2proc": tps2,
-        "tokens_per_sec_spread": {"1proc": run1["tokens_per_sec"], "2proc": run2["tokens_per_sec"]},
         "speedup_2proc": tps2 / tps1,
-        "allreduce_share_of_step": timing["allreduce_p50_ms"] / run2["summary"]["step_ms"]["median"],
+        "speedup_2proc_range": [min(speedups), max(speedups)],
+        "verdict": verdict(speedups),
+        "repeats": {
+            "count": len(speedups), "timing": "comm hook only (no barriers), for both process counts",
+            "tokens_per_sec": "global tokens per step / median step time over the steps after the warm-up",
+            "order": "alternating 1, 2, 1, 2, ...", "speedups": speedups,
+            **{f"{n}proc": [{"run_id": r["run_id"], "tokens_per_sec": throughput(r),
+                             "step_p50_ms": r["summary"]["step_ms"]["median"], "command": r["command"]}
+                            for r in repeats[n]] for n in (1, 2)},
+            "median_run_ids": {"1proc": run1["run_id"], "2proc": run2["run_id"]},
+        },
+        "step_p50_ms_1proc": run1["summary"]["step_ms"]["median"],
+        "step_p50_ms_2proc": run2["summary"]["step_ms"]["median"],
+        "allreduce_share_of_step": run2["summary"]["allreduce_ms"]["median"] / run2["summary"]["step_ms"]["median"],
         "step_breakdown_ms": {"1proc": phase_medians(run1), "2proc": phase_medians(run2)},
-        "buckets": run2["buckets"],
-        "gradient_bytes": sum(b["bytes"] for b in run2["buckets"]),
+        "buckets": sheet2["buckets"],
+        "gradient_bytes": sum(b["bytes"] for b in sheet2["buckets"]),
         "byte_equivalent": comparison.allclose,
         "max_abs_diff": comparison.max_abs_diff,
         "bitwise_equal": comparison.bitwise_equal,
         "threads_per_rank": {"1proc": run1["threads_per_rank"], "2proc": run2["threads_per_rank"]},
-        "cores": run2["cores"],
-        "cpu_model": run2["cpu_model"],
-        "torch": run2["torch"],
-        "python": run2["python"],
-        "platform": run2["platform"],
-        "batch_size_per_rank": run2["batch_size_per_rank"],
-        "block_size": run2["block_size"],
-        "lr": run2["lr"],
-        "corpus_sha256": run2["corpus_sha256"],
-        "date": run2["date"],
+        "cores": sheet2["cores"],
+        "cpu_model": sheet2["cpu_model"],
+        "torch": sheet2["torch"],
+        "python": sheet2["python"],
+        "platform": sheet2["platform"],
+        "batch_size_per_rank": sheet2["batch_size_per_rank"],
+        "block_size": sheet2["block_size"],
+        "lr": sheet2["lr"],
+        "corpus_sha256": sheet2["corpus_sha256"],
+        "date": sheet2["date"],
         "command": command,
-        "run_commands": {"1proc": run1["command"], "2proc": run2["command"]},
+        "run_commands": {"1proc": sheet1["command"], "2proc": sheet2["command"]},
     }
     manifest["beyond_findings"] = beyond_findings(out / BEYOND_DIR.name)
     manifest["lesson_notes"] = lesson_notes(manifest)
@@ -142,36 +161,45 @@ def write_manifest(manifest: dict, path: Path) -> None:
     write_json(path, manifest)
 
 
-def plot_scaling(out: Path, path: Path) -> None:
-    """scaling.png: tokens/s per process count (spread over measured steps), and the step breakdown."""
-    runs = [read_run(out / SINGLE_DIR), read_run(out)]
+def plot_scaling(m: dict, path: Path) -> None:
+    """scaling.png from the manifest: tokens/s of every repeat against the ideal 2x, and where a
+    step's time goes in the median repeats (comm-hook timing only: no barrier waits in any phase)."""
     import matplotlib.pyplot as plt  # here: reading and writing the manifest never needs it
 
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.5))
-    labels = [f"{r['world_size']} process{'es' if r['world_size'] > 1 else ''}\n"
-              f"{r['threads_per_rank']} thread(s) per rank" for r, _ in runs]
-    samples = [[t["tokens"] / (t["step_ms"] / 1e3) for t in timings[r["warmup_steps"]:]]
-               for r, timings in runs]
-    ax1.boxplot(samples, tick_labels=labels, widths=0.5, showfliers=True)
-    for i, s in enumerate(samples, start=1):
-        median = statistics.median(s)
-        ax1.annotate(f"{median:,.0f}", (i, median), xytext=(42, 0), textcoords="offset points",
-                     va="center", fontsize=9)
-    ax1.set_ylabel("tokens / second (global)")
-    ax1.set_ylim(bottom=0)
-    ax1.set_title(f"Throughput over {len(samples[0])} measured steps")
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.8))
+    reps, threads = m["repeats"], m["threads_per_rank"]
+    medians = {1: m["tokens_per_sec_1proc"], 2: m["tokens_per_sec_2proc"]}
+    for n, color in ((1, "#4c72b0"), (2, "#dd8452")):
+        values = [r["tokens_per_sec"] for r in reps[f"{n}proc"]]
+        ax1.plot([n] * len(values), values, "o", color=color, alpha=0.6, markersize=7,
+                 label=f"{n} process{'es' if n > 1 else ''} x {threads[f'{n}proc']} thread(s): each repeat")
+        ax1.hlines(medians[n], n - 0.18, n + 0.18, color=color, linewidth=3)
+        ax1.annotate(f"median {medians[n]:,.0f}", (n + 0.2, medians[n]), va="center", fontsize=9)
+    ax1.plot([1, 2], [medians[1], 2 * medians[1]], "--", color="0.4",
+             label="ideal: 2 processes do 2x the tokens of 1")
+    lo, hi = m["speedup_2proc_range"]
+    ax1.set_title(f"2 vs 1 process: {m['speedup_2proc']:.2f}x (repeats {lo:.2f}-{hi:.2f}x): {m['verdict']}",
+                  fontsize=10)
+    ax1.set_xticks([1, 2])
+    ax1.set_xlim(0.5, 2.8)
+    ax1.set_xlabel("processes (torchrun --nproc-per-node)")
+    ax1.set_ylabel("tokens / second, all processes (median over measured steps)")
+    ax1.set_ylim(0, 2.3 * medians[1])
+    ax1.legend(loc="upper left", fontsize=8)
 
-    bottoms = [0.0] * len(runs)
+    labels = [f"1 process\n{threads['1proc']} thread(s)", f"2 processes\n{threads['2proc']} thread(s) each"]
+    bottoms = [0.0, 0.0]
+    names = {"all-reduce": "all-reduce (comm hook, incl. waiting for the peer)"}
     for phase, color in zip(PHASES, ("#4c72b0", "#55a868", "#c44e52", "#8172b2")):
-        heights = [phase_medians(r)[phase] for r, _ in runs]
-        ax2.bar(labels, heights, bottom=bottoms, color=color, label=phase, width=0.5)
+        heights = [m["step_breakdown_ms"][k][phase] for k in ("1proc", "2proc")]
+        ax2.bar(labels, heights, bottom=bottoms, color=color, label=names.get(phase, phase), width=0.5)
         bottoms = [b + h for b, h in zip(bottoms, heights)]
     ax2.set_ylabel("median ms per step")
-    ax2.set_title("Where a step's time goes")
-    ax2.legend(loc="upper left", fontsize=9)
-    r = runs[1][0]
-    fig.suptitle(f"MiniGPT ({r['model_params']:,} params), batch {r['batch_size_per_rank']} x "
-                 f"{r['block_size']} tokens per rank, gloo on {r['cores']} core(s): {r['cpu_model']}",
-                 fontsize=10)
+    ax2.set_title("Where a step's time goes (median repeats; backward excludes the all-reduce)", fontsize=10)
+    ax2.legend(loc="upper left", fontsize=8)
+    ax2.set_ylim(0, 1.35 * max(bottoms))
+    fig.suptitle(f"MiniGPT ({m['model_params']:,} params), {m['batch_size_per_rank']} x {m['block_size']} "
+                 f"tokens per rank per step, gloo on {m['cores']} core(s) of {m['cpu_model']}; "
+                 f"{m['repeats']['count']} repeats each, alternating", fontsize=10)
     fig.tight_layout()
     save_figure(fig, path)

@@ -1,11 +1,13 @@
-"""The lab's batch runner: every notebook in order with papermill, then the checker's table.
+"""The lab's batch runner: the measured runs alone, then every notebook and the checker.
 
     python -m minitrain.lab [--skip-tests]     # what `make lab` runs
+    python -m minitrain.lab --commit-notebooks # then: the executed notebooks become the committed ones
 
-It executes the numbered notebooks in `notebooks/` in order, with `run.ipynb` for 1 and for 2
-processes just before the report notebook; a notebook whose parameters cell has `live_run` runs
-with it off (it shows its committed measurement). It ends with the checker's table for the output
-folder and exits non-zero when anything failed.
+First the runs whose timings the lab reports, one at a time with nothing else running: `run.ipynb`
+for 1 and for 2 processes with papermill (the sheet's runs), then the alternating repeats of the
+1-vs-2 comparison. Then the report notebook, then every other numbered notebook side by side with
+the checker (a notebook whose parameters cell has `live_run` runs with it off: it reads the runs
+just made, or its committed measurement). Exits non-zero when anything failed.
 
 Environment:
     MINITRAIN_LAB_OUT      where runs and artifacts go (default: experiments/35-ddp-cpu/)
@@ -13,19 +15,23 @@ Environment:
 """
 
 import argparse
+import json
 import os
+import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
-from minitrain.lab.check import check_folder, format_table
-from minitrain.lab.runs import output_dir, run_dir
-from minitrain.paths import BUILD_DIR, NOTEBOOKS_DIR
+from minitrain.lab.check import CheckResult, check_folder, format_table
+from minitrain.lab.experiment import REPEATS, run_repeats
+from minitrain.lab.runs import output_dir, run_dir_in
+from minitrain.launch import LaunchError
+from minitrain.paths import BUILD_DIR, NOTEBOOKS_DIR, relative
 
 EXECUTED_DIR = BUILD_DIR / "notebooks"  # executed copies of the topic notebooks (git-ignored)
 RUN_NOTEBOOK = "run.ipynb"
-REPORT_NOTEBOOK = "06-scaling-and-report.ipynb"  # the 1- and 2-process runs come just before it
-KERNEL = "python3"  # papermill resolves it to the calling interpreter
+REPORT_NOTEBOOK = "06-scaling-and-report.ipynb"  # writes the manifest the others read
 
 
 def numbered_notebooks() -> list[str]:
@@ -33,67 +39,99 @@ def numbered_notebooks() -> list[str]:
     return sorted(p.name for p in NOTEBOOKS_DIR.glob("[0-9][0-9]-*.ipynb"))
 
 
-def lab_parameters(name: str) -> dict:
-    """Parameters `make lab` gives a notebook: `live_run=False` where it has that parameter."""
+def lab_parameters(name: str, repeats: int) -> dict:
+    """Parameters `make lab` gives a notebook, where it declares them: `live_run=False` (the runs
+    are made already, alone on the machine) and the number of repeats made."""
     import papermill
 
     declared = papermill.inspect_notebook(str(NOTEBOOKS_DIR / name))
-    return {"live_run": False} if "live_run" in declared else {}
+    given = {"live_run": False, "repeats": repeats}
+    return {key: value for key, value in given.items() if key in declared}
 
 
-# ------------------------------------------------------------------------------------------------
-# The batch runner
-
-
-def _execute(src: Path, dst: Path, parameters: dict | None = None) -> float:
-    """Execute one notebook with papermill into `dst`; return the elapsed seconds."""
-    import papermill
-
-    dst.parent.mkdir(parents=True, exist_ok=True)
+def execute(src: Path, dst: Path, parameters: dict) -> float:
+    """Execute one notebook with papermill into `dst`, in its own process (papermill's `cwd` is a
+    process-wide chdir, so notebooks run side by side only as separate processes); return seconds."""
+    command = [sys.executable, "-m", "minitrain.lab.execute", str(src), str(dst), json.dumps(parameters)]
     start = time.perf_counter()
-    papermill.execute_notebook(str(src), str(dst), parameters=parameters or {}, kernel_name=KERNEL,
-                               cwd=str(src.parent), progress_bar=False)
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise NotebookFailed(f"{src.name} failed; see the executed copy {dst}\n" + _error_of(done.stderr))
     return time.perf_counter() - start
 
 
-def plan() -> list[tuple[str, Path, dict]]:
-    """(notebook, executed copy, parameters) in the order the lab runs them."""
-    steps = []
-    for name in numbered_notebooks():
-        if name == REPORT_NOTEBOOK:
-            steps += [(RUN_NOTEBOOK, run_dir(nproc) / f"run-{nproc}proc.ipynb",
-                       {"nproc": nproc, "out_dir": str(run_dir(nproc))}) for nproc in (1, 2)]
-        steps.append((name, EXECUTED_DIR / name, lab_parameters(name)))
-    return steps
+class NotebookFailed(RuntimeError):
+    """A notebook raised; the message names it, the executed copy, and the error."""
 
 
-def refresh_committed(names: list[str] | None = None) -> None:
-    """Re-execute the committed notebooks in place, top to bottom in a clean kernel each.
+def _error_of(stderr: str) -> str:
+    """The last lines of papermill's report: the exception and its message."""
+    lines = [line for line in stderr.strip().splitlines() if line.strip()]
+    return "\n".join(lines[-6:])
 
-    Run this after editing a notebook, before committing it: the kernel runs in notebooks/ with
-    every output in a temporary folder, exactly as `pytest --nbval notebooks` runs it, so the
-    stored outputs of the checked cells are what nbval will compare against.
-    """
-    import tempfile
 
+def measured_phase(out: Path, repeats: int) -> None:
+    """The runs whose timings the lab reports, one at a time with nothing else on the machine:
+    run.ipynb for 1 and 2 processes (the sheet's runs), then the alternating repeats."""
+    for nproc in (1, 2):
+        folder = run_dir_in(out, nproc)
+        start = time.perf_counter()
+        # relative to notebooks/, where the kernel runs: no machine path in the executed copy
+        parameters = {"nproc": nproc, "out_dir": os.path.relpath(folder, NOTEBOOKS_DIR)}
+        execute(NOTEBOOKS_DIR / RUN_NOTEBOOK, folder / f"run-{nproc}proc.ipynb", parameters)
+        print(f"  {RUN_NOTEBOOK} nproc={nproc}: {time.perf_counter() - start:.1f} s -> {relative(folder)}", flush=True)
+    run_repeats(out, repeats)
+
+
+def display_phase(run_tests: bool, workers: int, repeats: int) -> tuple[list[CheckResult], list[str]]:
+    """Every numbered notebook (the report first: the others read what it writes), side by side,
+    and the checker with the DDP tests beside them; return the checker's rows and the failures."""
+    failures = []
+
+    def run(name: str) -> None:
+        seconds = execute(NOTEBOOKS_DIR / name, EXECUTED_DIR / name, lab_parameters(name, repeats))
+        print(f"  {name}: {seconds:.1f} s", flush=True)
+
+    try:
+        run(REPORT_NOTEBOOK)
+    except NotebookFailed as e:
+        return [], [str(e)]
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        checker = pool.submit(check_folder, output_dir(), run_tests)
+        jobs = {pool.submit(run, name): name for name in numbered_notebooks() if name != REPORT_NOTEBOOK}
+        for job in as_completed(jobs):
+            try:
+                job.result()
+            except NotebookFailed as e:
+                failures.append(str(e))
+        return checker.result(), failures
+
+
+def commit_notebooks() -> list[str]:
+    """Copy the executed notebooks of the last lab run over the committed ones, without papermill's
+    injected-parameters cell and metadata, so the committed notebooks show the committed run."""
     import nbformat
-    from nbclient import NotebookClient
 
-    names = names or [*numbered_notebooks(), RUN_NOTEBOOK]  # nbval's order
-    with tempfile.TemporaryDirectory(prefix="minitrain-refresh-") as root:
-        os.environ["MINITRAIN_LAB_OUT"] = os.path.join(root, "out")
-        os.environ["MINITRAIN_LAB_SCRATCH"] = os.path.join(root, "scratch")
-        for name in names:
-            path = NOTEBOOKS_DIR / name
-            start = time.perf_counter()
-            nb = nbformat.read(path, as_version=4)
-            NotebookClient(nb, kernel_name=KERNEL, timeout=600,
-                           resources={"metadata": {"path": str(NOTEBOOKS_DIR)}}).execute()
-            for cell in nb.cells:
-                if cell.cell_type == "code":
-                    cell.outputs = _coalesce_streams(cell.outputs)
-            nbformat.write(nb, path)
-            print(f"{name}: executed in place in {time.perf_counter() - start:.1f} s", flush=True)
+    names = []
+    for name in numbered_notebooks():
+        executed = EXECUTED_DIR / name
+        if not executed.is_file():
+            raise FileNotFoundError(f"{relative(executed)} is missing: run `make lab` first")
+        nb = nbformat.read(executed, as_version=4)
+        nb.cells = [c for c in nb.cells if "injected-parameters" not in c.metadata.get("tags", [])]
+        nb.metadata.pop("papermill", None)
+        count = 0
+        for cell in nb.cells:
+            cell.metadata.pop("papermill", None)
+            cell.metadata.pop("execution", None)
+            if cell.cell_type == "code":
+                count += 1
+                cell.execution_count = count
+                cell.outputs = [o | ({"execution_count": count} if "execution_count" in o else {})
+                                for o in _coalesce_streams(cell.outputs)]
+        nbformat.write(nb, NOTEBOOKS_DIR / name)
+        names.append(name)
+    return names
 
 
 def _coalesce_streams(outputs: list) -> list:
@@ -109,44 +147,39 @@ def _coalesce_streams(outputs: list) -> list:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description="Execute the whole notebook lab with papermill, then check it.")
+    p = argparse.ArgumentParser(description="Run the whole notebook lab (measured runs first, alone), then check it.")
     p.add_argument("--skip-tests", action="store_true", help="do not run the DDP tests in the final check")
-    p.add_argument("--refresh-committed", nargs="*", metavar="NOTEBOOK",
-                   help="instead: re-execute the lab's committed notebooks (or the ones named) in "
-                        "place, with outputs in a temporary folder, ready to commit")
+    p.add_argument("--repeats", type=int, default=REPEATS, help="repeats of the 1-vs-2 comparison (at least 1)")
+    p.add_argument("--workers", type=int, default=2, help="notebooks executed side by side after the measured runs")
+    p.add_argument("--commit-notebooks", action="store_true",
+                   help="instead: copy the last lab run's executed notebooks over the committed ones")
     args = p.parse_args(argv)
-    if args.refresh_committed is not None:
-        refresh_committed(args.refresh_committed)
+    if args.commit_notebooks:
+        print("\n".join(f"committed {name}" for name in commit_notebooks()))
         return 0
-
-    import papermill
+    if args.repeats < 1 or args.workers < 1:
+        p.error(f"--repeats and --workers must be at least 1, got {args.repeats} and {args.workers}")
 
     out = output_dir().resolve()
     os.environ["MINITRAIN_LAB_OUT"] = str(out)  # the kernels inherit it: every notebook agrees
-    print(f"lab output folder: {out}\nexecuted topic notebooks: {EXECUTED_DIR}", flush=True)
+    print(f"lab output folder: {relative(out)}; executed notebooks: {relative(EXECUTED_DIR)}", flush=True)
     total = time.perf_counter()
-    failed = None
-    steps = plan()
-    for i, (name, dst, parameters) in enumerate(steps, start=1):
-        shown = " ".join(f"{k}={v!r}" for k, v in parameters.items() if k != "out_dir")
-        print(f"[{i}/{len(steps)}] {name} {shown}".rstrip() + " ...", flush=True)
-        try:
-            seconds = _execute(NOTEBOOKS_DIR / name, dst, parameters)
-        except papermill.PapermillExecutionError as e:
-            print(f"      FAILED in cell {e.exec_count}: {e.ename}: {e.evalue}\n"
-                  f"      see the executed copy: {dst}", flush=True)
-            failed = name
-            break
-        print(f"      done in {seconds:.1f} s -> {dst}", flush=True)
-    print(f"notebooks: {time.perf_counter() - total:.1f} s", flush=True)
-
-    print(f"\nchecker ({'without' if args.skip_tests else 'with'} the DDP tests) on {out}:", flush=True)
-    start = time.perf_counter()
-    results = check_folder(out, run_tests=not args.skip_tests)
-    print(format_table(results))
-    print(f"checker: {time.perf_counter() - start:.1f} s; lab total: {time.perf_counter() - total:.1f} s")
-    if failed:
-        print(f"FAILED: notebook {failed}", file=sys.stderr)
+    print("measured runs, alone on the machine:", flush=True)
+    try:
+        measured_phase(out, args.repeats)
+    except (NotebookFailed, LaunchError, TimeoutError) as e:
+        print(f"FAILED: {e}", file=sys.stderr)
+        return 1
+    measured = time.perf_counter() - total
+    print(f"measured runs: {measured:.1f} s\nnotebooks ({args.workers} side by side) and the checker "
+          f"({'without' if args.skip_tests else 'with'} the DDP tests):", flush=True)
+    results, failures = display_phase(not args.skip_tests, args.workers, args.repeats)
+    if results:
+        print(format_table(results))
+    print(f"lab total: {time.perf_counter() - total:.1f} s (measured runs {measured:.1f} s, then "
+          f"{time.perf_counter() - total - measured:.1f} s)", flush=True)
+    if failures:
+        print("FAILED:\n" + "\n".join(failures), file=sys.stderr)
         return 1
     if not all(r.passed for r in results):
         print("FAILED: the checker found a problem (FAIL rows above)", file=sys.stderr)

@@ -12,6 +12,7 @@ from minitrain.paths import BUILD_DIR, EXPERIMENT_DIR
 from minitrain.timing import BY_NAME
 
 SINGLE_DIR = "single-process"  # where the 1-process run's files go, inside the output folder
+REPEATS_DIR = "repeats"  # the 1-vs-2 comparison's repeats: repeats/r{i}-{n}proc/, inside the output folder
 
 
 def output_dir() -> Path:
@@ -20,9 +21,14 @@ def output_dir() -> Path:
     return Path(env) if env else EXPERIMENT_DIR
 
 
+def run_dir_in(out: Path, nproc: int) -> Path:
+    """The folder of the sheet's `nproc`-process run in an output folder: `out` for 2, its single-process/ for 1."""
+    return Path(out) / SINGLE_DIR if nproc == 1 else Path(out)
+
+
 def run_dir(nproc: int) -> Path:
-    """The folder of the `nproc`-process run: output_dir() for 2, its single-process/ for 1."""
-    return output_dir() / SINGLE_DIR if nproc == 1 else output_dir()
+    """The folder of the sheet's `nproc`-process run in output_dir()."""
+    return run_dir_in(output_dir(), nproc)
 
 
 def scratch_dir(name: str) -> Path:
@@ -31,6 +37,21 @@ def scratch_dir(name: str) -> Path:
     path = (Path(env) if env else BUILD_DIR / "lab") / name
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def repeat_dir(out: Path, repeat: int, nproc: int) -> Path:
+    """The folder of one repeat of the 1-vs-2 comparison."""
+    return Path(out) / REPEATS_DIR / f"r{repeat}-{nproc}proc"
+
+
+def read_repeats(out: Path) -> dict[int, list[dict]]:
+    """run.json of every repeat in `out`, by process count, in repeat order."""
+    found: dict[int, list[dict]] = {1: [], 2: []}
+    for folder in sorted((Path(out) / REPEATS_DIR).glob("r*-*proc"), key=lambda p: int(p.name[1:].split("-")[0])):
+        if has_run(folder):
+            run, _ = read_run(folder)
+            found[run["world_size"]].append(run)
+    return found
 
 
 def has_run(folder: Path) -> bool:
@@ -46,6 +67,13 @@ def read_timings(path: Path) -> list[dict]:
 def read_run(folder: Path) -> tuple[dict, list[dict]]:
     """run.json and the timings of the run written into `folder`."""
     return json.loads((Path(folder) / "run.json").read_text()), read_timings(Path(folder) / "timings.jsonl")
+
+
+def throughput(run: dict) -> float:
+    """Global tokens per second at the run's median step time: one statistic, so that the 2-vs-1
+    ratio is exactly 2 x (1-process step) / (2-process step)."""
+    tokens = run["batch_size_per_rank"] * run["block_size"] * run["world_size"]
+    return tokens / (run["summary"]["step_ms"]["median"] / 1e3)
 
 
 PHASES = ("forward", "backward", "all-reduce", "optimizer")

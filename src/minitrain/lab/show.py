@@ -4,6 +4,7 @@ import os
 import platform
 import statistics
 
+from minitrain.lab.report import findings_table
 from minitrain.provenance import cpu_model, usable_cores
 from minitrain.timing import VARIANTS, summarize
 
@@ -78,3 +79,39 @@ def plot_timing_variants(timings: list[dict], warmup: int):
     return fig
 
 
+
+
+MEASURED = ("run_ids", "tokens_per_sec_1proc", "tokens_per_sec_2proc", "speedup_2proc", "speedup_2proc_range",
+            "verdict", "step_p50_ms_1proc", "step_p50_ms_2proc", "allreduce_share_of_step", "allreduce_p50_ms",
+            "allreduce_p95_ms", "backward_allreduce_p50_ms", "threads_per_rank", "cores", "cpu_model", "date")
+
+
+def manifest_figures(manifest: dict) -> str:
+    """The manifest's measured figures, one a line (they differ from machine to machine)."""
+    def shown(value: object) -> str:
+        if isinstance(value, float):
+            return f"{value:,.3f}"
+        if isinstance(value, list):
+            return " - ".join(shown(v) for v in value)
+        return str(value)
+
+    return "\n".join(f"{key}: {shown(manifest[key])}" for key in MEASURED)
+
+
+def repeats_table(manifest: dict) -> str:
+    """Each repeat of the 1-vs-2 comparison: run ids, tokens/s and the 2-vs-1 ratio, in run order."""
+    reps = manifest["repeats"]
+    rows = [(i + 1, a["run_id"], f"{a['tokens_per_sec']:,.0f}", b["run_id"], f"{b['tokens_per_sec']:,.0f}",
+             f"{ratio:.2f}x") for i, (a, b, ratio) in enumerate(zip(reps["1proc"], reps["2proc"], reps["speedups"]))]
+    return format_rows(rows, headers=("repeat", "1-process run", "tokens/s", "2-process run", "tokens/s", "2 vs 1"))
+
+
+def beyond_table(beyond: dict[str, dict]) -> str:
+    """The deeper measurements' findings, each under the file, date and command it came from."""
+    return "\n\n".join(f"{name} ({entry['file']}, {entry['date']})\n  {entry['command']}\n"
+                        + findings_table(entry["findings"]) for name, entry in beyond.items())
+
+
+def run_ids(*runs: dict) -> str:
+    """'run id 1a2b3c4d' for each run shown, so every number on screen names the run it came from."""
+    return ", ".join(f"run id {run['run_id']}" for run in runs)

@@ -28,8 +28,8 @@ from minitrain.data import SEED_BASE, make_shard
 from minitrain.lab.runs import read_run
 from minitrain.lab.report import findings_table
 from minitrain.launch import run_streaming, torchrun_command
-from minitrain.measure.measurement import Measurement, command_line, finding, parser, write_results
-from minitrain.paths import BEYOND_DIR, TRAIN_SCRIPT
+from minitrain.measure.measurement import Measurement, command_line, finding, fresh_folder, parser, write_results
+from minitrain.paths import BEYOND_DIR, BUILD_DIR, TRAIN_SCRIPT
 from minitrain.probe import load_pairs, minimal_pair_accuracy
 from minitrain.train import build_model_for_corpus, evaluate, seed_everything
 from minitrain.verify import load_state
@@ -110,8 +110,8 @@ def run(out: Path = BEYOND_DIR, quick: bool = False, steps: int = 300,
     # 1 thread per process in every run, as torchrun gives each of 2 ranks: the 1-process run does
     # the same arithmetic per rank, and nothing crawls when other work holds the cores (idle
     # threads spin: on a busy machine 1 thread scored 100 pairs 20x faster than 2)
-    with one_thread_per_process(), tempfile.TemporaryDirectory(prefix="minitrain-controls-") as tmp:
-        runs = Path(runs_dir or tmp).resolve()
+    with one_thread_per_process(), fresh_folder(runs_dir or BUILD_DIR / "controls") as runs:  # kept, git-ignored
+        runs = runs.resolve()
         cases = run_drift_controls(runs, steps, corpus_dir)
         cases["1proc"] = run_case("1proc", 1, steps, runs, corpus_dir)
         print("== scoring the initial and final weights on val.jsonl and pairs.jsonl", flush=True)
@@ -194,6 +194,90 @@ def findings(results: dict) -> list[dict]:
     ]
 
 
+def load_results(path: str | Path = "") -> dict:
+    """The controls' results: `path` is controls.json or the folder holding it; empty: the committed ones."""
+    import json
+
+    path = Path(path) if path else BEYOND_DIR
+    return json.loads((path / MEASUREMENT.result_file if path.is_dir() else path).read_text())
+
+
+def provenance_line(results: dict) -> str:
+    """What the run trained, where and when, and the command that repeats it."""
+    p = results["provenance"]
+    return (f"{results['steps']} steps, {results['model_params']:,} parameters, {results['global_batch']} "
+            f"sequences x {results['block_size']} tokens per step, lr {results['lr']:g}\n"
+            f"measured {p['date']} on {p['cores']} cores of {p['cpu_model']}, torch {p['torch']}, "
+            f"{p['runtime_s']:.0f} s\ncommand: {p['command']}")
+
+
+def drift_table(results: dict) -> str:
+    """The largest |parameter difference| between the ranks after a few steps, per case (0 printed as 0)."""
+    drift, steps = results["drift"], results["steps"]
+    lines = [f"{'after step':>10}  {'DDP':>8}  {'no_sync()':>10}  {'no-op hook':>10}"]
+    for step in sorted({1, 2, 10, steps // 2, steps} & set(range(1, steps + 1))):
+        d = {case: drift[case][step - 1] for case in drift}
+        ddp = f"{d['ddp']:.1e}" if d["ddp"] else "0"
+        lines.append(f"{step:>10}  {ddp:>8}  {d['no-sync']:>10.1e}  {d['noop']:>10.1e}")
+    return "\n".join(lines)
+
+
+def drift_checks(results: dict) -> str:
+    """The control's verdicts: DDP exactly 0, the two controls identical, the first step's drift / (2 lr)."""
+    return "\n".join([
+        f"DDP: exactly 0 at every step: {results['ddp_drift_exactly_zero']}",
+        f"no_sync() and the no-op hook drift identically, step by step: {results['noop_equals_no_sync']}",
+        f"drift after the first step / (2 x lr): {results['drift']['no-sync'][0] / (2 * results['lr']):.3f}"])
+
+
+def learning_table(results: dict, last: int = SMOOTH) -> str:
+    """Validation loss, minimal-pair accuracy and mean training loss over the last `last` steps:
+    before training, 1 process, 2 DDP processes."""
+    learning = results["learning"]
+    lines = [f"{'':<22}{'val loss':>9}  {'accuracy':>8}  {f'train loss, last {last} steps':>26}"]
+    for key, label in (("before", "before training"),
+                       ("1proc", f"1 process x {learning['1proc']['batch_size_per_rank']}"),
+                       ("2proc", f"2 processes x {learning['2proc']['batch_size_per_rank']}")):
+        run = learning[key]
+        train = f"{sum(run['loss'][-last:]) / len(run['loss'][-last:]):.3f}" if "loss" in run else "-"
+        lines.append(f"{label:<22}{run['val_loss']:>9.3f}  {run['accuracy']:>8.3f}  {train:>26}")
+    lines.append(f"({results['pairs']} pairs, {results['val_tokens']:,} validation tokens; "
+                 f"learning verdict, 2 processes against 1: {learning_verdict(results)})")
+    return "\n".join(lines)
+
+
+class _Masked:
+    """A text stream that writes to `stream` with every `old` replaced by `new`."""
+
+    def __init__(self, stream, old: str, new: str) -> None:
+        self.stream, self.old, self.new = stream, old, new
+
+    def write(self, text: str) -> int:
+        return self.stream.write(text.replace(self.old, self.new))
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+
+def live_drift(steps: int, timeout: float | None = 300, corpus_dir: Path = DEFAULT_CORPUS_DIR,
+               cases: tuple[str, ...] = ("ddp", "no-sync")) -> dict[str, list[float]]:
+    """Drift runs of `cases` for `steps` steps in a temporary folder, deleted afterwards; their logs
+    stream as they come, the folder shown as DIR. Returns each case's drift per step."""
+    import sys
+
+    with tempfile.TemporaryDirectory(prefix="controls-live-") as tmp, \
+            contextlib.redirect_stdout(_Masked(sys.stdout, tmp, "DIR")):
+        runs = run_drift_controls(Path(tmp), steps, ensure_corpus(corpus_dir), cases, timeout)
+    return {case: drift_curve(run) for case, run in runs.items()}
+
+
+def live_checks(live: dict[str, list[float]]) -> str:
+    """The live control's verdicts, which hold on any machine under any load."""
+    return "\n".join([
+        f"live DDP run, drift exactly 0 at every step: {all(d == 0.0 for d in live['ddp'])}",
+        f"live no_sync() run, drift above 0 and growing: {0 < live['no-sync'][0] < live['no-sync'][-1]}"])
+
+
 def plot_drift(results: dict, path: Path) -> None:
     """controls_drift.png: largest parameter difference per step, log y; exact zeros at the bottom."""
     drift = results["drift"]
@@ -273,7 +357,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--steps", type=int, default=300)
     p.add_argument("--corpus-dir", type=Path, default=DEFAULT_CORPUS_DIR)
     p.add_argument("--runs-dir", type=Path, default=None,
-                   help="keep the runs' files here (default: a temporary folder)")
+                   help="keep the runs' files here (default: build/controls/)")
     args = p.parse_args(argv)
     if args.steps < 2:
         p.error(f"--steps must be at least 2, got {args.steps}")

@@ -6,14 +6,16 @@ finds them. The lab's report reads the findings from the JSON files, never from 
 """
 
 import argparse
+import contextlib
 import shlex
+import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from minitrain.artifacts import write_json
-from minitrain.paths import BEYOND_DIR, relative
+from minitrain.paths import BEYOND_DIR, BUILD_DIR, relative
 from minitrain.provenance import machine_provenance, provenance
 
 
@@ -64,3 +66,14 @@ def parser(measurement: Measurement, quick_help: str) -> argparse.ArgumentParser
                    help=f"output folder (default: {relative(BEYOND_DIR)})")
     p.add_argument("--quick", action="store_true", help=quick_help)
     return p
+
+
+@contextlib.contextmanager
+def fresh_folder(path: Path) -> Iterator[Path]:
+    """A folder for a measurement's runs, left in place afterwards for a look, so the commands its
+    results record name a real folder. Emptied first only inside build/ (git-ignored, ours)."""
+    path = Path(path).resolve()
+    if path.is_relative_to(BUILD_DIR.resolve()):
+        shutil.rmtree(path, ignore_errors=True)
+    path.mkdir(parents=True, exist_ok=True)
+    yield path

@@ -27,8 +27,8 @@ from minitrain.artifacts import save_figure
 from minitrain.corpus import DEFAULT_CORPUS_DIR, ensure_corpus
 from minitrain.lab.runs import phase_medians, read_run
 from minitrain.launch import run_streaming, torchrun_command
-from minitrain.measure.measurement import Measurement, command_line, finding, parser, write_results
-from minitrain.paths import BEYOND_DIR, REPO, TRAIN_SCRIPT
+from minitrain.measure.measurement import Measurement, command_line, finding, fresh_folder, parser, write_results
+from minitrain.paths import BEYOND_DIR, BUILD_DIR, REPO, TRAIN_SCRIPT
 from minitrain.provenance import usable_cores
 from minitrain.timing import summarize
 
@@ -144,7 +144,7 @@ def run(out: Path = BEYOND_DIR, quick: bool = False, repeats: int = 3,
         sizes, scalings, repeats = (QUICK_SIZE,), ("weak",), 1
     load_before, started = os.getloadavg(), time.perf_counter()
     runs = []
-    with tempfile.TemporaryDirectory(prefix="scaling-matrix-") as scratch:
+    with fresh_folder(BUILD_DIR / "scaling_matrix") as scratch:  # kept for a look, git-ignored
         # repeats outermost: a change in the machine's load hits every configuration alike
         for repeat, size in itertools.product(range(repeats), sizes):
             for config in configs:
@@ -314,6 +314,77 @@ def results_table(results: dict) -> str:
                 f"{p['allreduce_share']:>22.0%}" if p else f"{'-':>22}" for p in cells))
         lines.append("")
     return "\n".join(lines)
+
+
+def load_results(path: str | Path = "") -> dict:
+    """A matrix's results: `path` is its JSON file or the folder holding it; empty: the committed ones."""
+    import json
+
+    path = Path(path) if path else BEYOND_DIR
+    return json.loads((path / MEASUREMENT.result_file if path.is_dir() else path).read_text())
+
+
+def provenance_line(results: dict) -> str:
+    """How many runs, how long, on what machine and under what load, and the command that repeats it."""
+    prov, load = results["provenance"], results["load_average"]
+    return (f"{len(results['runs'])} runs, {results['repeats']} repeat(s) per point, "
+            f"{results['wall_s'] / 60:.0f} minutes, measured {prov['date']} on {prov['cores']} cores of "
+            f"{prov['cpu_model']}, torch {prov['torch']}\n"
+            f"machine load (1-minute average) before {load['before'][0]:.1f}, after {load['after'][0]:.1f}\n"
+            f"command: {prov['command']}")
+
+
+RATIO_COLUMNS = (("2x1 / 1xall", "speedup_2proc_over_1proc_allcores"),
+                 ("2x1 / 1x1", "speedup_2proc_over_1proc_1thread"),
+                 ("pinned / 2x1", "pinned_over_2proc"))
+
+
+def ratio_table(results: dict) -> str:
+    """Ratios of median tokens/s per model size, weak (w) and strong (s), from results["summary"]."""
+    summ = results["summary"]
+    lines = ["tokens/s ratios, medians of the repeats (w: weak, s: strong scaling); 2x1: 2 processes x 1 "
+             "thread, 1xall: 1 process x all cores, 1x1: 1 process x 1 thread, pinned: 2 processes on 1 core",
+             f"{'model size':<16}" + "".join(f"{title:>22}" for title, _ in RATIO_COLUMNS)]
+    for row in summ["per_size"]:
+        lines.append(f"{params_label(row['params']):<16}" + "".join(
+            "  ".join(f"{s[0]} {row[key][s]:.2f}x" for s in summ["scalings"] if row[key][s] is not None).rjust(22)
+            for _, key in RATIO_COLUMNS))
+    return "\n".join(lines)
+
+
+def affinity_table(results: dict) -> str:
+    """Per configuration, what its ranks recorded in run.json: the cores they were allowed on and
+    their torch threads, over every run and repeat."""
+    lines = []
+    for config in results["configurations"]:
+        ranks = [rank for run in results["runs"] if run["config"] == config["name"] for rank in run["ranks"]]
+        cores = sorted({str(rank["affinity"]) for rank in ranks})
+        threads = sorted({rank["threads"] for rank in ranks})
+        lines.append(f"{config['label']:<30} {len(ranks):>3} ranks: allowed on cores {' or '.join(cores)}; "
+                     f"torch threads {threads}")
+    return "\n".join(lines)
+
+
+def pinned_demo(corpus_dir: Path = DEFAULT_CORPUS_DIR) -> dict:
+    """One run of the pinned configuration with the quick model into a temporary folder, deleted
+    afterwards; the run's record as `measure` returns it, its command showing the folder as DIR."""
+    ensure_corpus(corpus_dir)
+    pinned = next(c for c in configurations() if c.name == PINNED)
+    with tempfile.TemporaryDirectory(prefix="pinned-demo-") as tmp:
+        demo = measure(pinned, QUICK_SIZE, WEAK_BATCH, ["weak"], Path(tmp), corpus_dir)
+    return demo | {"command": demo["command"].replace(tmp, "DIR")}
+
+
+def demo_summary(run: dict) -> str:
+    """A run's command, throughput, all-reduce share and wall time (these vary from run to run)."""
+    return (f"{run['command']}\n{run['tokens_per_sec']['median']:,.0f} tokens/s, all-reduce "
+            f"{run['allreduce_share']:.0%} of the step, {run['wall_s']:.0f} s including start-up")
+
+
+def ranks_table(run: dict) -> str:
+    """What each rank of a run recorded: the cores it was allowed on, its torch threads, OMP_NUM_THREADS."""
+    return "\n".join(f"rank {rank['rank']}: allowed on cores {rank['affinity']}, {rank['threads']} torch "
+                     f"thread(s), OMP_NUM_THREADS={rank['omp_num_threads']}" for rank in run["ranks"])
 
 
 def plot_matrix(results: dict, path: Path) -> None:

@@ -1,0 +1,52 @@
+"""Execute one notebook with papermill, its kernel on Unix sockets (IPC) instead of TCP ports.
+
+    python -m minitrain.lab.execute SRC DST [JSON_PARAMETERS]
+
+A kernel that papermill or nbclient starts listens on 127.0.0.1 TCP ports by default, unencrypted
+("Kernel is running over TCP without encryption"); with the IPC transport it listens on Unix
+sockets beside its connection file, guarded by file permissions, and opens no port at all.
+Windows has no IPC transport: there the kernel stays on TCP.
+"""
+
+import json
+import sys
+import uuid
+from pathlib import Path
+
+from jupyter_client import AsyncKernelManager
+from jupyter_core.paths import jupyter_runtime_dir
+from traitlets import default
+
+KERNEL = "python3"  # papermill resolves it to the calling interpreter
+
+
+class IPCKernelManager(AsyncKernelManager):
+    """jupyter_client's kernel manager with the IPC transport where the platform has it."""
+
+    @default("transport")
+    def _transport_default(self) -> str:
+        return "tcp" if sys.platform == "win32" else "ipc"
+
+    @default("ip")
+    def _ip_default(self) -> str:
+        # jupyter_client's default, "kernel-ipc" in the working folder, collides between kernels
+        # started side by side: give each its own socket prefix in Jupyter's private runtime folder
+        if self.transport != "ipc":
+            return "127.0.0.1"
+        runtime = Path(jupyter_runtime_dir())
+        runtime.mkdir(mode=0o700, parents=True, exist_ok=True)
+        return str(runtime / f"minitrain-{uuid.uuid4().hex[:12]}-ipc")
+
+
+def execute(src: Path, dst: Path, parameters: dict | None = None) -> None:
+    """Run `src` top to bottom in a fresh kernel started in its folder; write the executed copy to `dst`."""
+    import papermill
+
+    Path(dst).parent.mkdir(parents=True, exist_ok=True)
+    papermill.execute_notebook(str(src), str(dst), parameters=parameters or {}, kernel_name=KERNEL,
+                               cwd=str(Path(src).parent), progress_bar=False,
+                               kernel_manager_class=IPCKernelManager)
+
+
+if __name__ == "__main__":
+    execute(Path(sys.argv[1]), Path(sys.argv[2]), json.loads(sys.argv[3]) if len(sys.argv) > 3 else {})

@@ -1,0 +1,57 @@
+"""What a learner reads comes from the committed run: the committed notebooks name only committed
+run ids, show no temporary or machine path and no FAIL row, and the manifest agrees with the runs."""
+
+import json
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from minitrain.lab.runs import REPEATS_DIR, SINGLE_DIR, read_run
+from minitrain.paths import EXPERIMENT_DIR, NOTEBOOKS_DIR, REPO
+
+RUN_ID = re.compile(r"run id:? ([0-9a-f]{8})\b")
+FAIL_ROW = re.compile(r"^\S.*\s{2}FAIL\s{2}", re.MULTILINE)
+MACHINE_PATHS = re.compile(r"/tmp/|minitrain-nbval-|/private/var/|/home/\w+|/Users/\w+|" + re.escape(str(REPO)))
+NOTEBOOKS = sorted(NOTEBOOKS_DIR.glob("*.ipynb")) + sorted(EXPERIMENT_DIR.rglob("*.ipynb"))
+
+
+def committed_run_ids() -> set[str]:
+    folders = [EXPERIMENT_DIR, EXPERIMENT_DIR / SINGLE_DIR, *(EXPERIMENT_DIR / REPEATS_DIR).glob("r*")]
+    return {read_run(folder)[0]["run_id"] for folder in folders}
+
+
+def output_text(path: Path) -> str:
+    nb = nbformat.read(path, as_version=4)
+    texts = []
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            texts.append(out.get("text", ""))
+            texts += [v for k, v in out.get("data", {}).items() if k.startswith("text/") and isinstance(v, str)]
+    return "\n".join(texts)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_committed_notebook_shows_the_committed_run(path):
+    text = output_text(path)
+    stray = set(RUN_ID.findall(text)) - committed_run_ids()
+    assert not stray, f"{path.name} shows runs that are not committed: {sorted(stray)}; re-run make lab " \
+                      "and python -m minitrain.lab --commit-notebooks"
+    assert not MACHINE_PATHS.findall(text), f"{path.name} shows machine paths: {MACHINE_PATHS.findall(text)[:3]}"
+    assert not FAIL_ROW.findall(text), f"{path.name} shows a FAIL row: {FAIL_ROW.findall(text)[:1]}"
+
+
+def test_the_manifest_names_the_committed_runs():
+    manifest = json.loads((EXPERIMENT_DIR / "manifest.json").read_text())
+    assert manifest["run_ids"] == {"1proc": read_run(EXPERIMENT_DIR / SINGLE_DIR)[0]["run_id"],
+                                   "2proc": read_run(EXPERIMENT_DIR)[0]["run_id"]}
+    repeats = {r["run_id"] for n in ("1proc", "2proc") for r in manifest["repeats"][n]}
+    assert repeats == committed_run_ids() - set(manifest["run_ids"].values())
+    assert manifest["repeats"]["count"] >= 3
+
+
+def test_committed_commands_hold_no_machine_path():
+    for path in [EXPERIMENT_DIR / "manifest.json", *EXPERIMENT_DIR.rglob("run.json"), *EXPERIMENT_DIR.glob("beyond/*.json")]:
+        found = MACHINE_PATHS.findall(path.read_text())
+        assert not found, f"{path.relative_to(REPO)} holds machine paths: {found[:3]}"
