@@ -7,7 +7,8 @@ import torch
 
 from minitrain.data import SEED_BASE, make_shard
 from minitrain.ddp import cleanup, init_distributed, unwrap, wrap_for_ddp
-from minitrain.model import MiniGPTConfig, build_minigpt
+from minitrain.model import build_minigpt
+from minitrain.timing import VARIANTS, attach_instrumented_hook, timed_backward
 from minitrain.train import build_model_for_corpus, seed_everything
 
 
@@ -54,31 +55,46 @@ def global_batches(steps: int, batch_size: int, vocab_size: int, block_size: int
 TINY = dict(vocab_size=50, block_size=16, n_layer=2, n_head=2, n_embd=32, dropout=0.0)
 
 
-def train_reference(batches: list, dtype: torch.dtype, rank: int | None = None,
-                    world_size: int = 1) -> dict[str, torch.Tensor]:
-    """Train a tiny MiniGPT (seed 0) with AdamW; under DDP each rank takes its half of each batch."""
+def train_reference(batches: list, dtype: torch.dtype, rank: int | None = None, world_size: int = 1,
+                    measured: list | None = None) -> dict[str, torch.Tensor]:
+    """Train a tiny MiniGPT (seed 0) with AdamW; under DDP each rank takes its half of each batch.
+
+    With a `measured` list (under DDP only), every timing variant of minitrain.timing is attached
+    as train.py attaches them, and each step appends {variant name: the ms it measured}."""
     torch.manual_seed(0)
-    model = build_minigpt(MiniGPTConfig(**TINY)).to(dtype)
+    model = build_minigpt(**TINY).to(dtype)
+    timers = {}
     if rank is not None:
         model = wrap_for_ddp(model)
+        if measured is not None:
+            hook = attach_instrumented_hook(model)
+            timers = {v.name: v.attach(hook) for v in VARIANTS}
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
     for inputs, targets in batches:
         if rank is not None:
             inputs, targets = inputs.chunk(world_size)[rank], targets.chunk(world_size)[rank]
-        model((inputs, targets)).loss.backward()
+        timed_backward(model((inputs, targets)).loss, list(timers.values()))
+        if measured is not None:
+            measured.append({name: timer.pop_ms() for name, timer in timers.items()})
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
     return snapshot(model)
 
 
 def half_batch_ddp(rank: int, world_size: int, port: int, out_dir: str, steps: int,
-                   dtype_name: str) -> None:
-    """Each rank trains on its half of the same global batches; save the final state."""
+                   dtype_name: str, instrumented: bool = False) -> None:
+    """Each rank trains on its half of the same global batches; save the final state (to
+    half-RANK.pt), or with `instrumented` every timing variant attached, the state and each
+    step's measured ms (to timed-RANK.pt)."""
     set_torchrun_env(rank, world_size, port)
     init_distributed("gloo")
     batches = global_batches(steps, 8, TINY["vocab_size"], TINY["block_size"])
-    state = train_reference(batches, getattr(torch, dtype_name), rank, world_size)
-    torch.save(state, Path(out_dir) / f"half-{rank}.pt")
+    measured = [] if instrumented else None
+    state = train_reference(batches, getattr(torch, dtype_name), rank, world_size, measured)
+    if instrumented:
+        torch.save({"state": state, "ms": measured}, Path(out_dir) / f"timed-{rank}.pt")
+    else:
+        torch.save(state, Path(out_dir) / f"half-{rank}.pt")
     cleanup()
 
 

@@ -8,19 +8,21 @@ import numpy as np
 import pytest
 import torch
 
-from minitrain import allreduce_bench as bench
+from helpers import check_findings, check_provenance
+from minitrain.launch import listening_sockets, process_tree
+from minitrain.measure import allreduce_bench as bench
 from minitrain.model import count_parameters
-from minitrain.processes import listening_sockets, process_tree
 from minitrain.train import build_model_for_corpus
 
 GRADIENT_BYTES = 1_094_016  # passed in, so the run needs no corpus
+MODULE = "minitrain.measure.allreduce_bench"
 
 
 @pytest.fixture(scope="module")
 def quick(tmp_path_factory):
     """(results, output folder, listening sockets seen) of a `--quick` run into a tmp folder."""
     out = tmp_path_factory.mktemp("bench")
-    proc = subprocess.Popen([sys.executable, "-m", "minitrain.allreduce_bench", "--quick", "--out", str(out),
+    proc = subprocess.Popen([sys.executable, "-m", MODULE, "--quick", "--out", str(out),
                              "--gradient-bytes", str(GRADIENT_BYTES)])
     listeners = set()
     deadline = time.monotonic() + 300
@@ -43,14 +45,15 @@ def test_result_file_has_every_field(quick):
     result, out, _ = quick
     assert {"world_size", "backend", "dtype", "timing", "warmup_iterations", "threads_per_rank",
             "result_checked", "sizes_bytes", "results", "fit", "loopback", "gradient",
-            "provenance"} <= result.keys()
+            "measurement", "findings", "provenance"} <= result.keys()
+    assert result["measurement"] == "allreduce_bench"
     assert result["sizes_bytes"] == bench.QUICK_SIZES == [r["bytes"] for r in result["results"]]
     for row in result["results"]:
         assert row.keys() == {"bytes", "iterations", "median_ms", "p95_ms", "mean_ms", "algbw_gbps",
                               "busbw_gbps"}
     assert {"alpha_ms", "beta_ns_per_byte", "bandwidth_gbps", "method", "max_relative_error"} <= result["fit"].keys()
-    assert {"torch", "cpu_model", "cores", "date", "command", "runtime_s"} <= result["provenance"].keys()
-    assert "--quick" in result["provenance"]["command"]
+    command = check_provenance(result, MODULE)["command"]
+    assert "--quick" in command and f"--gradient-bytes {GRADIENT_BYTES}" in command
     assert result["gradient"]["bytes"] == GRADIENT_BYTES
     assert (out / bench.PLOT_NAME).stat().st_size > 10_000
     assert not list(out.glob(".*"))  # no temporary file left behind by the atomic writes
@@ -64,6 +67,20 @@ def test_statistics_are_consistent(quick):
         assert row["algbw_gbps"] == row["bytes"] / (row["median_ms"] / 1e3) / 1e9
         assert row["busbw_gbps"] == row["algbw_gbps"] * 2 * (n - 1) / n
     assert result["gradient"]["predicted_allreduce_ms"] == bench.predict_allreduce_ms(GRADIENT_BYTES, result["fit"])
+
+
+def test_findings_hold_the_runs_numbers(quick):
+    result = quick[0]
+    fit, largest = result["fit"], result["results"][-1]
+    assert result["findings"] == bench.findings(result)
+    found = check_findings(result["findings"], {
+        "alpha": fit["alpha_ms"], "bandwidth": fit["bandwidth_gbps"],
+        "crossover": fit["alpha_ms"] / fit["beta_ns_per_byte"] * 1e6,
+        "gradient_allreduce_predicted": result["gradient"]["predicted_allreduce_ms"],
+        "busbw_over_loopback": largest["busbw_gbps"] / result["loopback"]["median_gbps"]})
+    regime = "latency-bound" if GRADIENT_BYTES < found["crossover"]["value"] else "bandwidth-bound"
+    assert regime in found["gradient_allreduce_predicted"]["meaning"]
+    assert [found[k]["unit"] for k in ("alpha", "bandwidth", "crossover")] == ["ms", "GB/s", "bytes"]
 
 
 def test_loopback_throughput_is_positive(quick):

@@ -2,27 +2,25 @@
 
 import json
 import shutil
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import torch
 
-from minitrain.check import check_folder, main
+from helpers import run_module
+from minitrain.lab.check import OUTCOMES, check_folder, main
 
 CONDITIONS = ["files", "equivalence", "allreduce timing", "lesson notes", "ddp tests"]
 
 
 @pytest.fixture(scope="module")
 def run_folder(corpus_dir, tmp_path_factory) -> Path:
-    """One real experiment (1- and 2-process runs, 12 steps, 4 warm-up) into a temporary folder."""
+    """One real experiment (the sheet's 1- and 2-process runs and 2 repeats of each, 12 steps, 4 warm-up)
+    into a temporary folder."""
     out = tmp_path_factory.mktemp("experiment")
-    command = [sys.executable, "-m", "minitrain.experiment", "--out", str(out), "--steps", "12",
-               "--warmup", "4", "--corpus-dir", str(corpus_dir)]  # the session's corpus, not the repo's
-    proc = subprocess.run(command, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    run_module("minitrain.lab.experiment", "--out", str(out), "--steps", "12", "--warmup", "4", "--repeats", "2",
+               "--corpus-dir", str(corpus_dir))  # the session's corpus, not the repo's
     return out
 
 
@@ -141,12 +139,12 @@ def test_placeholder_or_null_in_manifest_is_named(tampered, field, value, failin
     assert named in failed["allreduce timing"]
 
 
-def test_statistics_must_match_the_timings(tampered):
-    edit_json(tampered / "manifest.json",
-              lambda m: m.update(allreduce_p50_ms=m["allreduce_p50_ms"] * 1.01))
+@pytest.mark.parametrize("field", ["allreduce_p50_ms", "backward_allreduce_p95_ms"])  # variants B and A
+def test_statistics_must_match_the_timings(tampered, field):
+    edit_json(tampered / "manifest.json", lambda m: m.update({field: m[field] * 1.01}))
     failed = failures(tampered)
     assert failed.keys() == {"allreduce timing"}
-    assert failed["allreduce timing"].startswith("allreduce_p50_ms is ")
+    assert failed["allreduce timing"].startswith(f"{field} is ")
     assert "timings.jsonl gives" in failed["allreduce timing"]
 
 
@@ -171,33 +169,58 @@ def edit_speedup(notes: str, m: dict) -> str:
     return notes.replace(speedup, f"{m['speedup_2proc'] + 0.5:.2f}x", 1)
 
 
-def swap_direction(notes: str, m: dict) -> str:
-    words = ("slower", "faster") if m["speedup_2proc"] <= 1 else ("faster", "slower")
-    return notes.replace(f"processes were {words[0]} here", f"processes were {words[1]} here", 1)
+def swap_outcome(notes: str, m: dict) -> str:
+    other = next(words for verdict, words in OUTCOMES.items() if verdict != m["verdict"])
+    return notes.replace(OUTCOMES[m["verdict"]], other, 1)
 
 
 def edit_tokens(notes: str, m: dict) -> str:
-    return notes.replace(f"{m['tokens_per_sec_1proc']:,.0f} with 1 process", "1,234 with 1 process", 1)
+    return notes.replace(f"{m['tokens_per_sec_1proc']:,.0f} for 1 process", "1,234 for 1 process", 1)
+
+
+def edit_range(notes: str, m: dict) -> str:
+    low = m["speedup_2proc_range"][0]
+    return notes.replace(f"range {low:.2f}-", f"range {low - 0.1:.2f}-", 1)
 
 
 def edit_share(notes: str, m: dict) -> str:
-    share = f"{m['allreduce_share_of_step']:.0%} of the"
-    return notes.replace(share, f"{m['allreduce_share_of_step'] + 0.2:.0%} of the", 1)
+    share = m["allreduce_share_of_step"]
+    return notes.replace(f"took {share:.0%} of a", f"took {share + 0.2:.0%} of a", 1)
+
+
+def edit_threads(notes: str, m: dict) -> str:
+    threads = m["threads_per_rank"]["2proc"]
+    return notes.replace(f"on {threads} thread(s) against", f"on {threads + 1} thread(s) against", 1)
 
 
 @pytest.mark.parametrize("edit, expected", [
     (edit_speedup, "cites speedup"),
-    (swap_direction, "cites direction"),
+    (swap_outcome, "cites outcome"),
     (edit_tokens, "cites tokens_1proc '1,234'"),
+    (edit_range, "cites low"),
     (edit_share, "all-reduce share"),
+    (edit_threads, "threads (2proc/1proc)"),
     (lambda notes, m: "2 processes were slower. " + notes, "the first sentence does not read"),
+    (lambda notes, m: notes + " More words." * 100, "at most 180"),
     (lambda notes, m: "", "not a paragraph"),
-], ids=["speedup", "direction", "tokens", "share", "reworded", "empty"])
+], ids=["speedup", "outcome", "tokens", "range", "share", "threads", "reworded", "too long", "empty"])
 def test_lesson_notes_must_cite_the_manifest(tampered, edit, expected):
     manifest = json.loads((tampered / "manifest.json").read_text())
     edited = edit(manifest["lesson_notes"], manifest)
     assert edited != manifest["lesson_notes"]
     edit_json(tampered / "manifest.json", lambda m: m.update(lesson_notes=edited))
+    failed = failures(tampered)
+    assert failed.keys() == {"lesson notes"}
+    assert expected in failed["lesson notes"]
+
+
+@pytest.mark.parametrize("edit, expected", [
+    (lambda m: m.update(verdict=next(v for v in OUTCOMES if v != m["verdict"])), "verdict is"),
+    (lambda m: m.update(speedup_2proc_range=[0.01, 99.0]), "speedup_2proc_range is [0.01, 99.0]"),
+    (lambda m: m["repeats"].update(speedups=[]), "no number for repeats.speedups"),
+], ids=["verdict", "range", "no repeats"])
+def test_verdict_and_range_must_follow_the_repeats(tampered, edit, expected):
+    edit_json(tampered / "manifest.json", edit)
     failed = failures(tampered)
     assert failed.keys() == {"lesson notes"}
     assert expected in failed["lesson notes"]

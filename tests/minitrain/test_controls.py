@@ -1,45 +1,55 @@
-"""The negative controls on a real --quick run, and the findings sentence on made-up numbers."""
+"""The negative controls on a real --quick run, and the findings records on made-up numbers."""
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from minitrain.controls import CASES, findings_sentence
+from helpers import check_findings, check_provenance, read_json, run_module
+from minitrain.measure.controls import CASES, LOSS_TOLERANCE, findings, learning_verdict
 
-FIELDS = {"steps", "drift", "final_drift", "ddp_drift_exactly_zero", "noop_equals_no_sync", "learning",
-          "pairs", "commands", "runtime_s", "torch", "corpus_sha256", "date", "findings"}
+MODULE = "minitrain.measure.controls"
+FIELDS = {"measurement", "steps", "quick", "drift", "final_drift", "ddp_drift_exactly_zero",
+          "noop_equals_no_sync", "learning", "pairs", "commands", "runtime_s", "findings", "provenance"}
+NAMES = ["ddp_max_drift", "no_sync_final_drift", "val_loss_2proc_minus_1proc", "accuracy_2proc_minus_1proc"]
 
 
 @pytest.fixture(scope="module")
 def quick_run(corpus_dir, tmp_path_factory) -> Path:
-    """`python -m minitrain.controls --quick` into a temporary folder, on the session's corpus."""
+    """`python -m minitrain.measure.controls --quick` into a temporary folder, on the session's corpus."""
     out = tmp_path_factory.mktemp("controls")
-    command = [sys.executable, "-m", "minitrain.controls", "--quick", "--out", str(out),
-               "--corpus-dir", str(corpus_dir)]
-    proc = subprocess.run(command, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    run_module(MODULE, "--quick", "--out", str(out), "--corpus-dir", str(corpus_dir))
     return out
 
 
 def test_result_files_and_fields(quick_run):
-    results = json.loads((quick_run / "controls.json").read_text())
+    results = read_json(quick_run / "controls.json")
     assert FIELDS <= results.keys()
+    assert results["measurement"] == "controls" and results["quick"] is True
+    prov = check_provenance(results, MODULE, "corpus_sha256")
+    assert "--quick" in prov["command"]
     assert set(results["drift"]) == set(CASES)
     assert {"1proc", "2proc", "before"} <= results["learning"].keys()
     for run in ("1proc", "2proc"):
         assert len(results["learning"][run]["loss"]) == results["steps"]
         assert 0 <= results["learning"][run]["accuracy"] <= 1
-    assert results["findings"] == findings_sentence(results)
+    assert results["findings"] == findings(results)
     assert (quick_run / "controls_drift.png").stat().st_size > 0
     assert (quick_run / "controls_learning.png").stat().st_size > 0
     assert not list(quick_run.glob("*.tmp"))
 
 
+def test_findings_hold_the_runs_numbers(quick_run):
+    results = read_json(quick_run / "controls.json")
+    one, two = results["learning"]["1proc"], results["learning"]["2proc"]
+    check_findings(results["findings"], {
+        "ddp_max_drift": max(results["drift"]["ddp"]),
+        "no_sync_final_drift": results["final_drift"]["no-sync"],
+        "val_loss_2proc_minus_1proc": two["val_loss"] - one["val_loss"],
+        "accuracy_2proc_minus_1proc": two["accuracy"] - one["accuracy"]})
+
+
 def test_ddp_drift_is_exactly_zero_at_every_step(quick_run):
-    results = json.loads((quick_run / "controls.json").read_text())
+    results = read_json(quick_run / "controls.json")
     assert len(results["drift"]["ddp"]) == results["steps"]
     assert all(d == 0.0 for d in results["drift"]["ddp"])
     assert results["ddp_drift_exactly_zero"]
@@ -47,7 +57,7 @@ def test_ddp_drift_is_exactly_zero_at_every_step(quick_run):
 
 @pytest.mark.parametrize("case", ["no-sync", "noop"])
 def test_without_allreduce_the_ranks_drift_apart(quick_run, case):
-    drift = json.loads((quick_run / "controls.json").read_text())["drift"][case]
+    drift = read_json(quick_run / "controls.json")["drift"][case]
     assert all(d > 0 for d in drift)
     assert drift[-1] > drift[0]  # grows from the first step to the last
 
@@ -63,28 +73,39 @@ def made_up(val_2proc: float, acc_2proc: float) -> dict:
                          "2proc": {"val_loss": val_2proc, "accuracy": acc_2proc}}}
 
 
-def test_findings_sentence_when_ddp_learns_as_well():
-    text = findings_sentence(made_up(1.51, 0.81))
-    assert "grew from 6.0e-04 after the first step to 1.2e-01 after 300 steps" in text
-    assert "identically with DDP's no-op comm hook" in text
-    assert "stayed exactly 0 at every step" in text
-    assert "learned grammar as well as 1 process" in text
-    assert "validation loss 1.51 against 1.50 (6.12 before training)" in text
-    assert "minimal-pair accuracy 0.810 against 0.800 (0.541 before, 1000 pairs)" in text
+def test_findings_when_ddp_learns_as_well():
+    results = made_up(1.51, 0.81)
+    assert learning_verdict(results) == "same"
+    found = check_findings(findings(results), dict(zip(NAMES, [0.0, 0.12, 0.01, 0.01])))
+    assert "over 300 steps" in found["ddp_max_drift"]["meaning"]
+    assert "exactly 0 at every step" in found["ddp_max_drift"]["meaning"]
+    assert "after 300 steps under no_sync()" in found["no_sync_final_drift"]["meaning"]
+    assert "no-op comm hook: identical" in found["no_sync_final_drift"]["meaning"]
+    loss = found["val_loss_2proc_minus_1proc"]
+    assert "1.510 against 1.500" in loss["meaning"] and "learning: same" in loss["meaning"]
+    assert f"tolerance {LOSS_TOLERANCE} nats" in loss["meaning"] and loss["unit"] == "nats"
+    assert "0.810 against 0.800 on 1000 pairs" in found["accuracy_2proc_minus_1proc"]["meaning"]
 
 
-def test_findings_sentence_when_ddp_learns_worse_or_drifts():
+def test_findings_when_ddp_learns_worse_or_drifts():
     results = made_up(1.80, 0.70)
     results["drift"]["ddp"] = [0.0, 0.0, 3e-7]
     results["ddp_drift_exactly_zero"] = False
     results["final_drift"]["noop"], results["noop_equals_no_sync"] = 0.11, False
-    text = findings_sentence(results)
-    assert "it reached 3.0e-07" in text
-    assert "1.1e-01 with DDP's no-op comm hook" in text
-    assert "learned worse than 1 process" in text
-    assert "as well as" not in text
+    assert learning_verdict(results) == "worse"
+    found = check_findings(findings(results), dict(zip(NAMES, [3e-7, 0.12, 0.30, -0.10])))
+    assert "exactly 0" not in found["ddp_max_drift"]["meaning"]
+    assert "identical" not in found["no_sync_final_drift"]["meaning"]
+    assert "learning: worse" in found["val_loss_2proc_minus_1proc"]["meaning"]
 
 
-def test_findings_sentence_when_loss_and_accuracy_disagree():
-    assert "learned differently from 1 process" in findings_sentence(made_up(1.40, 0.70))
-    assert "learned better than 1 process" in findings_sentence(made_up(1.51, 0.86))
+@pytest.mark.parametrize("val_2proc, acc_2proc, verdict", [
+    (1.51, 0.81, "same"),  # within the loss tolerance and two standard errors of accuracy
+    (1.51, 0.86, "better"),  # accuracy 6 points up, 2 standard errors are 2.5
+    (1.80, 0.80, "worse"),  # loss 0.3 nats up, accuracy the same
+    (1.40, 0.70, "different"),  # loss better, accuracy worse
+])
+def test_learning_verdict(val_2proc, acc_2proc, verdict):
+    results = made_up(val_2proc, acc_2proc)
+    assert learning_verdict(results) == verdict
+    assert f"learning: {verdict} " in findings(results)[2]["meaning"]

@@ -11,7 +11,16 @@ CONFIG = MiniGPTConfig(vocab_size=300, block_size=64)
 @pytest.fixture
 def model():
     torch.manual_seed(0)
-    return build_minigpt(CONFIG)
+    return build_minigpt(CONFIG.vocab_size, block_size=CONFIG.block_size)
+
+
+def test_builder_passes_the_config_fields():
+    model = build_minigpt(50, block_size=16, n_layer=1, n_head=2, n_embd=32)
+    assert model.config == MiniGPTConfig(vocab_size=50, block_size=16, n_layer=1, n_head=2, n_embd=32)
+    assert len(model.blocks) == 1 and model.tok_emb.weight.shape == (50, 32)
+    assert build_minigpt(50).config == MiniGPTConfig(vocab_size=50)  # the rest: the defaults
+    with pytest.raises(TypeError):
+        build_minigpt(50, n_layers=3)  # a misspelt field is an error, not ignored
 
 
 def test_shapes_and_loss(model):

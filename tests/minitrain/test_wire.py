@@ -1,5 +1,6 @@
-"""The wire module: one real quick 2-process run (buckets, socket bytes, trace), and the findings
-sentence on made-up numbers. No timing assertions: this machine's speed is not under test."""
+"""The wire module: one real quick 2-process run (buckets, socket bytes, trace), the findings records
+on made-up numbers, and who waited for whom on hand-made notes. No timing assertions: this
+machine's speed is not under test."""
 
 import gzip
 import json
@@ -7,16 +8,17 @@ import sys
 
 import pytest
 
-from minitrain.trace import ALLREDUCE
+from helpers import check_findings, check_provenance
+from minitrain.measure.trace import ALLREDUCE
+from minitrain.measure.wire import findings, run, waits
 from minitrain.train import build_model_for_corpus
-from minitrain.wire import findings_sentence, run_wire
 
 
 @pytest.fixture(scope="module")
 def quick_run(tmp_path_factory, corpus_dir):
     out = tmp_path_factory.mktemp("wire")
     lines = []
-    return out, run_wire(out, quick=True, corpus_dir=corpus_dir, echo=lines.append)
+    return out, run(out, quick=True, corpus_dir=corpus_dir, echo=lines.append)
 
 
 def test_buckets_hold_every_parameter_once(quick_run, corpus_dir):
@@ -55,34 +57,79 @@ def test_traces_are_json_with_allreduce_events(quick_run):
 def test_results_on_disk(quick_run):
     out, results = quick_run
     assert json.loads((out / "wire.json").read_text()) == json.loads(json.dumps(results))
+    assert results["measurement"] == "wire"
+    assert "--quick" in check_provenance(results, "minitrain.measure.wire", "corpus_sha256")["command"]
     assert (out / "wire.png").stat().st_size > 0
     assert not list(out.glob(".*"))  # no temporary files left behind
 
 
-def made_up(sent: list[float] | None, predicted: float | None) -> dict:
+def test_findings_hold_the_runs_numbers(quick_run):
+    _, results = quick_run
+    ar, head = results["allreduce_ms"], results["headroom"]
+    assert results["findings"] == findings(results)
+    check_findings(results["findings"], {
+        "buckets": len(results["buckets"]),
+        "sent_over_ring_theory": results["bytes_per_step"]["measured"]["sent_over_theory"],
+        "in_step_allreduce_median": ar["in_step"]["median"],
+        "standalone_allreduce_median": ar["standalone"],
+        "waiting_share": ar["waiting_share"],
+        "comm_share": head["comm_share"],
+        "overlapped_share": results["overlap"]["overlapped_share"]})
+
+
+def made_up(sent: list[float] | None) -> dict:
     return {
-        "config": {"world_size": 2},
         "buckets": [{"bytes": 1_000_000}, {"bytes": 1_000_000}],
         "bytes_per_step": {"gradient": 2_000_000, "ring_theory_per_rank": 2_000_000,
                            "measured": {"sent_per_rank": sent,
                                         "sent_over_theory": None if sent is None else 1.0005}},
-        "allreduce_ms": {"in_step": {"mean": 12.0}, "waiting": {"mean": 6.0}, "standalone": 3.0,
-                         "in_step_over_standalone": 4.0, "waiting_share": 0.5, "predicted": predicted},
-        "headroom": {"comm_share": 0.25, "step_ms_allreduce": 100.0, "step_ms_noop": 75.0},
+        "allreduce_ms": {"in_step": {"median": 12.0}, "standalone": 3.0, "waiting_share": 0.5},
+        "headroom": {"comm_share": 0.25, "step_ms_allreduce": 100.0, "step_ms_noop": 75.0,
+                     "repeats": [{"repeat": r} for r in range(3)]},
         "overlap": {"overlapped_share": 0.1},
     }
 
 
-def test_findings_sentence_words_the_numbers():
-    sentence = findings_sentence(made_up([2_001_000, 2_001_000], predicted=2.5))
-    for phrase in ("2.00 MB of gradients into 2 buckets", "carried 2.00 MB (1.000x theory)",
-                   "12.0 ms on average, 4.0x the 3.0 ms", "alpha-beta fit: 2.5 ms",
-                   "6.0 ms of it (50%) was waiting", "25% of the step (100 ms", "75 ms with the no-op hook",
-                   "10% of the all-reduce overlapped backward"):
-        assert phrase in sentence
+EXPECTED = {"buckets": 2, "sent_over_ring_theory": 1.0005, "in_step_allreduce_median": 12.0,
+            "standalone_allreduce_median": 3.0, "waiting_share": 0.5, "comm_share": 0.25,
+            "overlapped_share": 0.1}
 
 
-def test_findings_sentence_without_counters_or_fit():
-    sentence = findings_sentence(made_up(None, predicted=None))
-    assert "socket counters not available on this OS" in sentence
-    assert "alpha-beta" not in sentence
+def test_findings_records_hold_the_numbers():
+    found = check_findings(findings(made_up([2_001_000, 2_001_000])), EXPECTED)
+    assert "2.00 MB of gradients" in found["buckets"]["meaning"]
+    assert "(2.00 MB)" in found["sent_over_ring_theory"]["meaning"]
+    assert "median over 3 alternating repeats" in found["comm_share"]["meaning"]
+    assert found["comm_share"]["unit"] == "fraction of the step"
+
+
+def test_findings_without_counters_or_trace():
+    results = made_up(None)
+    del results["overlap"]
+    expected = {k: v for k, v in EXPECTED.items() if k != "overlapped_share"} | {"sent_over_ring_theory": None}
+    found = check_findings(findings(results), expected)
+    assert "not available on this OS" in found["sent_over_ring_theory"]["meaning"]
+
+
+def note(rank: int, *events: tuple[int, int, float, float]) -> dict:
+    """A rank's note: (step, bucket, ready, done) per bucket all-reduce, times in seconds."""
+    return {"rank": rank, "events": [{"step": s, "bucket": b, "ready": r, "done": d} for s, b, r, d in events]}
+
+
+def test_waits_split_each_allreduce_into_waiting_and_transfer():
+    # step 0: rank 0's bucket 0 is ready 3 ms before rank 1's; step 1: rank 1 is 4 ms early on bucket 1
+    notes = [note(0, (0, 0, 10.000, 10.005), (0, 1, 10.010, 10.012),
+                  (1, 0, 20.000, 20.001), (1, 1, 20.008, 20.010)),
+             note(1, (0, 0, 10.003, 10.005), (0, 1, 10.010, 10.012),
+                  (1, 0, 20.000, 20.001), (1, 1, 20.004, 20.010))]
+    rows = waits(notes)
+    assert [(r["rank"], r["step"]) for r in rows] == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    expected = [  # allreduce, waiting, transfer (ms)
+        (5 + 2, 3, 4),  # rank 0 waited for rank 1's bucket 0
+        (1 + 2, 0, 3),
+        (2 + 2, 0, 4),
+        (1 + 6, 4, 3),  # rank 1 waited for rank 0's bucket 1
+    ]
+    for row, (allreduce, waiting, transfer) in zip(rows, expected):
+        assert (row["allreduce_ms"], row["waiting_ms"], row["transfer_ms"]) == pytest.approx(
+            (allreduce, waiting, transfer), abs=1e-9)

@@ -1,0 +1,42 @@
+"""Checks shared by the measurement tests: running a module as a reader would, and the findings
+records every measurement JSON holds (importable: tests/minitrain is on sys.path, as for ddp_workers)."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+
+def run_module(module: str, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    """`python -m MODULE ARGS` on this interpreter; fail the test with the output's tail if it fails."""
+    proc = subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True,
+                          timeout=timeout)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc
+
+
+def read_json(path: Path) -> dict:
+    return json.loads(Path(path).read_text())
+
+
+def check_findings(records: list[dict], expected: dict[str, object]) -> dict[str, dict]:
+    """The findings records are exactly `expected`'s names, in order, with those values (floats
+    approximately, lists element-wise), each with a unit and a meaning; return them by name."""
+    assert [r["name"] for r in records] == list(expected)
+    for record in records:
+        assert record.keys() == {"name", "value", "unit", "meaning"}, record
+        want = expected[record["name"]]
+        assert record["value"] == (pytest.approx(want) if want is not None else None), record["name"]
+        assert isinstance(record["unit"], str) and record["unit"].strip(), record
+        assert isinstance(record["meaning"], str) and len(record["meaning"]) > 10, record
+    return {r["name"]: r for r in records}
+
+
+def check_provenance(results: dict, module: str, *keys: str) -> dict:
+    """A measurement JSON's provenance: the machine, `keys`, and the command that repeats it."""
+    prov = results["provenance"]
+    assert {"torch", "cpu_model", "cores", "date", "command", "runtime_s", *keys} <= prov.keys()
+    assert prov["command"].startswith(f"python -m {module} --out ")
+    return prov
