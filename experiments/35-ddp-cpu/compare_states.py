@@ -9,9 +9,13 @@ equal; exits 1 when they are not equivalent, 2 when a file is missing or malform
 import sys
 from pathlib import Path
 
+from minitrain.cli import LabArgumentParser
 from minitrain.verify import StateFileError, compare_state_files
 
-folder = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().parent
+parser = LabArgumentParser(description=__doc__.split("\n")[0])
+parser.add_argument("folder", nargs="?", type=Path, default=Path(__file__).resolve().parent,
+                    help="the folder holding state-rank-0.pt and state-rank-1.pt (default: this one)")
+folder = parser.parse_args().folder
 try:
     result = compare_state_files(folder / "state-rank-0.pt", folder / "state-rank-1.pt")
 except StateFileError as e:

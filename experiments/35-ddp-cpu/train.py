@@ -22,6 +22,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
+from minitrain.cli import LabArgumentParser, nonnegative_int, output_folder, positive_float, positive_int
 from minitrain.corpus import DEFAULT_CORPUS_DIR, ensure_corpus
 from minitrain.data import SEED_BASE, CorpusError, load_corpus, make_shard
 from minitrain.ddp import barrier, cleanup, init_distributed, is_main_process, unwrap, wrap_for_ddp
@@ -37,19 +38,19 @@ HERE = Path(__file__).resolve().parent
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--steps", type=int, default=100)
-    p.add_argument("--warmup", type=int, default=50, help="steps left out of the summary")
-    p.add_argument("--batch-size", type=int, default=16, help="sequences per rank per step")
-    p.add_argument("--block-size", type=int, default=64, help="tokens per sequence")
-    p.add_argument("--lr", type=float, default=3e-4)
-    p.add_argument("--out", type=Path, default=HERE, help="output folder (default: this folder)")
+    p = LabArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--steps", type=positive_int, default=100)
+    p.add_argument("--warmup", type=nonnegative_int, default=50, help="steps left out of the summary")
+    p.add_argument("--batch-size", type=positive_int, default=16, help="sequences per rank per step")
+    p.add_argument("--block-size", type=positive_int, default=64, help="tokens per sequence")
+    p.add_argument("--lr", type=positive_float, default=3e-4)
+    p.add_argument("--out", type=output_folder, default=HERE, help="output folder (default: this folder)")
     p.add_argument("--corpus-dir", type=Path, default=DEFAULT_CORPUS_DIR)
     p.add_argument("--timing", default=",".join(BY_NAME),
                    help="comma-separated timing variants: " + "; ".join(f"{v.name} = {v.label}" for v in VARIANTS))
-    p.add_argument("--n-layer", type=int, default=MiniGPTConfig.n_layer)
-    p.add_argument("--n-head", type=int, default=MiniGPTConfig.n_head)
-    p.add_argument("--n-embd", type=int, default=MiniGPTConfig.n_embd)
+    p.add_argument("--n-layer", type=positive_int, default=MiniGPTConfig.n_layer)
+    p.add_argument("--n-head", type=positive_int, default=MiniGPTConfig.n_head)
+    p.add_argument("--n-embd", type=positive_int, default=MiniGPTConfig.n_embd)
     p.add_argument("--comm", choices=["allreduce", "noop"], default="allreduce",
                    help="noop: DDP's no-op comm hook, gradients are never averaged (a control)")
     p.add_argument("--no-sync", action="store_true",
@@ -57,7 +58,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--track-drift", action="store_true",
                    help="log each step's largest parameter difference from rank 0")
     p.add_argument("--launcher", choices=["torchrun", "spawn"], default="torchrun")
-    p.add_argument("--nproc", type=int, default=2, help="processes, with --launcher spawn")
+    p.add_argument("--nproc", type=positive_int, default=2, help="processes, with --launcher spawn")
     args = p.parse_args(argv)
     unknown = [name for name in args.timing.split(",") if name not in BY_NAME]
     if unknown:
@@ -66,6 +67,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.steps <= args.warmup:
         p.error(f"--steps ({args.steps}) must be larger than --warmup ({args.warmup}): "
                 "the summary uses the steps after the warm-up")
+    if args.n_embd % args.n_head:
+        p.error(f"--n-embd ({args.n_embd}) must be a multiple of --n-head ({args.n_head}): "
+                "each head gets n_embd / n_head dimensions")
     return args
 
 

@@ -35,8 +35,9 @@ def load_state(path: str | Path) -> dict[str, torch.Tensor]:
         raise StateFileError(f"{path} does not exist: run the experiment to produce it")
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as e:  # torch raises several types for truncated or foreign files
-        raise StateFileError(f"{path} is not a readable state dict ({type(e).__name__}: {e})") from e
+    except Exception as e:  # torch raises several types (with long texts) for truncated or foreign files
+        raise StateFileError(f"{path} is not a state file: truncated or corrupted ({type(e).__name__}); "
+                             "re-run the experiment to write it again") from e
     if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
         raise StateFileError(f"{path} does not hold a dict of tensors")
     return state

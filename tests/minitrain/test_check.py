@@ -94,7 +94,7 @@ def test_tampered_state_fails_equivalence(tampered, edit, expected):
 
 def test_unreadable_state_file_fails_equivalence(tampered):
     (tampered / "state-rank-0.pt").write_bytes(b"not a state dict")
-    assert "state-rank-0.pt is not a readable state dict" in failures(tampered)["equivalence"]
+    assert "state-rank-0.pt is not a state file: truncated or corrupted" in failures(tampered)["equivalence"]
 
 
 def test_manifest_must_agree_with_the_state_files(tampered):

@@ -107,7 +107,7 @@ def test_beyond_findings_reads_the_json_files_with_findings(tmp_path):
 
 def test_findings_table():
     assert findings_table(RECORDS).splitlines() == [
-        "alpha                           0.123 ms: fixed cost of one all-reduce",
+        "alpha                           0.12346 ms: fixed cost of one all-reduce",
         "weak_2proc_over_1proc_allcores  0.79-1.6 ratio range over sizes: 2 processes over 1",
         "buckets                         2 buckets: all-reduces per step",
         "sent_over_ring_theory           None ratio: no counters"]

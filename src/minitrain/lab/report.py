@@ -45,7 +45,7 @@ def lesson_notes(m: dict) -> str:
                     "that gap. The sheet expected the opposite." if t1 > 1 else
                     "The single process ran 1 thread, so the second process added a core's worth of "
                     "compute for the price of the all-reduce. The sheet expected the opposite.")
-    elif 2 * t2 > cores:
+    elif m["world_size"] * t2 > cores:
         text.append("As the sheet expected: the ranks' threads outnumber the cores, so the processes "
                     "contend for them and pay the all-reduce on top.")
     elif share >= 0.3:
@@ -64,7 +64,10 @@ def beyond_findings(beyond: Path) -> dict[str, dict]:
     with the file, command and date they came from. Read from the JSON files alone."""
     found = {}
     for path in sorted(Path(beyond).glob("*.json")):
-        results = json.loads(path.read_text())
+        try:
+            results = json.loads(path.read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise ValueError(f"{path} is not valid JSON ({e}); re-run its measurement or restore it from git") from e
         if isinstance(results, dict) and "findings" in results and "measurement" in results:
             prov = results["provenance"]
             found[results["measurement"]] = {"file": f"{Path(beyond).name}/{path.name}", "date": prov["date"],
@@ -77,7 +80,9 @@ def findings_table(records: list[dict]) -> str:
     def value(v: object) -> str:
         if isinstance(v, list):
             return "-".join(value(x) for x in v)
-        return f"{v:.3g}" if isinstance(v, float) else str(v)
+        if isinstance(v, float):
+            return f"{v:,.0f}" if abs(v) >= 1e4 else f"{v:.1f}" if abs(v) >= 100 else f"{v:.5g}"
+        return f"{v:,}" if isinstance(v, int) else str(v)
 
     width = max((len(r["name"]) for r in records), default=0)
     return "\n".join(f"{r['name']:<{width}}  {value(r['value'])} {r['unit']}: {r['meaning']}" for r in records)

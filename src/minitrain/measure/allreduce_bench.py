@@ -23,7 +23,8 @@ from minitrain.artifacts import save_figure
 from minitrain.corpus import DEFAULT_CORPUS_DIR, ensure_corpus
 from minitrain.ddp import cleanup, init_distributed
 from minitrain.launch import spawn_workers
-from minitrain.measure.measurement import Measurement, command_line, finding, parser, write_results
+from minitrain.measure.measurement import (Measurement, command_line, finding, parser,
+                                           write_results)
 from minitrain.model import count_parameters
 from minitrain.paths import BEYOND_DIR
 from minitrain.timing import summarize
@@ -314,6 +315,55 @@ def report(result: dict) -> str:
               f"MiniGPT gradients: {grad['model_params']:,} parameters = {grad['bytes']:,} bytes, "
               f"predicted all-reduce {grad['predicted_allreduce_ms']:.2f} ms"]
     return "\n".join(lines)
+
+
+def ring_demo(ranks: list[int], length: int) -> str:
+    """For each number of ranks, `ring_allreduce` on small integer vectors: does every rank end with
+    the sum, and what share of the vector did each rank send, against 2(n-1)/n? One line each."""
+    lines = []
+    for n in ranks:
+        inputs = [np.arange(length) + 100 * rank for rank in range(n)]
+        results, sent = ring_allreduce(inputs)
+        correct = all(np.array_equal(result, sum(inputs)) for result in results)
+        count = str(sent[0]) if len(set(sent)) == 1 else "/".join(map(str, sent))
+        lines.append(f"{n} ranks: every rank holds the sum: {correct}; each rank sent {count} of {length} "
+                     f"values = {max(sent) / length:.3f} of the vector; 2(n-1)/n = {ring_factor(n):.3f}")
+    return "\n".join(lines)
+
+
+def benchmark_plan(gradient_params: int, gradient_bytes: int) -> str:
+    """The full benchmark's plan (sizes, timed and warm-up iterations) and the gradient message it marks."""
+    return "\n".join([
+        "sizes: " + ", ".join(size_label(n) for n in SIZES),
+        f"timed iterations per size: {[iterations(n) for n in SIZES]}",
+        f"warm-up iterations per size: {WARMUP}",
+        f"MiniGPT (default configuration, block size 64): {gradient_params:,} parameters -> "
+        f"{gradient_bytes:,} bytes of float32 gradients ({gradient_bytes / MiB:.2f} MiB)"])
+
+
+def result_checks(result: dict, gradient_bytes: int | None = None) -> str:
+    """Facts about a benchmark's results that do not depend on timing, one line each: the plan,
+    the statistics' order, the bus-bandwidth arithmetic, the checked sums, the loopback run and,
+    given `gradient_bytes`, whether the gradient mark is that size."""
+    rows, n = result["results"], result["world_size"]
+    plan = ("the full plan" if result["sizes_bytes"] == SIZES
+            else "the quick plan" if result["sizes_bytes"] == QUICK_SIZES else "a custom plan")
+    lines = [f"sizes measured ({plan}): " + ", ".join(size_label(b) for b in result["sizes_bytes"]),
+             "every median positive and every p95 >= its median: "
+             f"{all(0 < r['median_ms'] <= r['p95_ms'] for r in rows)}",
+             f"busbw == algbw x 2(n-1)/n with n = {n}: "
+             f"{all(r['busbw_gbps'] == r['algbw_gbps'] * ring_factor(n) for r in rows)}",
+             f"all-reduce results: {result['result_checked']}",
+             f"loopback TCP measured: {result['loopback']['median_gbps'] > 0}"]
+    if gradient_bytes is not None:
+        lines.append(f"its gradient mark is this MiniGPT's gradients ({gradient_bytes:,} bytes): "
+                     f"{result['gradient']['bytes'] == gradient_bytes}")
+    return "\n".join(lines)
+
+
+def what_ran(result: dict) -> str:
+    """The threads per rank of the benchmark, for its provenance line."""
+    return f"2 ranks x {result['threads_per_rank']} thread(s)"
 
 
 def findings(result: dict) -> list[dict]:

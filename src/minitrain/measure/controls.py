@@ -28,7 +28,8 @@ from minitrain.data import SEED_BASE, make_shard
 from minitrain.lab.runs import read_run
 from minitrain.lab.report import findings_table
 from minitrain.launch import run_streaming, torchrun_command
-from minitrain.measure.measurement import Measurement, command_line, finding, fresh_folder, parser, write_results
+from minitrain.measure.measurement import (Measurement, command_line, finding, fresh_folder,
+                                           parser, write_results)
 from minitrain.paths import BEYOND_DIR, BUILD_DIR, TRAIN_SCRIPT
 from minitrain.probe import load_pairs, minimal_pair_accuracy
 from minitrain.train import build_model_for_corpus, evaluate, seed_everything
@@ -202,13 +203,10 @@ def load_results(path: str | Path = "") -> dict:
     return json.loads((path / MEASUREMENT.result_file if path.is_dir() else path).read_text())
 
 
-def provenance_line(results: dict) -> str:
-    """What the run trained, where and when, and the command that repeats it."""
-    p = results["provenance"]
+def what_ran(results: dict) -> str:
+    """What the runs trained, for the provenance line."""
     return (f"{results['steps']} steps, {results['model_params']:,} parameters, {results['global_batch']} "
-            f"sequences x {results['block_size']} tokens per step, lr {results['lr']:g}\n"
-            f"measured {p['date']} on {p['cores']} cores of {p['cpu_model']}, torch {p['torch']}, "
-            f"{p['runtime_s']:.0f} s\ncommand: {p['command']}")
+            f"sequences x {results['block_size']} tokens per step, lr {results['lr']:g}")
 
 
 def drift_table(results: dict) -> str:

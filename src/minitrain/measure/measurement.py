@@ -59,6 +59,14 @@ def write_results(out: Path, measurement: Measurement, results: dict, findings: 
     return results
 
 
+def provenance_line(results: dict, what: str = "") -> str:
+    """Where, when and under what load a result was measured, and the command that repeats it."""
+    p = results["provenance"]
+    return ((f"{what}\n" if what else "") + f"measured {p['date']} on {p['cores']} cores of {p['cpu_model']}, "
+            f"torch {p['torch']}, load average {p['load_average_1min']:.1f} at the end, {p['runtime_s']:.0f} s\n"
+            f"command: {p['command']}")
+
+
 def parser(measurement: Measurement, quick_help: str) -> argparse.ArgumentParser:
     """The options every measurement takes: --out and --quick; a module adds its own."""
     p = argparse.ArgumentParser(description=measurement.title)

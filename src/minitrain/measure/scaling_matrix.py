@@ -27,7 +27,8 @@ from minitrain.artifacts import save_figure
 from minitrain.corpus import DEFAULT_CORPUS_DIR, ensure_corpus
 from minitrain.lab.runs import phase_medians, read_run
 from minitrain.launch import run_streaming, torchrun_command
-from minitrain.measure.measurement import Measurement, command_line, finding, fresh_folder, parser, write_results
+from minitrain.measure.measurement import (Measurement, command_line, finding, fresh_folder,
+                                           parser, write_results)
 from minitrain.paths import BEYOND_DIR, BUILD_DIR, REPO, TRAIN_SCRIPT
 from minitrain.provenance import usable_cores
 from minitrain.timing import summarize
@@ -170,7 +171,7 @@ def run(out: Path = BEYOND_DIR, quick: bool = False, repeats: int = 3,
     results["points"] = points(runs)
     results["summary"] = summary(results)
     command = command_line(__spec__.name, out, quick, repeats=repeats,
-                           corpus_dir=None if corpus_dir == DEFAULT_CORPUS_DIR else corpus_dir)
+                           corpus_dir=None if Path(corpus_dir).resolve() == DEFAULT_CORPUS_DIR.resolve() else corpus_dir)
     results = write_results(out, MEASUREMENT, results, findings(results), command, started, corpus_dir)
     plot_matrix(results, out / PLOT_NAME)
     return results
@@ -324,14 +325,11 @@ def load_results(path: str | Path = "") -> dict:
     return json.loads((path / MEASUREMENT.result_file if path.is_dir() else path).read_text())
 
 
-def provenance_line(results: dict) -> str:
-    """How many runs, how long, on what machine and under what load, and the command that repeats it."""
-    prov, load = results["provenance"], results["load_average"]
-    return (f"{len(results['runs'])} runs, {results['repeats']} repeat(s) per point, "
-            f"{results['wall_s'] / 60:.0f} minutes, measured {prov['date']} on {prov['cores']} cores of "
-            f"{prov['cpu_model']}, torch {prov['torch']}\n"
-            f"machine load (1-minute average) before {load['before'][0]:.1f}, after {load['after'][0]:.1f}\n"
-            f"command: {prov['command']}")
+def what_ran(results: dict) -> str:
+    """How many runs, how long, and the machine's load before and after, for the provenance line."""
+    load = results["load_average"]
+    return (f"{len(results['runs'])} runs, {results['repeats']} repeat(s) per point, {results['wall_s'] / 60:.0f} "
+            f"minutes; load average before {load['before'][0]:.1f}, after {load['after'][0]:.1f}")
 
 
 RATIO_COLUMNS = (("2x1 / 1xall", "speedup_2proc_over_1proc_allcores"),

@@ -30,7 +30,8 @@ from minitrain.ddp import barrier, cleanup, init_distributed, wrap_for_ddp
 from minitrain.lab.report import findings_table
 from minitrain.launch import run_streaming, torchrun_command
 from minitrain.measure import allreduce_bench
-from minitrain.measure.measurement import Measurement, command_line, finding, parser, write_results
+from minitrain.measure.measurement import (Measurement, command_line, finding, parser,
+                                           write_results)
 from minitrain.measure.sockets import gloo_pair_endpoints, my_connections, pair_bytes
 from minitrain.measure.trace import load_trace, overlap_table, profile_steps
 from minitrain.model import MiniGPTConfig
@@ -100,7 +101,7 @@ def worker(args: argparse.Namespace) -> None:
     for _ in range(plan.measured):
         train_step()
     after = pair_bytes(endpoints)  # every all-reduce of those steps has completed on this rank
-    events = hook.events
+    events, hook.events = hook.events, []  # the measured steps' events only
 
     blocks = []
     for repeat in range(plan.repeats):  # alternate which mode goes first, so drift cancels out
@@ -208,7 +209,7 @@ def analyse(notes: list[dict], fit: dict | None) -> dict:
             "transfer": summarize([r["transfer_ms"] for r in rows]),
             "standalone": sum(standalone), "standalone_per_bucket": standalone,
             "predicted": predicted,
-            "in_step_over_standalone": mean("allreduce_ms") / sum(standalone),
+            "in_step_over_standalone": statistics.median(r["allreduce_ms"] for r in rows) / sum(standalone),
             "waiting_share": mean("waiting_ms") / mean("allreduce_ms"),
             "per_rank": [{"rank": rank, "in_step_mean": mean("allreduce_ms", mine),
                           "waiting_mean": mean("waiting_ms", mine)}
@@ -216,7 +217,8 @@ def analyse(notes: list[dict], fit: dict | None) -> dict:
             "per_step": rows,
             "method": "per step and rank, summed over buckets. In-step: from a bucket's hook call (its "
                       "gradients ready) to its all-reduce done; waiting: until the other rank's same "
-                      "bucket was ready too; transfer: the rest. Ratios use means over steps and ranks. "
+                      "bucket was ready too; transfer: the rest. In-step over stand-alone: median over "
+                      "median; the waiting share: means over steps and ranks (means add up). "
                       "Stand-alone: median of the same bytes all-reduced between barriers in the same "
                       "process group; predicted: the benchmark's alpha-beta fit",
         },
@@ -259,7 +261,7 @@ def run(out: Path = BEYOND_DIR, quick: bool = False, corpus_dir: Path = DEFAULT_
     }
     results["benchmark"] = ({"file": relative(bench), "fit": fit} if fit
                             else {"file": None, "note": "run python -m minitrain.measure.allreduce_bench first"})
-    command = command_line(__spec__.name, out, quick, corpus_dir=None if corpus_dir == DEFAULT_CORPUS_DIR else corpus_dir)
+    command = command_line(__spec__.name, out, quick, corpus_dir=None if Path(corpus_dir).resolve() == DEFAULT_CORPUS_DIR.resolve() else corpus_dir)
     results = write_results(out, MEASUREMENT, results, findings(results), command, started, corpus_dir)
     plot(results, out / PLOT_NAME)
     return results
@@ -312,15 +314,20 @@ def plot(results: dict, path: Path) -> None:
     ax1.set_ylabel("MB per step")
     ax1.set_title("Bytes per step: theory vs the sockets")
 
-    transfer, waiting = ar["transfer"]["mean"], ar["waiting"]["mean"]
-    ax2.bar(["in the step"], [waiting], color="#dd8452", label="waiting for the other rank")
-    ax2.bar(["in the step"], [transfer], bottom=[waiting], color="#4c72b0", label="transfer (after both ready)")
-    ax2.bar(["alone, same bytes"], [ar["standalone"]], color="#55a868")
+    # medians side by side; the split into waiting and transfer needs means, which add up
+    ax2.bar(["in the step\n(median)"], [ar["in_step"]["median"]], color="#8172b2")
+    ax2.bar(["alone, same\nbytes (median)"], [ar["standalone"]], color="#55a868")
     if ar["predicted"] is not None:
-        ax2.bar(["alpha-beta fit"], [ar["predicted"]], color="0.6")
-    ax2.set_ylabel("ms per step (in the step: mean; alone: median)")
-    ax2.set_title(f"All-reduce: in the step {ar['in_step_over_standalone']:.1f}x alone")
-    ax2.legend(fontsize=8)
+        ax2.bar(["alpha-beta\nfit"], [ar["predicted"]], color="0.6")
+    transfer, waiting = ar["transfer"]["mean"], ar["waiting"]["mean"]
+    ax2.bar(["in the step\n(mean, split)"], [waiting], color="#dd8452", label="waiting for the other rank (mean)")
+    ax2.bar(["in the step\n(mean, split)"], [transfer], bottom=[waiting], color="#4c72b0",
+            label="transfer, after both ready (mean)")
+    ax2.set_ylabel("ms per step")
+    ax2.tick_params(axis="x", labelsize=8)
+    ax2.set_title(f"All-reduce: in the step {ar['in_step_over_standalone']:.1f}x alone (medians)")
+    ax2.legend(fontsize=8, loc="upper right")
+    ax2.set_ylim(0, 1.45 * max(ar["in_step"]["median"], ar["standalone"], waiting + transfer))
 
     for r in head["repeats"]:
         ax3.plot([0, 1], [r["step_ms_allreduce"], r["step_ms_noop"]], "o-", color="0.7")
@@ -347,6 +354,94 @@ def bucket_table(results: dict) -> str:
     for b in results["buckets"]:
         lines.append(f"bucket {b['index']}: {b['bytes']:,} bytes, {len(b['params'])} tensors")
         lines += [f"  {name}" for name in b["params"]]
+    return "\n".join(lines)
+
+
+def load_results(path: str | Path = "") -> dict:
+    """A wire run's results: `path` is wire.json or the folder holding it; empty: the committed ones."""
+    path = Path(path) if path else BEYOND_DIR
+    return json.loads((path / RESULT_NAME if path.is_dir() else path).read_text())
+
+
+def what_ran(results: dict) -> str:
+    """The ranks and threads of the run, for its provenance line."""
+    config = results["config"]
+    return f"{config['world_size']} ranks x {config['threads_per_rank']} thread(s)"
+
+
+def ddp_bucket_check(results: dict) -> str:
+    """DDP's own record of its buckets, and whether it lists the comm hook's parameters in the same order."""
+    ddp = results["ddp_buckets"]
+    same = ddp["params_in_order"] == [name for b in results["buckets"] for name in b["params"]]
+    return f"DDP's own record: bucket sizes {ddp['sizes_bytes']}, same parameters in the same order: {same}"
+
+
+def ring_table(gradient_bytes: int, ranks: list[int]) -> str:
+    """What each rank sends in a ring all-reduce of `gradient_bytes` for each number of ranks: 2(n-1)/n x."""
+    lines = [f"gradient bytes per step: {gradient_bytes:,} (float32, {gradient_bytes // 4:,} values)"]
+    for n in ranks:
+        factor = allreduce_bench.ring_factor(n)
+        lines.append(f"ring all-reduce, {n:2d} ranks: each rank sends {factor * gradient_bytes:12,.0f} bytes "
+                     f"= {factor:.3f} x the gradients")
+    return "\n".join(lines)
+
+
+def bytes_table(results: dict) -> str:
+    """Bytes per step and rank: the ring's theory against the kernel's socket counters."""
+    wire = results["bytes_per_step"]
+    measured = wire["measured"]
+    lines = [f"theory, per rank per step: {wire['ring_theory_per_rank']:,.0f} bytes"]
+    if measured["sent_per_rank"] is None:
+        return "\n".join(lines + [measured["source"]])
+    for rank, (sent, again, received) in enumerate(zip(measured["sent_per_rank"], measured["retransmitted_per_rank"],
+                                                        measured["received_per_rank"])):
+        lines.append(f"rank {rank}: sent {sent:,.0f} bytes (plus {again:,.0f} retransmitted), "
+                     f"received {received:,.0f}")
+    lines.append(f"sent / theory: {measured['sent_over_theory']:.4f}; "
+                 f"{measured['overhead_bytes_per_step']:,.0f} bytes a step above the theory")
+    return "\n".join(lines)
+
+
+def allreduce_table(results: dict) -> str:
+    """The all-reduce's time per step and rank: in the step against alone, median against median;
+    then the in-step time split into waiting and transfer with means (means add up, medians do not)."""
+    ar = results["allreduce_ms"]
+    in_step, alone = ar["in_step"]["median"], ar["standalone"]
+    lines = ["medians, ms per step and rank:",
+             f"  in the step (comm hook: bucket ready -> all-reduce done): {in_step:6.2f}  "
+             f"(p95 {ar['in_step']['p95']:.2f})",
+             f"  alone, the same bytes between barriers:                   {alone:6.2f}",
+             f"  in the step / alone:                                      {in_step / alone:5.1f}x",
+             f"  in the step, the part after both buckets were ready:      {ar['transfer']['median']:6.2f}"]
+    if ar["predicted"] is not None:
+        lines.append(f"  the benchmark's alpha-beta fit for these bytes:           {ar['predicted']:6.2f}")
+    lines += ["the in-step time split, means over steps and ranks, ms:",
+              f"  in the step                              {ar['in_step']['mean']:6.2f}",
+              f"  = waiting for the other rank's bucket    {ar['waiting']['mean']:6.2f}  ({ar['waiting_share']:.0%})",
+              f"  + transfer, after both were ready        {ar['transfer']['mean']:6.2f}"]
+    lines += [f"  rank {r['rank']}: in the step {r['in_step_mean']:.2f}, of which waiting {r['waiting_mean']:.2f}"
+              for r in ar["per_rank"]]
+    return "\n".join(lines)
+
+
+def headroom_table(results: dict) -> str:
+    """Rank 0's median step with the all-reduce and with the no-op hook, per repeat and overall."""
+    head = results["headroom"]
+    lines = [f"repeat {r['repeat']}: {r['step_ms_allreduce']:6.1f} ms with all-reduce, {r['step_ms_noop']:6.1f} ms "
+             f"with no-op -> communication {r['comm_share']:.0%} of the step" for r in head["repeats"]]
+    lines.append(f"median of the repeats: {head['step_ms_allreduce']:.1f} ms against {head['step_ms_noop']:.1f} ms; "
+                 f"communication share, median of 1 - noop/allreduce: {head['comm_share']:.0%}")
+    return "\n".join(lines)
+
+
+def overlap_rows_table(results: dict) -> str:
+    """Per profiled step and rank: all-reduce time, the part that overlapped backward, the time the
+    step waited after backward, and backward itself (ms); then the overlapped share."""
+    lines = [f"{'rank':>4} {'step':>4} {'all-reduce ms':>13} {'overlapped ms':>13} {'after backward ms':>17} "
+             f"{'backward ms':>11}"]
+    lines += [f"{r['rank']:>4} {r['step']:>4} {r['allreduce_ms']:13.2f} {r['overlapped_ms']:13.2f} "
+              f"{r['after_backward_ms']:17.2f} {r['backward_ms']:11.2f}" for r in results["overlap"]["rows"]]
+    lines.append(f"overlapped share (sum over rows): {results['overlap']['overlapped_share']:.1%}")
     return "\n".join(lines)
 
 

@@ -1,0 +1,67 @@
+"""Bad arguments, tried as a new user would: each ends at once with one line that names the
+argument and the fix, exit status 2, and nothing written."""
+
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT, TRAIN, launch
+
+COMPARE = ROOT / "experiments" / "35-ddp-cpu" / "compare_states.py"
+STATE = ROOT / "experiments" / "35-ddp-cpu" / "state-rank-0.pt"
+
+BAD = [  # (arguments, what the one line must say)
+    (["--batch-size", "0"], "argument --batch-size: 0 is not a whole number of at least 1"),
+    (["--lr", "-1"], "argument --lr: -1 is not a number above 0"),
+    (["--lr", "nan"], "argument --lr: nan is not a number above 0"),
+    (["--steps", "0"], "argument --steps: 0 is not a whole number of at least 1"),
+    (["--warmup", "-3"], "argument --warmup: -3 is not a whole number of at least 0"),
+    (["--steps", "5", "--warmup", "9"], "--steps (5) must be larger than --warmup (9)"),
+    (["--block-size", "0"], "argument --block-size: 0 is not a whole number of at least 1"),
+    (["--n-head", "0"], "argument --n-head: 0 is not a whole number of at least 1"),
+    (["--n-embd", "10"], "--n-embd (10) must be a multiple of --n-head (4)"),
+    (["--timing", "stopwatch"], "--timing stopwatch: unknown variant stopwatch; choose from barrier, hook"),
+    (["--launcher", "spawn", "--nproc", "0"], "argument --nproc: 0 is not a whole number of at least 1"),
+]
+
+
+@pytest.mark.parametrize("args, message", BAD, ids=[" ".join(a) for a, _ in BAD])
+def test_train_rejects_a_bad_argument_in_one_line(tmp_path, args, message):
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, str(TRAIN), *args, "--out", str(out)], capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 2
+    assert proc.stderr.count("\n") == 1 and message in proc.stderr, proc.stderr
+    assert proc.stdout == "" and not out.exists()  # nothing written, not even the folder
+
+
+def test_out_naming_a_file(tmp_path):
+    target = tmp_path / "a-file"
+    target.write_text("keep me")
+    proc = subprocess.run([sys.executable, str(TRAIN), "--out", str(target)], capture_output=True, text=True)
+    assert proc.returncode == 2 and "is a file, not a folder" in proc.stderr
+    assert target.read_text() == "keep me"
+
+
+def test_under_the_launcher_one_rank_reports_it(tmp_path):
+    proc = launch("--nproc-per-node=2", str(TRAIN), "--batch-size", "0", "--out", str(tmp_path / "out"))
+    text, _ = proc.communicate(timeout=120)
+    assert proc.returncode != 0
+    assert text.count("argument --batch-size: 0 is not a whole number of at least 1") == 1, text
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("content", [STATE.read_bytes()[:5000], b"not a tensor file\n"], ids=["truncated", "foreign"])
+def test_compare_states_names_a_broken_state_file(tmp_path, content):
+    (tmp_path / "state-rank-0.pt").write_bytes(content)
+    (tmp_path / "state-rank-1.pt").write_bytes(STATE.read_bytes())
+    proc = subprocess.run([sys.executable, str(COMPARE), str(tmp_path)], capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert "state-rank-0.pt is not a state file: truncated or corrupted" in proc.stderr
+    assert "Please file an issue" not in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_compare_states_help_is_help():
+    proc = subprocess.run([sys.executable, str(COMPARE), "--help"], capture_output=True, text=True)
+    assert proc.returncode == 0 and proc.stdout.startswith("usage:")
