@@ -408,6 +408,7 @@ def plot_matrix(results: dict, path: Path) -> None:
         if not any(p["scaling"] == scaling for p in pts):
             ax.text(0.5, 0.5, "not measured in this run", transform=ax.transAxes, ha="center")
         ax.set_yscale("log")
+        tokens_axis(ax)
         size_axis(ax, sizes)
         ax.set_ylabel("tokens / second (all processes)")
         ax.set_title(titles[scaling], fontsize=10)
@@ -435,6 +436,14 @@ def plot_matrix(results: dict, path: Path) -> None:
                  f"gloo; median of {results['repeats']} repeat(s), bars: min-max{busy}", fontsize=11)
     fig.tight_layout()
     save_figure(fig, path, dpi=100)
+
+
+def tokens_axis(ax: plt.Axes) -> None:
+    """Readable ticks on a log axis of tokens/s: 1k, 2k, 5k, 10k, ... instead of a lone 10^4."""
+    low, high = ax.get_ylim()
+    ticks = [m * 10 ** e for e in range(2, 7) for m in (1, 2, 5) if low <= m * 10 ** e <= high]
+    ax.set_yticks(ticks, [f"{t / 1000:g}k" for t in ticks])
+    ax.minorticks_off()
 
 
 def size_axis(ax: plt.Axes, sizes: list[int]) -> None:
