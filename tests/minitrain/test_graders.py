@@ -1,0 +1,298 @@
+"""The exercises' graders: the reference solution passes, the student edition's blank fails with
+"not done yet", and each common mistake fails with a message that names it. The timing hook is
+graded in real 2-process gloo runs, as in the notebook."""
+
+import math
+import random
+import time
+
+import pytest
+import torch
+import torch.distributed as dist
+
+from minitrain.lab import graders, wrapdemo
+from minitrain.lab.graders import ExerciseError
+from minitrain.model import build_minigpt
+
+
+def blank(*args):
+    # YOUR CODE HERE
+    raise NotImplementedError()
+
+
+def fails_with(grade, fn, *args) -> str:
+    with pytest.raises(ExerciseError) as info:
+        grade(fn, *args)
+    return str(info.value)
+
+
+# ------------------------------------------------------------------------------------------------
+# 02: shard_indices
+
+
+def shard_indices(num_sentences, rank, world_size):
+    return [index for index in range(num_sentences) if index % world_size == rank]
+
+
+def contiguous(num_sentences, rank, world_size):
+    per = math.ceil(num_sentences / world_size)
+    return list(range(rank * per, min(num_sentences, (rank + 1) * per)))
+
+
+def hard_coded_two(num_sentences, rank, world_size):
+    return [index for index in range(num_sentences) if index % 2 == rank]
+
+
+def shuffled_per_rank_then_sliced(num_sentences, rank, world_size):
+    order = list(range(num_sentences))
+    random.Random(35000 + rank).shuffle(order)  # each rank slices a different permutation
+    return sorted(order[rank::world_size])
+
+
+def drops_the_last(num_sentences, rank, world_size):
+    return list(range(rank, num_sentences - 1, world_size))
+
+
+def descending(num_sentences, rank, world_size):
+    return sorted(shard_indices(num_sentences, rank, world_size), reverse=True)
+
+
+def a_set(num_sentences, rank, world_size):
+    return set(shard_indices(num_sentences, rank, world_size))
+
+
+def test_shard_indices_reference_passes_on_the_real_corpus(corpus_dir):
+    verdict = graders.grade_shard_indices(shard_indices, corpus_dir)
+    assert verdict.startswith("shard_indices: correct")
+    assert "same sentences as make_shard for 2 and 3 ranks" in verdict
+
+
+@pytest.mark.parametrize("fn, message", [
+    (blank, "not done yet: blank still raises NotImplementedError"),
+    (contiguous, "contiguous split: contiguous(10, 0, 2) gave rank 0 sentences 0..4 in one block"),
+    (hard_coded_two, "world_size ignored: right for 2 ranks, wrong for"),
+    (shuffled_per_rank_then_sliced, "overlap: with 10 sentences and 2 ranks, sentence"),
+    (drops_the_last, "sentences missing: with 10 sentences and 2 ranks, sentence(s) [9] are in no shard"),
+    (descending, "not in corpus order"),
+    (a_set, "a_set(10, 0, 2) returned {0, 2, 4, 6, 8}: return a list of sentence indices"),
+])
+def test_shard_indices_mistakes_are_named(fn, message):
+    assert fails_with(graders.grade_shard_indices, fn).startswith(message)
+
+
+# ------------------------------------------------------------------------------------------------
+# 03: rank1_holds_rank0_init, on files saved as the wrap demo saves them
+
+
+@pytest.fixture(scope="module")
+def wrap_folder(tmp_path_factory):
+    """before/after files of two ranks: different seeds before wrapping, rank 0's weights after."""
+    folder = tmp_path_factory.mktemp("wrapdemo")
+    states = []
+    for seed in (35000, 35001):
+        torch.manual_seed(seed)
+        model = build_minigpt(50, block_size=16, n_layer=2, n_head=2, n_embd=32, dropout=0.0)
+        states.append(wrapdemo.snapshot(model))
+    for rank in range(2):
+        torch.save(states[rank], wrapdemo.state_path(folder, "before", rank))
+        torch.save(states[0], wrapdemo.state_path(folder, "after", rank))
+    return folder
+
+
+def rank1_holds_rank0_init(before_rank0, after_rank1):
+    return before_rank0.keys() == after_rank1.keys() and all(
+        torch.equal(before_rank0[name], after_rank1[name]) for name in before_rank0)
+
+
+def with_tolerance(before_rank0, after_rank1):
+    return before_rank0.keys() == after_rank1.keys() and all(
+        torch.allclose(before_rank0[name], after_rank1[name]) for name in before_rank0)
+
+
+def returns_early(before_rank0, after_rank1):
+    for name in before_rank0:
+        return torch.equal(before_rank0[name], after_rank1[name])
+
+
+def by_position(before_rank0, after_rank1):
+    return all(torch.equal(x, y) for x, y in zip(before_rank0.values(), after_rank1.values()))
+
+
+def keys_of_one_side(before_rank0, after_rank1):
+    return all(torch.equal(before_rank0[name], after_rank1[name]) for name in before_rank0)
+
+
+def returns_a_tensor(before_rank0, after_rank1):
+    return torch.stack([(before_rank0[k] - after_rank1[k]).abs().max() for k in before_rank0]).max() == 0
+
+
+def test_rank1_holds_rank0_init_reference_passes(wrap_folder):
+    verdict = graders.grade_rank1_holds_rank0_init(rank1_holds_rank0_init, wrap_folder)
+    assert verdict.startswith("rank1_holds_rank0_init: correct")
+
+
+@pytest.mark.parametrize("fn, message", [
+    (blank, "not done yet"),
+    (with_tolerance, "tolerance instead of bit for bit"),
+    (returns_early, "not every tensor compared: a copy that differs only in"),
+    (by_position, "compared by position"),
+    (keys_of_one_side, "wrong keys: a copy missing the last tensor raised KeyError"),
+    (returns_a_tensor, "returns_a_tensor returned Tensor (a tensor: use torch.equal"),
+])
+def test_rank1_holds_rank0_init_mistakes_are_named(wrap_folder, fn, message):
+    assert fails_with(graders.grade_rank1_holds_rank0_init, fn, wrap_folder).startswith(message)
+
+
+# ------------------------------------------------------------------------------------------------
+# 04: my_timing_hook, run by the grader in 2 gloo processes
+
+
+def my_timing_hook(state, bucket):
+    tensor = bucket.buffer().div_(dist.get_world_size())
+    start = time.perf_counter()
+    fut = dist.all_reduce(tensor, async_op=True).get_future()
+
+    def done(fut):
+        state.append(time.perf_counter() - start)
+        return fut.value()[0]
+
+    return fut.then(done)
+
+
+def forgets_to_divide(state, bucket):
+    start = time.perf_counter()
+    fut = dist.all_reduce(bucket.buffer(), async_op=True).get_future()
+
+    def done(fut):
+        state.append(time.perf_counter() - start)
+        return fut.value()[0]
+
+    return fut.then(done)
+
+
+def stops_the_clock_at_launch(state, bucket):
+    tensor = bucket.buffer().div_(dist.get_world_size())
+    start = time.perf_counter()
+    fut = dist.all_reduce(tensor, async_op=True).get_future()
+    state.append(time.perf_counter() - start)
+    return fut.then(lambda fut: fut.value()[0])
+
+
+def returns_the_raw_future(state, bucket):
+    tensor = bucket.buffer().div_(dist.get_world_size())
+    start = time.perf_counter()
+    fut = dist.all_reduce(tensor, async_op=True).get_future()
+    state.append(time.perf_counter() - start)
+    return fut
+
+
+def test_timing_hook_reference_passes_in_two_processes():
+    verdict = graders.grade_timing_hook(my_timing_hook)
+    assert verdict.startswith("my_timing_hook: correct. In a real 2-process gloo run, both ranks' gradients "
+                              "equal one process's on the whole batch (float64, atol 1e-10)")
+
+
+@pytest.mark.parametrize("fn, message", [
+    (blank, "not done yet: blank still raises NotImplementedError"),
+    (forgets_to_divide, "no division by the world size: the gradients came out 2x the single-process reference"),
+    (stops_the_clock_at_launch, "clock stopped before the future completed: rank 0's backward waited"),
+    (returns_the_raw_future, "the future returns_the_raw_future returned completes with a list of tensors"),
+])
+def test_timing_hook_mistakes_are_named(fn, message):
+    assert fails_with(graders.grade_timing_hook, fn).startswith(message)
+
+
+def test_the_hook_module_imports_what_the_hook_uses():
+    source = graders.hook_module_source(my_timing_hook)
+    assert {"import time as time", "import torch.distributed as dist"} <= set(source.splitlines())
+    assert "def my_timing_hook(state, bucket):" in source
+    compile(source, "learner_hook.py", "exec")
+
+
+def notebook_helper(tensor):
+    return tensor
+
+
+def hook_with_a_helper(state, bucket):
+    return notebook_helper(bucket.buffer())
+
+
+def test_a_hook_using_a_notebook_helper_is_refused_before_any_run(monkeypatch):
+    monkeypatch.setattr(notebook_helper, "__module__", "__main__")  # as if defined in a notebook cell
+    with pytest.raises(ExerciseError, match="hook_with_a_helper uses `notebook_helper`, defined in this notebook"):
+        graders.hook_module_source(hook_with_a_helper)
+
+
+# ------------------------------------------------------------------------------------------------
+# 05: states_equivalent
+
+
+def states_equivalent(a, b, atol):
+    if a.keys() != b.keys() or any(a[k].shape != b[k].shape for k in a):
+        return False, float("inf")
+    largest = max((a[k].double() - b[k].double()).abs().max().item() for k in a)
+    return all(torch.allclose(a[k], b[k], atol=atol) for k in a), largest
+
+
+def no_tolerance(a, b, atol):
+    ok, largest = states_equivalent(a, b, atol)
+    return ok and all(torch.allclose(a[k], b[k]) for k in a), largest
+
+
+def fixed_tolerance(a, b, atol):
+    return states_equivalent(a, b, 1e-5)
+
+
+def values_in_order(a, b, atol):
+    pairs = list(zip(a.values(), b.values()))
+    return (len(a) == len(b) and all(torch.allclose(x, y, atol=atol) for x, y in pairs),
+            max((x - y).abs().max().item() for x, y in pairs))
+
+
+def keys_of_the_first(a, b, atol):
+    return (all(torch.allclose(a[k], b[k], atol=atol) for k in a if k in b),
+            max((a[k] - b[k]).abs().max().item() for k in a if k in b))
+
+
+def shapes_unchecked(a, b, atol):
+    if a.keys() != b.keys():
+        return False, float("inf")
+    return (all(torch.allclose(a[k], b[k], atol=atol) for k in a),
+            max((a[k] - b[k]).abs().max().item() for k in a))
+
+
+def last_tensor_only(a, b, atol):
+    ok, _ = states_equivalent(a, b, atol)
+    return ok, (a[list(a)[-1]] - b[list(b)[-1]]).abs().max().item() if a.keys() == b.keys() else math.inf
+
+
+def tensor_largest(a, b, atol):
+    ok, largest = states_equivalent(a, b, atol)
+    return ok, torch.tensor(largest)
+
+
+@pytest.fixture(scope="module")
+def run_states():
+    torch.manual_seed(0)
+    state = wrapdemo.snapshot(build_minigpt(50, block_size=16, n_layer=2, n_head=2, n_embd=32, dropout=0.0))
+    return state, {k: v.clone() for k, v in state.items()}
+
+
+def test_states_equivalent_reference_passes(run_states):
+    verdict = graders.grade_states_equivalent(states_equivalent, real=run_states)
+    assert verdict.startswith("states_equivalent: correct")
+    assert verdict.endswith("agrees with minitrain.verify (equivalent: True, largest difference 0.0e+00)")
+
+
+@pytest.mark.parametrize("fn, message", [
+    (blank, "not done yet"),
+    (no_tolerance, "allclose without a tolerance: a pair 5e-6 apart at atol=1e-5 came out not equivalent"),
+    (fixed_tolerance, "the atol argument ignored"),
+    (values_in_order, "values compared by position"),
+    (keys_of_the_first, "wrong keys: a copy with an extra tensor came out equivalent"),
+    (shapes_unchecked, "shapes not compared: 'b' is (4,) in one state dict and (1, 4) in the other"),
+    (last_tensor_only, "largest difference: last_tensor_only returned 2.000e-04, but the largest"),
+    (tensor_largest, "tensor_largest returned Tensor as the largest difference: return a Python float"),
+])
+def test_states_equivalent_mistakes_are_named(fn, message):
+    assert fails_with(graders.grade_states_equivalent, fn).startswith(message)
