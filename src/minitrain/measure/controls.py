@@ -29,8 +29,8 @@ from minitrain.lab.runs import read_run
 from minitrain.lab.report import findings_table
 from minitrain.launch import run_streaming, torchrun_command
 from minitrain.measure.measurement import (Measurement, command_line, finding, fresh_folder,
-                                           parser, write_results)
-from minitrain.paths import BEYOND_DIR, BUILD_DIR, TRAIN_SCRIPT
+                                           parser, runs_folder, write_results)
+from minitrain.paths import BEYOND_DIR, TRAIN_SCRIPT
 from minitrain.probe import load_pairs, minimal_pair_accuracy
 from minitrain.train import build_model_for_corpus, evaluate, seed_everything
 from minitrain.verify import load_state
@@ -111,7 +111,7 @@ def run(out: Path = BEYOND_DIR, quick: bool = False, steps: int = 300,
     # 1 thread per process in every run, as torchrun gives each of 2 ranks: the 1-process run does
     # the same arithmetic per rank, and nothing crawls when other work holds the cores (idle
     # threads spin: on a busy machine 1 thread scored 100 pairs 20x faster than 2)
-    with one_thread_per_process(), fresh_folder(runs_dir or BUILD_DIR / "controls") as runs:  # kept, git-ignored
+    with one_thread_per_process(), fresh_folder(runs_dir or runs_folder(out, MEASUREMENT.name)) as runs:
         runs = runs.resolve()
         cases = run_drift_controls(runs, steps, corpus_dir)
         cases["1proc"] = run_case("1proc", 1, steps, runs, corpus_dir)
@@ -355,7 +355,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--steps", type=int, default=300)
     p.add_argument("--corpus-dir", type=Path, default=DEFAULT_CORPUS_DIR)
     p.add_argument("--runs-dir", type=Path, default=None,
-                   help="keep the runs' files here (default: build/controls/)")
+                   help="keep the runs' files here (default: build/controls/, or beside --out)")
     args = p.parse_args(argv)
     if args.steps < 2:
         p.error(f"--steps must be at least 2, got {args.steps}")

@@ -76,6 +76,13 @@ def parser(measurement: Measurement, quick_help: str) -> argparse.ArgumentParser
     return p
 
 
+def runs_folder(out: Path, name: str) -> Path:
+    """Where a measurement keeps its runs: build/NAME for the committed results (git-ignored),
+    else beside `out` (a test's temporary folder), so that two measurements never share one."""
+    out = Path(out).resolve()
+    return BUILD_DIR / name if out == BEYOND_DIR.resolve() else out / f"{name}-runs"
+
+
 @contextlib.contextmanager
 def fresh_folder(path: Path) -> Iterator[Path]:
     """A folder for a measurement's runs, left in place afterwards for a look, so the commands its

@@ -28,8 +28,8 @@ from minitrain.corpus import DEFAULT_CORPUS_DIR, ensure_corpus
 from minitrain.lab.runs import phase_medians, read_run
 from minitrain.launch import run_streaming, torchrun_command
 from minitrain.measure.measurement import (Measurement, command_line, finding, fresh_folder,
-                                           parser, write_results)
-from minitrain.paths import BEYOND_DIR, BUILD_DIR, REPO, TRAIN_SCRIPT
+                                           parser, runs_folder, write_results)
+from minitrain.paths import BEYOND_DIR, REPO, TRAIN_SCRIPT
 from minitrain.provenance import usable_cores
 from minitrain.timing import summarize
 
@@ -145,7 +145,7 @@ def run(out: Path = BEYOND_DIR, quick: bool = False, repeats: int = 3,
         sizes, scalings, repeats = (QUICK_SIZE,), ("weak",), 1
     load_before, started = os.getloadavg(), time.perf_counter()
     runs = []
-    with fresh_folder(BUILD_DIR / "scaling_matrix") as scratch:  # kept for a look, git-ignored
+    with fresh_folder(runs_folder(out, MEASUREMENT.name)) as scratch:  # kept for a look
         # repeats outermost: a change in the machine's load hits every configuration alike
         for repeat, size in itertools.product(range(repeats), sizes):
             for config in configs:
