@@ -29,7 +29,7 @@ from minitrain.lab.runs import read_run
 from minitrain.lab.report import findings_table
 from minitrain.launch import run_streaming, torchrun_command
 from minitrain.measure.measurement import (Measurement, command_line, finding, fresh_folder,
-                                           parser, runs_folder, write_results)
+                                           parser, progress, runs_folder, write_results)
 from minitrain.paths import BEYOND_DIR, TRAIN_SCRIPT
 from minitrain.probe import load_pairs, minimal_pair_accuracy
 from minitrain.train import build_model_for_corpus, evaluate, seed_everything
@@ -45,16 +45,16 @@ SMOOTH = 20  # steps in the moving average of the plotted training loss
 
 
 def run_case(name: str, nproc: int, steps: int, runs_dir: Path, corpus_dir: Path,
-             extra: tuple[str, ...] = (), timeout: float | None = 900) -> dict:
+             extra: tuple[str, ...] = (), timeout: float | None = 900, echo=print) -> dict:
     """One real run of train.py under torchrun into runs_dir/name: its run.json, timings, seconds."""
     folder = Path(runs_dir) / name
     command = torchrun_command(TRAIN_SCRIPT, nproc, "--out", str(folder), "--steps", str(steps),
                                "--warmup", "0", "--batch-size", str(GLOBAL_BATCH // nproc),
                                "--block-size", str(BLOCK_SIZE), "--corpus-dir", str(corpus_dir),
                                *extra)
-    print(f"== {name}: {nproc} process(es) -> {folder}", flush=True)
+    echo(f"== {name}: {nproc} process(es) -> {folder}")
     start = time.perf_counter()
-    run_streaming(command, timeout=timeout)
+    run_streaming(command, timeout=timeout, echo=echo)
     run, timings = read_run(folder)
     return {"run": run, "timings": timings, "seconds": time.perf_counter() - start}
 
@@ -112,9 +112,13 @@ def run(out: Path = BEYOND_DIR, quick: bool = False, steps: int = 300,
     # the same arithmetic per rank, and nothing crawls when other work holds the cores (idle
     # threads spin: on a busy machine 1 thread scored 100 pairs 20x faster than 2)
     with one_thread_per_process(), fresh_folder(runs_dir or runs_folder(out, MEASUREMENT.name)) as runs:
-        runs = runs.resolve()
-        cases = run_drift_controls(runs, steps, corpus_dir)
-        cases["1proc"] = run_case("1proc", 1, steps, runs, corpus_dir)
+        runs, cases = runs.resolve(), {}
+        plan = [(case, 2, (*CASES[case], "--track-drift")) for case in CASES] + [("1proc", 1, ())]
+        with progress(len(plan), "runs") as bar:
+            for case, nproc, extra in plan:  # quiet logs: a failure raises with the run's last lines
+                cases[case] = run_case(case, nproc, steps, runs, corpus_dir, extra, echo=lambda line: None)
+                bar.write(f"{case}: {nproc} process(es), {cases[case]['seconds']:.0f} s")
+                bar.update()
         print("== scoring the initial and final weights on val.jsonl and pairs.jsonl", flush=True)
         metrics = {"before": final_metrics(None, corpus_dir, pairs, val_batches),
                    "1proc": final_metrics(runs / "1proc" / "state-rank-0.pt", corpus_dir, pairs, val_batches),

@@ -28,7 +28,7 @@ from minitrain.corpus import DEFAULT_CORPUS_DIR, ensure_corpus
 from minitrain.lab.runs import phase_medians, read_run
 from minitrain.launch import run_streaming, torchrun_command
 from minitrain.measure.measurement import (Measurement, command_line, finding, fresh_folder,
-                                           parser, runs_folder, write_results)
+                                           parser, progress, runs_folder, write_results)
 from minitrain.paths import BEYOND_DIR, REPO, TRAIN_SCRIPT
 from minitrain.provenance import usable_cores
 from minitrain.timing import summarize
@@ -65,9 +65,10 @@ class Size:
     n_head: int = 4
 
 
-# ~0.27M (the lab's default model), ~0.86M, ~1.9M and ~4.9M parameters. Fewer steps for the
-# bigger models keep the whole matrix near 15 minutes on 2 cores; their steps vary less anyway.
-SIZES = (Size(2, 96, 24, 8), Size(4, 128, 17, 5), Size(4, 192, 12, 3), Size(6, 256, 9, 3))
+# ~0.27M (the lab's default model), ~0.86M, ~1.9M and ~4.9M parameters. At least 10 warm-up steps
+# (DDP rebuilds its buckets after step 1; caches settle) and 25 measured ones at every size: fewer
+# made single points jump (0.86M once read 35% all-reduce from 12 steps). About 25 minutes on 2 cores.
+SIZES = (Size(2, 96, 60, 20), Size(4, 128, 45, 15), Size(4, 192, 40, 12), Size(6, 256, 35, 10))
 QUICK_SIZE = Size(2, 96, 4, 2)
 
 
@@ -145,18 +146,20 @@ def run(out: Path = BEYOND_DIR, quick: bool = False, repeats: int = 3,
         sizes, scalings, repeats = (QUICK_SIZE,), ("weak",), 1
     load_before, started = os.getloadavg(), time.perf_counter()
     runs = []
-    with fresh_folder(runs_folder(out, MEASUREMENT.name)) as scratch:  # kept for a look
-        # repeats outermost: a change in the machine's load hits every configuration alike
-        for repeat, size in itertools.product(range(repeats), sizes):
-            for config in configs:
-                for batch, served in batches(config, scalings).items():
-                    folder = Path(scratch) / f"r{repeat}-{size.n_layer}x{size.n_embd}-{config.name}-b{batch}"
-                    run = measure(config, size, batch, served, folder, corpus_dir) | {"repeat": repeat}
-                    runs.append(run)
-                    print(f"[repeat {repeat + 1}/{repeats}] {run['params'] / 1e6:.2f}M params, "
-                          f"{config.label}, batch {batch}/rank ({'+'.join(served)}): "
-                          f"{run['tokens_per_sec']['median']:,.0f} tokens/s, all-reduce "
-                          f"{run['allreduce_share']:.0%} of the step ({run['wall_s']:.0f} s)", flush=True)
+    # repeats outermost: a change in the machine's load hits every configuration alike
+    plan = [(repeat, size, config, batch, served)
+            for repeat, size in itertools.product(range(repeats), sizes) for config in configs
+            for batch, served in batches(config, scalings).items()]
+    with fresh_folder(runs_folder(out, MEASUREMENT.name)) as scratch, progress(len(plan), "runs") as bar:
+        for repeat, size, config, batch, served in plan:
+            folder = Path(scratch) / f"r{repeat}-{size.n_layer}x{size.n_embd}-{config.name}-b{batch}"
+            run = measure(config, size, batch, served, folder, corpus_dir) | {"repeat": repeat}
+            runs.append(run)
+            bar.write(f"[repeat {repeat + 1}/{repeats}] {run['params'] / 1e6:.2f}M params, "
+                      f"{config.label}, batch {batch}/rank ({'+'.join(served)}): "
+                      f"{run['tokens_per_sec']['median']:,.0f} tokens/s, all-reduce "
+                      f"{run['allreduce_share']:.0%} of the step ({run['wall_s']:.0f} s)")
+            bar.update()
     results = {
         "quick": quick, "repeats": repeats, "block_size": BLOCK_SIZE,
         "weak_batch_per_rank": WEAK_BATCH, "strong_global_batch": STRONG_GLOBAL_BATCH,
