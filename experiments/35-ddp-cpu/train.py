@@ -150,7 +150,7 @@ def run(args: argparse.Namespace) -> None:
             os.replace(f, args.out / f.name)
         staging.rmdir()
         print(f"wrote {', '.join(sorted(p.name for p in args.out.glob('*') if p.suffix in ('.pt', '.jsonl', '.json')))} "
-              f"to {args.out}", flush=True)
+              f"to {relative(args.out)}", flush=True)
     cleanup()
 
 

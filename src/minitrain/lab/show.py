@@ -115,3 +115,13 @@ def beyond_table(beyond: dict[str, dict]) -> str:
 def run_ids(*runs: dict) -> str:
     """'run id 1a2b3c4d' for each run shown, so every number on screen names the run it came from."""
     return ", ".join(f"run id {run['run_id']}" for run in runs)
+
+
+def a_against_b(timings: list[dict], warmup: int) -> str:
+    """Variant A against variant B and the whole step, medians over the steps after the warm-up."""
+    medians = {key: statistics.median(r[key] for r in timings[warmup:])
+               for key in ("backward_allreduce_ms", "allreduce_ms", "step_ms")}
+    a, b, step = medians["backward_allreduce_ms"], medians["allreduce_ms"], medians["step_ms"]
+    return (f"median A {a:.2f} ms, median B {b:.2f} ms: A is {a / b:.0f}x B\n"
+            f"B, the all-reduce from launch to completion (waiting included), is {b / step:.0%} of a "
+            f"{step:.1f} ms step")
