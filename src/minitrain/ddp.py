@@ -1,9 +1,15 @@
-"""A thin wrapper over torch.distributed for the lab: init, wrap, rank-0 gate, barrier, cleanup."""
+"""A thin wrapper over torch.distributed for the lab: init, wrap, rank-0 gate, barrier, cleanup;
+and a worker's (or launcher's) life tied to its parent's."""
 
 import os
 import socket
+import sys
+import threading
+import time
+from collections.abc import Callable
 from datetime import timedelta
 
+import psutil
 import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as TorchDDP
@@ -11,6 +17,11 @@ from torch.nn.parallel import DistributedDataParallel as TorchDDP
 # A lost peer must end the run in seconds, not after the 30-minute default.
 COLLECTIVE_TIMEOUT = timedelta(seconds=float(os.environ.get("MINITRAIN_COLLECTIVE_TIMEOUT", "60")))
 TORCHRUN_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
+# Set by whoever starts a process that must die with it (the launcher for its workers, spawn_workers,
+# run_streaming for the launcher): the pid that process's parent must be.
+WATCH_PID = "MINITRAIN_WATCH_PID"
+PARENT_POLL_SECONDS = 0.5
+_WATCHER = "minitrain-parent-watch"
 
 
 def loopback_interface() -> str:
@@ -33,8 +44,53 @@ def init_distributed(backend: str = "gloo", timeout: timedelta = COLLECTIVE_TIME
     # gloo talks over the interface its hostname resolves to; keep it on loopback
     os.environ.setdefault("GLOO_SOCKET_IFNAME", loopback_interface())
     if not dist.is_initialized():
+        exit_with_parent(f"rank {os.environ['RANK']}")  # a killed launcher must not leave it training
         dist.init_process_group(backend=backend, timeout=timeout)
     return dist.get_rank(), dist.get_world_size()
+
+
+def exit_with_parent(what: str, on_gone: Callable[[], None] | None = None,
+                     only_when_asked: bool = False) -> None:
+    """End this process soon after its parent dies, even by SIGKILL (Linux and macOS).
+
+    A daemon thread compares os.getppid() with the parent seen at start every 0.5 s; on a change
+    it prints one line on stderr naming `what` and the lost parent, calls `on_gone`, then
+    os._exit(1). A parent named by WATCH_PID that is already gone ends this process at once; a
+    WATCH_PID naming another live process was inherited from further up and is ignored. No watch
+    under pid 1, nor, with `only_when_asked`, unless WATCH_PID names this parent.
+    """
+    parent = os.getppid()
+    named = int(os.environ.get(WATCH_PID, "0"))
+    if named and named != parent and _gone(named):
+        _parent_gone(what, named, None)  # it died before this process could watch it
+    if parent == 1 or (only_when_asked and named != parent):
+        return
+    if not any(t.name == _WATCHER for t in threading.enumerate()):
+        threading.Thread(target=_watch, args=(what, parent, on_gone), name=_WATCHER, daemon=True).start()
+
+
+def _gone(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def _watch(what: str, parent: int, on_gone: Callable[[], None] | None) -> None:
+    while os.getppid() == parent:
+        time.sleep(PARENT_POLL_SECONDS)
+    _parent_gone(what, parent, on_gone)
+
+
+def _parent_gone(what: str, parent: int, on_gone: Callable[[], None] | None) -> None:
+    try:
+        print(f"error: {what} (pid {os.getpid()}) stops: its parent, pid {parent}, is gone "
+              "(killed outright, or crashed)", file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass  # stderr may be a pipe nobody reads any more
+    if on_gone is not None:
+        on_gone()
+    os._exit(1)
 
 
 def wrap_for_ddp(model: torch.nn.Module) -> TorchDDP:

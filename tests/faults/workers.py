@@ -1,4 +1,5 @@
-"""Small scripts the fault tests launch with the lab's launcher: `python workers.py MODE`."""
+"""Small workers the fault tests launch: `python workers.py MODE [SECONDS]` under the lab's torchrun,
+or `spawn_workers(workers.main, 2, MODE, ...)`."""
 
 import os
 import sys
@@ -9,15 +10,21 @@ import torch.distributed as dist
 
 from minitrain.ddp import cleanup, init_distributed
 
-if __name__ == "__main__":
-    mode = sys.argv[1]
+
+def main(mode: str, *args: str) -> None:
+    """Join the group, say "ready", then: hang (rank 1 never all-reduces), serve (hold the group
+    open for SECONDS while a test looks at it), or clean; then one all-reduce and a clean exit."""
     rank, world_size = init_distributed("gloo")
     print(f"rank {rank} ready, pid {os.getpid()}", flush=True)
     if mode == "hang" and rank == 1:
         time.sleep(600)  # a stuck worker: never reaches the all-reduce
     elif mode == "serve":
-        time.sleep(float(sys.argv[2]))  # hold the process group open while a test looks at it
+        time.sleep(float(args[0]))
     t = torch.ones(4)
     dist.all_reduce(t)
     cleanup()
     print(f"rank {rank} done, sum {t.tolist()}", flush=True)
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:])

@@ -8,6 +8,7 @@ from unittest.mock import patch
 import torch
 import torch.multiprocessing as mp
 
+from minitrain.ddp import WATCH_PID
 from minitrain.launch.rendezvous import loopback_store
 
 
@@ -21,7 +22,8 @@ def spawn_workers(worker: Callable[..., None], nprocs: int, *args: object) -> No
         raise ValueError(f"--nproc must be at least 1, got {nprocs}")
     store = loopback_store(int(os.environ.get("MASTER_PORT", "0")), wait_for_workers=False)
     env = dict(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(store.port), WORLD_SIZE=str(nprocs),
-               LOCAL_WORLD_SIZE=str(nprocs), TORCHELASTIC_USE_AGENT_STORE="True")
+               LOCAL_WORLD_SIZE=str(nprocs), TORCHELASTIC_USE_AGENT_STORE="True",
+               **{WATCH_PID: str(os.getpid())})  # each worker stops if this process dies
     if nprocs > 1 and "OMP_NUM_THREADS" not in os.environ:
         env["OMP_NUM_THREADS"] = "1"  # what torchrun does, so runs compare
     with patch.dict(os.environ, env):  # the children inherit it; the caller gets its own back

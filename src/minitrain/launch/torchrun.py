@@ -4,12 +4,13 @@
 import os
 import signal
 import sys
+import time
 from pathlib import Path
 
 import torch.distributed.run as torch_run
 from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 
-from minitrain.ddp import loopback_interface
+from minitrain.ddp import WATCH_PID, exit_with_parent, loopback_interface
 from minitrain.launch.rendezvous import LOOPBACK_RDZV, PortInUseError, register_loopback_rendezvous
 
 
@@ -29,6 +30,10 @@ def main(argv: list[str] | None = None) -> None:
     nproc = torch_run.parse_args(args).nproc_per_node
     if nproc.lstrip("-").isdigit() and int(nproc) < 1:
         sys.exit(f"error: --nproc-per-node must be at least 1, got {nproc}: use 1 or 2 for this lab")
+    # started by run_streaming: if that process dies hard (a Jupyter kernel), stop this run too;
+    # from a shell, Ctrl-C and a closed terminal already do, and a nohup'ed run keeps running
+    exit_with_parent("the launcher", on_gone=_stop_workers, only_when_asked=True)
+    os.environ[WATCH_PID] = str(os.getpid())  # and each worker stops if this launcher dies
     register_loopback_rendezvous()
     os.environ.setdefault("GLOO_SOCKET_IFNAME", loopback_interface())
     os.environ["MINITRAIN_LAUNCH_COMMAND"] = " ".join(["python -m minitrain.launch", *argv])
@@ -38,6 +43,13 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(f"error: {e}")
     except ChildFailedError as e:
         sys.exit(f"error: the run failed, {describe_failures(e)}")
+
+
+def _stop_workers() -> None:
+    """SIGTERM to this launcher: torchrun's own handler stops every worker, then exits; should it
+    take more than 5 s, exit_with_parent's os._exit follows (the workers then stop on their own)."""
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(5)
 
 
 def describe_failures(error: ChildFailedError) -> str:
