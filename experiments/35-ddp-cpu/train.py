@@ -63,7 +63,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     unknown = [name for name in args.timing.split(",") if name not in BY_NAME]
     if unknown:
         p.error(f"--timing {args.timing}: unknown variant {', '.join(unknown)}; choose from {', '.join(BY_NAME)}")
-    args.timing = [BY_NAME[name] for name in args.timing.split(",")]
+    args.timing = args.timing.split(",")  # names: a spawned worker gets args pickled
     if args.steps <= args.warmup:
         p.error(f"--steps ({args.steps}) must be larger than --warmup ({args.warmup}): "
                 "the summary uses the steps after the warm-up")
@@ -105,7 +105,7 @@ def run(args: argparse.Namespace) -> None:
     model = wrap_for_ddp(model)
     # DDP's own all-reduce with a stopwatch (or, as a control, the no-op hook: no communication)
     hook = attach_instrumented_hook(model, comm=args.comm)
-    timers = {v.field: v.attach(hook) for v in args.timing}
+    timers = {BY_NAME[name].field: BY_NAME[name].attach(hook) for name in args.timing}
     shards = check_shards(shard, rank, world_size, len(load_corpus(args.corpus_dir / "train.jsonl")))
     ranks = [None] * world_size  # each rank's pid, cores and threads, for run.json
     dist.all_gather_object(ranks, {"rank": rank} | rank_facts())
@@ -178,7 +178,7 @@ def write_rank0_files(staging: Path, args: argparse.Namespace, records: list[dic
         "run_id": secrets.token_hex(4),  # names this run wherever its numbers are shown
         "world_size": world_size,
         "launcher": args.launcher,
-        "timing": [v.name for v in args.timing],
+        "timing": args.timing,
         "steps": args.steps,
         "warmup_steps": args.warmup,
         "batch_size_per_rank": args.batch_size,

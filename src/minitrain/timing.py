@@ -76,7 +76,7 @@ class StepTimer(Protocol):
 class BarrierTimer:
     """Variant A: a barrier, then the clock, `loss.backward()`, a barrier, the clock."""
 
-    def __init__(self) -> None:
+    def __init__(self, hook: InstrumentedHook | None = None) -> None:  # the hook is not needed here
         self.start, self.ms = 0.0, None
 
     def before_backward(self) -> None:
@@ -125,7 +125,7 @@ class TimingVariant:
 VARIANTS = (
     TimingVariant("A", "barrier", "backward_allreduce_ms",
                   "A: barrier | backward + all-reduce + wait for the slower rank | barrier",
-                  lambda hook: BarrierTimer()),
+                  BarrierTimer),
     TimingVariant("B", "hook", "allreduce_ms",
                   "B: comm hook, bucket launch to completion (transfer + wait for the peer)",
                   HookTimer),
