@@ -35,9 +35,10 @@ bench: $(STAMP)
 demo: $(STAMP)
 	$(PY) -m minitrain.train --steps 300
 
-# The library tests and the notebooks (strict nbval); notebook runs go to a temporary folder.
+# The library tests and the notebooks (strict nbval), two at a time (pytest-xdist; a notebook's cells
+# stay together); notebook runs go to a temporary folder.
 test: $(STAMP)
-	$(PY) -m pytest --nbval --nbval-current-env --nbval-cell-timeout=600 tests notebooks
+	$(PY) -m pytest -n 2 --dist loadfile --nbval --nbval-current-env --nbval-cell-timeout=600 tests notebooks
 
 corpus: $(STAMP)
 	$(PY) -m minitrain.corpus

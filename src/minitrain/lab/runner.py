@@ -96,8 +96,14 @@ def display_phase(run_tests: bool, workers: int, repeats: int) -> tuple[list[Che
         run(REPORT_NOTEBOOK)
     except NotebookFailed as e:
         return [], [str(e)]
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        checker = pool.submit(check_folder, output_dir(), run_tests)
+    def check() -> list[CheckResult]:
+        start = time.perf_counter()
+        results = check_folder(output_dir(), run_tests)
+        print(f"  checker{' with the DDP tests' if run_tests else ''}: {time.perf_counter() - start:.1f} s", flush=True)
+        return results
+
+    with ThreadPoolExecutor(max_workers=workers + 1) as pool:  # the checker beside `workers` notebooks
+        checker = pool.submit(check)
         jobs = {pool.submit(run, name): name for name in numbered_notebooks() if name != REPORT_NOTEBOOK}
         for job in as_completed(jobs):
             try:
