@@ -1,6 +1,6 @@
 """Beyond the sheet: gloo's all-reduce between 2 local processes on its own, against raw loopback TCP.
 
-    python -m minitrain.measure.allreduce_bench              # all 15 sizes, about 2 GiB moved per size
+    python -m minitrain.measure.allreduce_bench              # all 15 sizes, at most 2 GiB moved per size
     python -m minitrain.measure.allreduce_bench --quick --out build/bench   # a few seconds
 
 Two gloo ranks all-reduce float32 tensors from 4 KiB to 64 MiB; per size: median and p95 time,
@@ -45,7 +45,8 @@ TIMING = ("per iteration, the slower rank's time from a shared barrier to its al
 
 
 def iterations(nbytes: int) -> int:
-    """Timed iterations for a message size: about 2 GiB moved per size, 20 to 200 iterations."""
+    """Timed iterations for a message size: 200, or fewer where 200 would move more than 2 GiB
+    (from 16 MiB on: 2 GiB per size), never fewer than 20."""
     return max(20, min(200, 2048 * MiB // nbytes))
 
 
