@@ -123,13 +123,17 @@ def test_interrupting_the_notebook_kernel_stops_the_run_and_frees_the_port(tmp_p
         km.shutdown_kernel(now=True)
 
 
-def test_twenty_consecutive_runs_exit_cleanly(reap):
-    for attempt in range(20):
-        proc = launch("--nproc-per-node=2", str(WORKERS), "clean")
-        reap(proc)
-        status, out, _ = finish(proc)
-        assert status == 0, f"run {attempt}: exit {status}\n{out}"
-        assert "terminate called" not in out
+def test_ten_runs_exit_cleanly_two_at_a_time(reap):
+    """An abort at exit ("terminate called without an active exception") is a race: repeat the
+    runs, two at a time so that the races meet a busy machine too."""
+    for attempt in range(5):
+        procs = [launch("--nproc-per-node=2", str(WORKERS), "clean") for _ in range(2)]
+        for proc in procs:
+            reap(proc)
+        for proc in procs:
+            status, out, _ = finish(proc)
+            assert status == 0, f"pair {attempt}: exit {status}\n{out}"
+            assert "terminate called" not in out
 
 
 def test_a_module_runs_under_the_launcher_with_dash_m(monkeypatch):

@@ -16,10 +16,10 @@ CONDITIONS = ["files", "equivalence", "allreduce timing", "lesson notes", "ddp t
 
 @pytest.fixture(scope="module")
 def run_folder(corpus_dir, tmp_path_factory) -> Path:
-    """One real experiment (the sheet's 1- and 2-process runs and 2 repeats of each, 12 steps, 4 warm-up)
+    """One real experiment (the sheet's 1- and 2-process runs and 1 repeat of each, 12 steps, 4 warm-up)
     into a temporary folder."""
     out = tmp_path_factory.mktemp("experiment")
-    run_module("minitrain.lab.experiment", "--out", str(out), "--steps", "12", "--warmup", "4", "--repeats", "2",
+    run_module("minitrain.lab.experiment", "--out", str(out), "--steps", "12", "--warmup", "4", "--repeats", "1",
                "--corpus-dir", str(corpus_dir))  # the session's corpus, not the repo's
     return out
 
@@ -57,10 +57,19 @@ def test_real_run_passes(run_folder):
     assert results[-1].skipped and results[-1].status == "SKIPPED"
 
 
-def test_ddp_tests_row_runs_the_tests(run_folder):
+@pytest.mark.parametrize("body, status, detail", [
+    ("def test_ok():\n    assert True\n", "PASS", "1 passed"),
+    ("def test_broken():\n    assert 1 == 2\n", "FAIL", "FAILED"),
+], ids=["passing", "failing"])
+def test_ddp_tests_row_runs_the_tests(run_folder, tmp_path, monkeypatch, body, status, detail):
+    """The row runs a real pytest on the DDP test file and reports it (here a small stand-in file:
+    the suite runs tests/minitrain/test_ddp.py itself; `make lab` runs the real row)."""
+    stand_in = tmp_path / "test_stand_in.py"
+    stand_in.write_text(body)
+    monkeypatch.setattr("minitrain.lab.check.DDP_TESTS", stand_in)
     ddp = check_folder(run_folder)[-1]
-    assert (ddp.name, ddp.status) == ("ddp tests", "PASS")
-    assert " passed" in ddp.detail and "failed" not in ddp.detail
+    assert (ddp.name, ddp.status) == ("ddp tests", status)
+    assert detail in ddp.detail
 
 
 def perturb(state: dict, name: str) -> None:

@@ -115,12 +115,14 @@ def display_phase(run_tests: bool, workers: int, repeats: int) -> tuple[list[Che
 
 def commit_notebooks() -> list[str]:
     """Copy the executed notebooks of the last lab run over the committed ones, without papermill's
-    injected-parameters cell and metadata, so the committed notebooks show the committed run."""
+    injected-parameters cell and metadata, so the committed notebooks show the committed run
+    (`run.ipynb` from its 2-process execution, the sheet's run)."""
     import nbformat
 
     names = []
-    for name in numbered_notebooks():
-        executed = EXECUTED_DIR / name
+    executed_copies = {name: EXECUTED_DIR / name for name in numbered_notebooks()}
+    executed_copies[RUN_NOTEBOOK] = run_dir_in(output_dir(), 2) / "run-2proc.ipynb"
+    for name, executed in executed_copies.items():
         if not executed.is_file():
             raise FileNotFoundError(f"{relative(executed)} is missing: run `make lab` first")
         nb = nbformat.read(executed, as_version=4)
@@ -133,8 +135,10 @@ def commit_notebooks() -> list[str]:
             if cell.cell_type == "code":
                 count += 1
                 cell.execution_count = count
-                cell.outputs = [o | ({"execution_count": count} if "execution_count" in o else {})
-                                for o in _coalesce_streams(cell.outputs)]
+                cell.outputs = _coalesce_streams(cell.outputs)
+                for output in cell.outputs:
+                    if "execution_count" in output:
+                        output.execution_count = count
         nbformat.write(nb, NOTEBOOKS_DIR / name)
         names.append(name)
     return names
