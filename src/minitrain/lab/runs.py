@@ -80,11 +80,9 @@ PHASES = ("forward", "backward", "all-reduce", "optimizer")
 
 
 def phase_medians(run: dict) -> dict[str, float]:
-    """Median ms per phase; backward excludes the all-reduce time measured by the comm hook."""
+    """Median ms per phase of a step; backward is loss.backward() without the comm hook's
+    all-reduce, subtracted step by step (train.py's backward_outside_hook_ms)."""
     s = run["summary"]
-    hook_field = BY_NAME["hook"].field  # variant B: the all-reduce inside backward
-    allreduce = s[hook_field]["median"] if hook_field in s else 0.0
-    return {"forward": s["forward_ms"]["median"],
-            "backward": s["backward_ms"]["median"] - allreduce,
-            "all-reduce": allreduce,
-            "optimizer": s["optimizer_ms"]["median"]}
+    hook = BY_NAME["hook"].field
+    return {"forward": s["forward_ms"]["median"], "backward": s["backward_outside_hook_ms"]["median"],
+            "all-reduce": s[hook]["median"] if hook in s else 0.0, "optimizer": s["optimizer_ms"]["median"]}

@@ -321,14 +321,14 @@ def plot_learning(results: dict, path: Path) -> None:
     style = {"1proc": {"color": "#55a868", "lw": 4, "marker": "o"},
              "2proc": {"color": "#4c72b0", "lw": 1.5, "marker": "D"}}
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.5), gridspec_kw={"width_ratios": [2, 1]})
-    for key in ("1proc", "2proc"):
+    for offset, key in ((-6, "1proc"), (6, "2proc")):  # the two val-loss marks side by side, not on top
         loss, color = runs[key]["loss"], style[key]["color"]
         window = min(SMOOTH, len(loss))
         ax1.plot(range(1, len(loss) + 1), loss, color=color, alpha=0.25, lw=0.8)
         centers = [i - (window - 1) / 2 for i in range(window, len(loss) + 1)]  # no lag
         ax1.plot(centers, moving_average(loss, window), color=color,
                  lw=style[key]["lw"], label=f"{labels[key]}: train ({window}-step mean)")
-        ax1.plot([len(loss)], [runs[key]["val_loss"]], style[key]["marker"], color=color, ms=8,
+        ax1.plot([len(loss) + offset], [runs[key]["val_loss"]], style[key]["marker"], color=color, ms=8,
                  label=f"val loss after training {runs[key]['val_loss']:.3f}")
     ax1.set_xlabel("step")
     ax1.set_ylabel("cross-entropy loss (nats)")

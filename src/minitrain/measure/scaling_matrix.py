@@ -67,7 +67,7 @@ class Size:
 
 # ~0.27M (the lab's default model), ~0.86M, ~1.9M and ~4.9M parameters. At least 10 warm-up steps
 # (DDP rebuilds its buckets after step 1; caches settle) and 25 measured ones at every size: fewer
-# made single points jump (0.86M once read 35% all-reduce from 12 steps). About 25 minutes on 2 cores.
+# made single points jump (0.86M once read 35% all-reduce from 12 steps). About 13 minutes on 2 cores.
 SIZES = (Size(2, 96, 60, 20), Size(4, 128, 45, 15), Size(4, 192, 40, 12), Size(6, 256, 35, 10))
 QUICK_SIZE = Size(2, 96, 4, 2)
 

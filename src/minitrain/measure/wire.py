@@ -223,9 +223,9 @@ def analyse(notes: list[dict], fit: dict | None) -> dict:
                       "process group; predicted: the benchmark's alpha-beta fit",
         },
         "headroom": {"repeats": repeats,
-                     "step_ms_allreduce": statistics.median(r["step_ms_allreduce"] for r in repeats),
-                     "step_ms_noop": statistics.median(r["step_ms_noop"] for r in repeats),
-                     "comm_share": statistics.median(r["comm_share"] for r in repeats),
+                     "step_ms_allreduce": (allreduce := statistics.median(r["step_ms_allreduce"] for r in repeats)),
+                     "step_ms_noop": (noop := statistics.median(r["step_ms_noop"] for r in repeats)),
+                     "comm_share": 1 - noop / allreduce,  # median against median, as drawn
                      "method": "rank 0's median step time per block, blocks alternating DDP's all-reduce "
                                "hook and PyTorch's noop_hook (train.py --comm noop) in the same processes"},
     }
@@ -286,8 +286,8 @@ def findings(results: dict) -> list[dict]:
         finding("waiting_share", ar["waiting_share"], "fraction of the in-step all-reduce",
                 "time a rank's bucket waited for the other rank's same bucket to be ready (means)"),
         finding("comm_share", head["comm_share"], "fraction of the step",
-                f"1 - step with the no-op hook / step with the all-reduce, median over {len(head['repeats'])} "
-                "alternating repeats of rank 0's median step"),
+                f"1 - step with the no-op hook / step with the all-reduce, medians of {len(head['repeats'])} "
+                "alternating repeats of rank 0's median step (the no-op hook also removes the waiting)"),
     ]
     if "overlap" in results:
         records.append(finding("overlapped_share", results["overlap"]["overlapped_share"],
@@ -320,9 +320,9 @@ def plot(results: dict, path: Path) -> None:
     if ar["predicted"] is not None:
         ax2.bar(["alpha-beta\nfit"], [ar["predicted"]], color="0.6")
     transfer, waiting = ar["transfer"]["mean"], ar["waiting"]["mean"]
-    ax2.bar(["in the step\n(mean, split)"], [waiting], color="#dd8452", label="waiting for the other rank (mean)")
+    ax2.bar(["in the step\n(mean, split)"], [waiting], color="#dd8452", label="until the other rank's hook fired (mean)")
     ax2.bar(["in the step\n(mean, split)"], [transfer], bottom=[waiting], color="#4c72b0",
-            label="transfer, after both ready (mean)")
+            label="after both hooks fired: gloo start-up + transfer (mean)")
     ax2.set_ylabel("ms per step")
     ax2.tick_params(axis="x", labelsize=8)
     ax2.set_title(f"All-reduce: in the step {ar['in_step_over_standalone']:.1f}x alone (medians)")
@@ -430,7 +430,7 @@ def headroom_table(results: dict) -> str:
     lines = [f"repeat {r['repeat']}: {r['step_ms_allreduce']:6.1f} ms with all-reduce, {r['step_ms_noop']:6.1f} ms "
              f"with no-op -> communication {r['comm_share']:.0%} of the step" for r in head["repeats"]]
     lines.append(f"median of the repeats: {head['step_ms_allreduce']:.1f} ms against {head['step_ms_noop']:.1f} ms; "
-                 f"communication share, median of 1 - noop/allreduce: {head['comm_share']:.0%}")
+                 f"communication share, 1 - noop/allreduce of those medians: {head['comm_share']:.0%}")
     return "\n".join(lines)
 
 
