@@ -24,9 +24,10 @@ venv: $(STAMP)
 lab: $(STAMP)
 	$(PY) -m minitrain.lab
 
-# JupyterLab from the venv, on the entry notebook (kernel "python3" = this venv's Python).
+# JupyterLab from the venv, on the entry notebook (kernel "python3" = this venv's Python); its kernels
+# talk over Unix sockets in Jupyter's private runtime folder, not TCP ports (README: Security).
 notebook: $(STAMP)
-	$(VENV)/bin/jupyter lab notebooks/01-ddp-cpu.ipynb
+	$(VENV)/bin/jupyter lab --KernelManager.transport=ipc notebooks/01-ddp-cpu.ipynb
 
 # Performance figures, each a ratio measured side by side in one run; prints, never fails on speed.
 bench: $(STAMP)

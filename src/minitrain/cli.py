@@ -1,18 +1,39 @@
-"""Command-line parsing for the lab's scripts: a bad argument ends at once, in one line that names
-it and the fix, with exit status 2, before anything is written or any process is started."""
+"""Command-line parsing for the lab's scripts: a bad argument or environment variable ends at once,
+in one line that names it and the fix, with exit status 2, before anything is written or any
+process is started."""
 
 import argparse
+import math
 import os
 from pathlib import Path
 
+BAD_USAGE = 2  # the exit status of a bad argument, input or setting reported in one line (argparse's)
+DEFAULT_COLLECTIVE_TIMEOUT_S = 60.0  # a lost peer must end the run in seconds, not after torch's 30 minutes
+
+
+class SettingError(ValueError):
+    """A bad environment variable or notebook parameter; the message names it and the fix, in one line."""
+
 
 class LabArgumentParser(argparse.ArgumentParser):
-    """argparse, with errors in one line (no usage block) and, under torchrun, from rank 0 only."""
+    """argparse, with errors in one line (no usage block) and, under torchrun, from rank 0 only; the
+    lab's environment variables (`check_environment`) are checked along with the arguments."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
+        self._fail(f"{message} (see --help)")
+
+    def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
+        parsed = super().parse_known_args(args, namespace)
+        try:
+            check_environment()
+        except SettingError as e:
+            self._fail(str(e))
+        return parsed
+
+    def _fail(self, message: str) -> None:
         if os.environ.get("RANK", "0") == "0":  # every rank parses the same argv: one report is enough
-            self._print_message(f"{self.prog}: error: {message} (see --help)\n", None)
-        self.exit(2)
+            self._print_message(f"{self.prog}: error: {message}\n", None)
+        self.exit(BAD_USAGE)
 
 
 def positive_int(text: str) -> int:
@@ -46,3 +67,39 @@ def _checked(text: str, kind: type, ok, wanted: str):
     if not ok(value):
         raise argparse.ArgumentTypeError(f"{text} is not {wanted}")
     return value
+
+
+# The environment variables the lab's runs read, each checked where it is used and, by
+# LabArgumentParser, before a script starts anything. An empty value counts as unset, as in torch.
+
+def collective_timeout_s() -> float:
+    """$MINITRAIN_COLLECTIVE_TIMEOUT in seconds (a number above 0), 60 when unset."""
+    text = os.environ.get("MINITRAIN_COLLECTIVE_TIMEOUT", "").strip()
+    if not text:
+        return DEFAULT_COLLECTIVE_TIMEOUT_S
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not 0 < seconds < math.inf:
+        raise SettingError(f"MINITRAIN_COLLECTIVE_TIMEOUT={text} is not a number of seconds above 0: unset it "
+                           f"for the default ({DEFAULT_COLLECTIVE_TIMEOUT_S:.0f} s), or set e.g. "
+                           "MINITRAIN_COLLECTIVE_TIMEOUT=120")
+    return seconds
+
+
+def master_port() -> int:
+    """$MASTER_PORT, the rendezvous port on 127.0.0.1 (0 or unset: a free one)."""
+    text = os.environ.get("MASTER_PORT", "").strip()
+    if not text:
+        return 0
+    if not (text.isdigit() and int(text) <= 65535):
+        raise SettingError(f"MASTER_PORT={text} is not a TCP port (a whole number from 1 to 65535): unset it "
+                           "to let the lab pick a free port, or set e.g. MASTER_PORT=29500")
+    return int(text)
+
+
+def check_environment() -> None:
+    """Raise SettingError for the first of the lab's environment variables that is set badly."""
+    collective_timeout_s()
+    master_port()

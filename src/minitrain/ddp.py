@@ -14,8 +14,8 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as TorchDDP
 
-# A lost peer must end the run in seconds, not after the 30-minute default.
-COLLECTIVE_TIMEOUT = timedelta(seconds=float(os.environ.get("MINITRAIN_COLLECTIVE_TIMEOUT", "60")))
+from minitrain.cli import collective_timeout_s
+
 TORCHRUN_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
 # Set by whoever starts a process that must die with it (the launcher for its workers, spawn_workers,
 # run_streaming for the launcher): the pid that process's parent must be.
@@ -24,14 +24,39 @@ PARENT_POLL_SECONDS = 0.5
 _WATCHER = "minitrain-parent-watch"
 
 
+def collective_timeout() -> timedelta:
+    """How long a collective waits for a peer: $MINITRAIN_COLLECTIVE_TIMEOUT seconds, 60 by default
+    (a lost peer must end the run in seconds, not after torch's 30 minutes). A bad value raises
+    minitrain.cli.SettingError, a ValueError naming the variable and the fix."""
+    return timedelta(seconds=collective_timeout_s())
+
+
+def on_windows() -> bool:
+    return sys.platform == "win32"
+
+
+def use_libuv() -> bool:
+    """Whether TCPStores use libuv, as torch decides it for init_method URLs: $USE_LIBUV, by default
+    on, except on Windows, whose official wheels are built without libuv (pytorch/pytorch#139990)."""
+    return os.environ.get("USE_LIBUV", "0" if on_windows() else "1") == "1"
+
+
 def loopback_interface() -> str:
-    """Name of the loopback network interface ("lo" on Linux, "lo0" on macOS)."""
+    """Name of the network interface holding 127.0.0.1 ("lo" on Linux, "lo0" on macOS)."""
+    for name, addresses in psutil.net_if_addrs().items():
+        if any(a.family == socket.AF_INET and a.address == "127.0.0.1" for a in addresses):
+            return name
     names = [name for _, name in socket.if_nameindex() if name.startswith("lo")]
     return names[0] if names else "lo"
 
 
-def init_distributed(backend: str = "gloo", timeout: timedelta = COLLECTIVE_TIMEOUT) -> tuple[int, int]:
-    """Join the process group described by torchrun's environment; return (rank, world_size)."""
+def init_distributed(backend: str = "gloo", timeout: timedelta | None = None) -> tuple[int, int]:
+    """Join the process group described by torchrun's environment; return (rank, world_size).
+
+    `timeout` defaults to collective_timeout(). With libuv off (Windows, or USE_LIBUV=0) and the
+    launcher hosting the store, the client store is made here: torch's env:// makes that one with
+    libuv whatever USE_LIBUV says, which fails on Windows.
+    """
     missing = [v for v in TORCHRUN_VARS if v not in os.environ]
     if missing:
         raise RuntimeError(
@@ -41,11 +66,19 @@ def init_distributed(backend: str = "gloo", timeout: timedelta = COLLECTIVE_TIME
         )
     if backend != "gloo":
         raise ValueError(f"this lab runs on CPUs with the gloo backend only, got {backend!r}")
-    # gloo talks over the interface its hostname resolves to; keep it on loopback
-    os.environ.setdefault("GLOO_SOCKET_IFNAME", loopback_interface())
+    timeout = collective_timeout() if timeout is None else timeout
+    if not on_windows():  # gloo talks over the interface its hostname resolves to; keep it on loopback
+        os.environ.setdefault("GLOO_SOCKET_IFNAME", loopback_interface())
     if not dist.is_initialized():
         exit_with_parent(f"rank {os.environ['RANK']}")  # a killed launcher must not leave it training
-        dist.init_process_group(backend=backend, timeout=timeout)
+        if use_libuv() or os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True":
+            dist.init_process_group(backend=backend, timeout=timeout)
+        else:
+            rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+            store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), world_size,
+                                  is_master=False, timeout=timeout, use_libuv=False)
+            dist.init_process_group(backend=backend, store=dist.PrefixStore("default_pg", store),
+                                    rank=rank, world_size=world_size, timeout=timeout)
     return dist.get_rank(), dist.get_world_size()
 
 

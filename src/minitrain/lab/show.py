@@ -125,3 +125,28 @@ def a_against_b(timings: list[dict], warmup: int) -> str:
     return (f"median A {a:.2f} ms, median B {b:.2f} ms: A is {a / b:.0f}x B\n"
             f"B, the all-reduce from launch to completion (waiting included), is {b / step:.0%} of a "
             f"{step:.1f} ms step")
+
+
+def run_parameters_problem(nproc: object, steps: object, warmup: object, out_dir: object,
+                           timeout_s: object) -> str | None:
+    """What is wrong with run.ipynb's papermill parameters, in one line naming the parameter and
+    the fix; None when they are fine. The rules are train.py's and the launcher's."""
+    def whole(value: object, least: int) -> bool:
+        return isinstance(value, int) and not isinstance(value, bool) and value >= least
+
+    if not whole(nproc, 1):
+        return f"nproc = {nproc!r} is not a whole number of at least 1: use 1 or 2 (papermill: -p nproc 2)"
+    if not whole(steps, 1):
+        return f"steps = {steps!r} is not a whole number of at least 1 (papermill: -p steps 100)"
+    if not whole(warmup, 0):
+        return f"warmup = {warmup!r} is not a whole number of at least 0 (papermill: -p warmup 50)"
+    if steps <= warmup:
+        return (f"steps ({steps}) must be larger than warmup ({warmup}): the summary uses the steps after "
+                "the warm-up (papermill: -p steps 100 -p warmup 50)")
+    if not isinstance(out_dir, str):
+        return f"out_dir = {out_dir!r} is not a folder name: use a string, \"\" for the lab's output folder"
+    if out_dir and os.path.exists(out_dir) and not os.path.isdir(out_dir):
+        return f"out_dir = {out_dir!r} is a file, not a folder: choose a folder (it is created if missing)"
+    if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or not 0 < timeout_s < float("inf"):
+        return f"timeout_s = {timeout_s!r} is not a number of seconds above 0 (papermill: -p timeout_s 600)"
+    return None

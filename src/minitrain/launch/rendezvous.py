@@ -9,6 +9,8 @@ from torch.distributed.elastic.rendezvous.c10d_rendezvous_backend import C10dRen
 from torch.distributed.elastic.rendezvous.dynamic_rendezvous import DynamicRendezvousHandler
 from torch.distributed.elastic.rendezvous.utils import parse_rendezvous_endpoint
 
+from minitrain.ddp import use_libuv
+
 # torchrun's own stores listen on every interface, whatever --master-addr or --rdzv-endpoint says
 # (pytorch/pytorch#173909). The lab's launcher is torchrun itself, with a rendezvous backend whose
 # stores listen on 127.0.0.1 only: a socket we bind ourselves, handed over with master_listen_fd.
@@ -27,7 +29,8 @@ class PortInUseError(RuntimeError):
 
 
 def loopback_store(port: int = 0, **kwargs) -> dist.TCPStore:
-    """A TCPStore server listening on 127.0.0.1:`port` (0: a free port) and nowhere else."""
+    """A TCPStore server listening on 127.0.0.1:`port` (0: a free port) and nowhere else; with libuv
+    where torch would use it (`minitrain.ddp.use_libuv`: not on Windows, nor with USE_LIBUV=0)."""
     sock = socket.socket()
     try:
         sock.bind(("127.0.0.1", port))
@@ -38,6 +41,7 @@ def loopback_store(port: int = 0, **kwargs) -> dist.TCPStore:
             "Unset MASTER_PORT to let the lab pick a free port, or choose another one.") from e
     sock.listen(128)
     port = sock.getsockname()[1]
+    kwargs.setdefault("use_libuv", use_libuv())  # TCPStore() itself ignores USE_LIBUV: always libuv
     return dist.TCPStore("127.0.0.1", port, is_master=True, master_listen_fd=sock.detach(), **kwargs)
 
 

@@ -1,5 +1,6 @@
-"""The lab sheet's fallback launcher: torch.multiprocessing.spawn with torchrun's environment,
-its rendezvous store hosted by the parent on 127.0.0.1."""
+"""The lab sheet's fallback launcher, and the one for Windows: torch.multiprocessing.spawn with
+torchrun's environment, its rendezvous store hosted by the parent on 127.0.0.1, without libuv on
+Windows (whose wheels lack it: pytorch/pytorch#139990)."""
 
 import os
 from collections.abc import Callable
@@ -8,7 +9,8 @@ from unittest.mock import patch
 import torch
 import torch.multiprocessing as mp
 
-from minitrain.ddp import WATCH_PID
+from minitrain.cli import master_port
+from minitrain.ddp import WATCH_PID, collective_timeout, use_libuv
 from minitrain.launch.rendezvous import loopback_store
 
 
@@ -16,14 +18,19 @@ def spawn_workers(worker: Callable[..., None], nprocs: int, *args: object) -> No
     """Run `worker(*args)` in `nprocs` processes with torchrun's environment, via mp.spawn.
 
     The parent hosts the rendezvous store on 127.0.0.1, as torchrun's agent does, and every
-    worker connects to it as a client.
+    worker connects to it as a client. With libuv off (Windows; USE_LIBUV=0 elsewhere) the store
+    and its clients use torch's other TCPStore backend, and the workers get USE_LIBUV=0 too. A bad
+    MASTER_PORT or MINITRAIN_COLLECTIVE_TIMEOUT raises minitrain.cli.SettingError before any start.
     """
     if nprocs < 1:
         raise ValueError(f"--nproc must be at least 1, got {nprocs}")
-    store = loopback_store(int(os.environ.get("MASTER_PORT", "0")), wait_for_workers=False)
+    collective_timeout()  # a bad value fails here, not in every worker
+    store = loopback_store(master_port(), wait_for_workers=False)
     env = dict(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(store.port), WORLD_SIZE=str(nprocs),
                LOCAL_WORLD_SIZE=str(nprocs), TORCHELASTIC_USE_AGENT_STORE="True",
                **{WATCH_PID: str(os.getpid())})  # each worker stops if this process dies
+    if not use_libuv():
+        env["USE_LIBUV"] = "0"  # init_distributed then makes its client store without libuv
     if nprocs > 1 and "OMP_NUM_THREADS" not in os.environ:
         env["OMP_NUM_THREADS"] = "1"  # what torchrun does, so runs compare
     with patch.dict(os.environ, env):  # the children inherit it; the caller gets its own back

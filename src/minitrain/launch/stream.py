@@ -3,18 +3,25 @@ timeout or an interrupt."""
 
 import os
 import queue
+import re
 import signal
 import subprocess
 import threading
 import time
 from collections.abc import Callable
 
+from minitrain.cli import BAD_USAGE
 from minitrain.ddp import WATCH_PID
 from minitrain.launch.processes import alive, process_tree
 
 
+# a one-line error of the lab's: "error: ...", "train.py: error: ...", "[rank 1] error: ..."
+ONE_LINE_ERROR = re.compile(r"^(?:\S+: |\[rank \d+\] )?error: ")
+
+
 class LaunchError(RuntimeError):
-    """A launched run failed; the message holds its exit status and last lines of output."""
+    """A launched run failed; the message holds its exit status and last lines of output, or, when
+    it rejected an argument, input or setting (exit status 2), its one line saying what is wrong."""
 
 
 def run_streaming(command: list[str], timeout: float | None = None,
@@ -43,6 +50,9 @@ def run_streaming(command: list[str], timeout: float | None = None,
     except BaseException:  # KeyboardInterrupt from a notebook's stop button included
         stop_process_tree(proc)
         raise
+    errors = [line for line in tail if ONE_LINE_ERROR.match(line)]
+    if status == BAD_USAGE and errors:
+        raise LaunchError(errors[0])  # the first says what is wrong; the launcher's own one follows it
     if status != 0:
         raise LaunchError(f"command exited with status {status}: {' '.join(command)}\n"
                           + "\n".join(tail))
