@@ -99,6 +99,20 @@ def master_port() -> int:
     return int(text)
 
 
+def lab_out_folder() -> Path | None:
+    """$MINITRAIN_LAB_OUT, the folder for the lab's runs and artifacts (None when unset): it may not
+    exist yet, but neither it nor a folder above it may be a file."""
+    text = os.environ.get("MINITRAIN_LAB_OUT", "").strip()
+    if not text:
+        return None
+    path = Path(text).expanduser()
+    existing = next((p for p in (path, *path.parents) if p.exists()), None)
+    if existing is not None and not existing.is_dir():
+        raise SettingError(f"MINITRAIN_LAB_OUT={text} is not a folder ({existing} is a file): unset it for "
+                           "experiments/35-ddp-cpu/, or name a folder (it is created if missing)")
+    return path
+
+
 def check_environment() -> None:
     """Raise SettingError for the first of the lab's environment variables that is set badly."""
     collective_timeout_s()

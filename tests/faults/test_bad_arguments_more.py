@@ -134,3 +134,16 @@ def test_run_notebook_names_a_bad_parameter_in_one_line(tmp_path, parameters, me
     assert str(error).rstrip().splitlines()[-1].endswith(error.evalue)  # the cell ends with that line
     assert len(error.traceback) <= 5  # the cell's own raise, no launcher or library frames
     assert not out.exists()
+
+
+@pytest.mark.parametrize("below", ["", "sub"], ids=["a file", "a folder under a file"])
+def test_make_lab_names_a_lab_out_that_is_a_file(tmp_path, below):
+    target = tmp_path / "a-file"
+    target.write_text("keep me")
+    value = str(target / below) if below else str(target)
+    proc = run([sys.executable, "-m", "minitrain.lab", "--skip-tests"], env={"MINITRAIN_LAB_OUT": value}, timeout=120)
+    assert proc.returncode != 0
+    assert proc.stderr.splitlines()[-1] == (
+        f"error: MINITRAIN_LAB_OUT={value} is not a folder ({target} is a file): unset it for "
+        "experiments/35-ddp-cpu/, or name a folder (it is created if missing)")
+    assert "Traceback" not in proc.stderr and target.read_text() == "keep me"

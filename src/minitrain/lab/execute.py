@@ -17,6 +17,8 @@ from jupyter_client import AsyncKernelManager
 from jupyter_core.paths import jupyter_runtime_dir
 from traitlets import default
 
+from minitrain.cli import BAD_USAGE, SettingError, lab_out_folder
+
 KERNEL = "python3"  # papermill resolves it to the calling interpreter
 
 
@@ -48,5 +50,16 @@ def execute(src: Path, dst: Path, parameters: dict | None = None) -> None:
                                kernel_manager_class=IPCKernelManager)
 
 
+def main(argv: list[str]) -> None:
+    """`python -m minitrain.lab.execute SRC DST [JSON_PARAMETERS]`; a bad MINITRAIN_LAB_OUT (the
+    folder every notebook of `make lab` writes to) ends at once in one line, exit status 2."""
+    try:
+        lab_out_folder()
+    except SettingError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(BAD_USAGE)
+    execute(Path(argv[0]), Path(argv[1]), json.loads(argv[2]) if len(argv) > 2 else {})
+
+
 if __name__ == "__main__":
-    execute(Path(sys.argv[1]), Path(sys.argv[2]), json.loads(sys.argv[3]) if len(sys.argv) > 3 else {})
+    main(sys.argv[1:])
