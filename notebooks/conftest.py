@@ -11,7 +11,14 @@ import os
 import shutil
 import tempfile
 
+import nbval.kernel
+
+from minitrain.lab.execute import SyncIPCKernelManager
 from minitrain.paths import EXPERIMENT_DIR
+
+# nbval starts its kernels with jupyter_client's KernelManager and no way to choose the transport:
+# its kernels would listen on TCP ports. The same manager on Unix sockets, as `make lab` uses.
+nbval.kernel.KernelManager = SyncIPCKernelManager
 
 _created: list[str] = []
 

@@ -1,6 +1,7 @@
 """Bad arguments, tried as a new user would: each ends at once with one line that names the
 argument and the fix, exit status 2, and nothing written."""
 
+import os
 import subprocess
 import sys
 
@@ -65,3 +66,21 @@ def test_compare_states_names_a_broken_state_file(tmp_path, content):
 def test_compare_states_help_is_help():
     proc = subprocess.run([sys.executable, str(COMPARE), "--help"], capture_output=True, text=True)
     assert proc.returncode == 0 and proc.stdout.startswith("usage:")
+
+
+LAB_COMMANDS = [  # (module, arguments, environment, what the one line must say)
+    ("minitrain.measure.scaling_matrix", ["--repeats", "0"], {}, "argument --repeats: 0 is not a whole number of at least 1"),
+    ("minitrain.measure.controls", ["--steps", "-1"], {}, "argument --steps: -1 is not a whole number of at least 1"),
+    ("minitrain.measure.allreduce_bench", ["--out", "README.md"], {}, "argument --out: README.md is a file, not a folder"),
+    ("minitrain.measure.bench", ["--repeats", "0"], {}, "argument --repeats: 0 is not a whole number of at least 1"),
+    ("minitrain.lab.experiment", ["--repeats", "0"], {}, "argument --repeats: 0 is not a whole number of at least 1"),
+    ("minitrain.lab", [], {"MINITRAIN_LAB_OUT": "README.md"}, "MINITRAIN_LAB_OUT=README.md is not a folder"),
+]
+
+
+@pytest.mark.parametrize("module, args, env, message", LAB_COMMANDS, ids=[f"{m} {' '.join(a)}" for m, a, _, _ in LAB_COMMANDS])
+def test_lab_commands_reject_a_bad_argument_in_one_line(module, args, env, message):
+    proc = subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True, timeout=60,
+                          cwd=ROOT, env={**os.environ, **env})
+    assert proc.returncode == 2
+    assert proc.stderr.count("\n") == 1 and message in proc.stderr, proc.stderr

@@ -10,7 +10,7 @@ import time
 import papermill
 import pytest
 
-from conftest import ROOT, TRAIN, WORKERS, launch
+from conftest import ROOT, TRAIN, launch
 from minitrain.lab.execute import execute
 from minitrain.launch import LaunchError, run_streaming, torchrun_command
 

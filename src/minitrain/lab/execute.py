@@ -13,17 +13,17 @@ import sys
 import uuid
 from pathlib import Path
 
-from jupyter_client import AsyncKernelManager
+from jupyter_client import AsyncKernelManager, KernelManager
 from jupyter_core.paths import jupyter_runtime_dir
-from traitlets import default
+from traitlets import HasTraits, default
 
 from minitrain.cli import BAD_USAGE, SettingError, lab_out_folder
 
 KERNEL = "python3"  # papermill resolves it to the calling interpreter
 
 
-class IPCKernelManager(AsyncKernelManager):
-    """jupyter_client's kernel manager with the IPC transport where the platform has it."""
+class IPCTransport(HasTraits):
+    """The IPC transport where the platform has it, each kernel with its own socket prefix."""
 
     @default("transport")
     def _transport_default(self) -> str:
@@ -38,6 +38,14 @@ class IPCKernelManager(AsyncKernelManager):
         runtime = Path(jupyter_runtime_dir())
         runtime.mkdir(mode=0o700, parents=True, exist_ok=True)
         return str(runtime / f"minitrain-{uuid.uuid4().hex[:12]}-ipc")
+
+
+class IPCKernelManager(IPCTransport, AsyncKernelManager):
+    """papermill's (and nbclient's) kernel manager, on IPC."""
+
+
+class SyncIPCKernelManager(IPCTransport, KernelManager):
+    """jupyter_client's blocking kernel manager, on IPC: what nbval starts its kernels with."""
 
 
 def execute(src: Path, dst: Path, parameters: dict | None = None) -> None:

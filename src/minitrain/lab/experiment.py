@@ -8,12 +8,12 @@ percent of a step, the 1-process run nothing), so the throughput verdict comes f
 repeats timed the same way for both (the comm hook only), alternating 1, 2, 1, 2, ...
 """
 
-import argparse
 import shutil
 import sys
 import time
 from pathlib import Path
 
+from minitrain.cli import LabArgumentParser, nonnegative_int, output_folder, positive_int
 from minitrain.corpus import DEFAULT_CORPUS_DIR, ensure_corpus
 from minitrain.lab.report import build_manifest, plot_scaling, write_manifest
 from minitrain.lab.runs import has_run, read_repeats, repeat_dir, run_dir_in
@@ -98,17 +98,15 @@ def write_report(out: Path, command: str) -> dict:
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description="Run the whole DDP-on-CPU experiment.")
-    p.add_argument("--out", type=Path, default=EXPERIMENT_DIR)
-    p.add_argument("--steps", type=int, default=100)
-    p.add_argument("--warmup", type=int, default=50)
+    p = LabArgumentParser(description="Run the whole DDP-on-CPU experiment.")
+    p.add_argument("--out", type=output_folder, default=EXPERIMENT_DIR)
+    p.add_argument("--steps", type=positive_int, default=100)
+    p.add_argument("--warmup", type=nonnegative_int, default=50)
     p.add_argument("--corpus-dir", type=Path, default=DEFAULT_CORPUS_DIR)
-    p.add_argument("--repeats", type=int, default=REPEATS, help="runs of each process count (at least 1)")
+    p.add_argument("--repeats", type=positive_int, default=REPEATS, help="runs of each process count (at least 1)")
     args = p.parse_args(argv)
     if args.steps <= args.warmup:
         p.error(f"--steps ({args.steps}) must be larger than --warmup ({args.warmup})")
-    if args.repeats < 1:
-        p.error(f"--repeats must be at least 1, got {args.repeats}")
     run_experiment(args.out, args.steps, args.warmup, args.corpus_dir, args.repeats)
 
 

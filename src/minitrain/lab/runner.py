@@ -14,7 +14,6 @@ Environment:
     MINITRAIN_LAB_SCRATCH  where throw-away demo files go (default: build/lab/)
 """
 
-import argparse
 import json
 import os
 import subprocess
@@ -23,6 +22,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
+from minitrain.cli import LabArgumentParser, SettingError, lab_out_folder, positive_int
 from minitrain.lab.check import CheckResult, check_folder, format_table
 from minitrain.lab.experiment import REPEATS, run_repeats
 from minitrain.lab.runs import output_dir, run_dir_in
@@ -157,18 +157,20 @@ def _coalesce_streams(outputs: list) -> list:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description="Run the whole notebook lab (measured runs first, alone), then check it.")
+    p = LabArgumentParser(prog="python -m minitrain.lab", description="Run the whole notebook lab (measured runs first, alone), then check it.")
     p.add_argument("--skip-tests", action="store_true", help="do not run the DDP tests in the final check")
-    p.add_argument("--repeats", type=int, default=REPEATS, help="repeats of the 1-vs-2 comparison (at least 1)")
-    p.add_argument("--workers", type=int, default=2, help="notebooks executed side by side after the measured runs")
+    p.add_argument("--repeats", type=positive_int, default=REPEATS, help="repeats of the 1-vs-2 comparison (at least 1)")
+    p.add_argument("--workers", type=positive_int, default=2, help="notebooks executed side by side after the measured runs")
     p.add_argument("--commit-notebooks", action="store_true",
                    help="instead: copy the last lab run's executed notebooks over the committed ones")
     args = p.parse_args(argv)
+    try:
+        lab_out_folder()  # a MINITRAIN_LAB_OUT naming a file stops here, before any run
+    except SettingError as e:
+        p.error(str(e))
     if args.commit_notebooks:
         print("\n".join(f"committed {name}" for name in commit_notebooks()))
         return 0
-    if args.repeats < 1 or args.workers < 1:
-        p.error(f"--repeats and --workers must be at least 1, got {args.repeats} and {args.workers}")
 
     out = output_dir().resolve()
     os.environ["MINITRAIN_LAB_OUT"] = str(out)  # the kernels inherit it: every notebook agrees

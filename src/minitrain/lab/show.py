@@ -1,27 +1,10 @@
 """Small helpers the notebooks call, so that cells hold prose and calls, not logic."""
 
 import os
-import platform
 import statistics
 
 from minitrain.lab.report import findings_table
-from minitrain.provenance import cpu_model, usable_cores
 from minitrain.timing import VARIANTS, summarize
-
-
-def machine_facts() -> list[tuple[str, str]]:
-    """What the lab needs from this machine, as (what, value) rows."""
-    import torch
-    import torch.distributed as dist
-
-    return [("python", platform.python_version()),
-            ("torch", torch.__version__),
-            ("gloo available", str(dist.is_gloo_available())),
-            ("CUDA used", "no (CPU only, on purpose)"),
-            ("usable cores", str(usable_cores())),
-            ("torch threads in this kernel", str(torch.get_num_threads())),
-            ("OMP_NUM_THREADS", os.environ.get("OMP_NUM_THREADS", "(not set)")),
-            ("CPU", cpu_model())]
 
 
 def format_rows(rows: list[tuple], headers: tuple[str, ...] | None = None) -> str:

@@ -20,6 +20,7 @@ import torch
 import torch.distributed as dist
 
 from minitrain.artifacts import save_figure
+from minitrain.cli import positive_int
 from minitrain.corpus import DEFAULT_CORPUS_DIR, ensure_corpus
 from minitrain.ddp import cleanup, init_distributed
 from minitrain.launch import spawn_workers
@@ -394,7 +395,7 @@ MEASUREMENT = Measurement("allreduce_bench", "gloo's all-reduce between 2 local 
 
 def main(argv: list[str] | None = None) -> None:
     p = parser(MEASUREMENT, "3 sizes, 5 iterations: a few seconds, for tests")
-    p.add_argument("--gradient-bytes", type=int, default=None,
+    p.add_argument("--gradient-bytes", type=positive_int, default=None,
                    help="message size to mark and predict (default: the default MiniGPT's gradients)")
     args = p.parse_args(argv)
     result = run(args.out, args.quick, args.gradient_bytes)

@@ -5,7 +5,6 @@ it prints figures and never fails on speed.
     python -m minitrain.measure.bench [--repeats N] [--skip-lab]
 """
 
-import argparse
 import json
 import os
 import re
@@ -20,6 +19,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from minitrain.cli import LabArgumentParser, positive_int
 from minitrain.corpus import DEFAULT_CORPUS_DIR, ensure_corpus
 from minitrain.data import make_shard
 from minitrain.ddp import cleanup, init_distributed, wrap_for_ddp
@@ -122,8 +122,8 @@ def lab_wall_time() -> tuple[float, list[str]]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description="Print the project's performance figures.")
-    p.add_argument("--repeats", type=int, default=40, help="interleaved repeats per comparison")
+    p = LabArgumentParser(description="Print the project's performance figures.")
+    p.add_argument("--repeats", type=positive_int, default=40, help="interleaved repeats per comparison")
     p.add_argument("--skip-lab", action="store_true", help="do not time the whole lab (a few minutes)")
     args = p.parse_args(argv)
     print(f"machine: {machine_provenance()}\n", flush=True)

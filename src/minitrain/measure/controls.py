@@ -23,6 +23,7 @@ import matplotlib.pyplot as plt
 import torch
 
 from minitrain.artifacts import save_figure
+from minitrain.cli import positive_int
 from minitrain.corpus import DEFAULT_CORPUS_DIR, ensure_corpus
 from minitrain.data import SEED_BASE, make_shard
 from minitrain.lab.runs import read_run
@@ -356,7 +357,7 @@ MEASUREMENT = Measurement("controls", "Negative controls (drift without the all-
 
 def main(argv: list[str] | None = None) -> None:
     p = parser(MEASUREMENT, f"{QUICK['steps']} steps, {QUICK['pairs']} pairs: seconds, for tests")
-    p.add_argument("--steps", type=int, default=300)
+    p.add_argument("--steps", type=positive_int, default=300)
     p.add_argument("--corpus-dir", type=Path, default=DEFAULT_CORPUS_DIR)
     p.add_argument("--runs-dir", type=Path, default=None,
                    help="keep the runs' files here (default: build/controls/, or beside --out)")

@@ -5,7 +5,6 @@ Each measurement module defines `MEASUREMENT = Measurement(...)`; `minitrain.mea
 finds them. The lab's report reads the findings from the JSON files, never from this code.
 """
 
-import argparse
 import contextlib
 import os
 import shlex
@@ -16,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from minitrain.artifacts import write_json
+from minitrain.cli import LabArgumentParser, output_folder
 from minitrain.paths import BEYOND_DIR, BUILD_DIR, relative
 from minitrain.provenance import machine_provenance, provenance
 
@@ -68,10 +68,10 @@ def provenance_line(results: dict, what: str = "") -> str:
             f"command: {p['command']}")
 
 
-def parser(measurement: Measurement, quick_help: str) -> argparse.ArgumentParser:
+def parser(measurement: Measurement, quick_help: str) -> LabArgumentParser:
     """The options every measurement takes: --out and --quick; a module adds its own."""
-    p = argparse.ArgumentParser(description=measurement.title)
-    p.add_argument("--out", type=Path, default=BEYOND_DIR,
+    p = LabArgumentParser(prog=f"python -m minitrain.measure.{measurement.name}", description=measurement.title)
+    p.add_argument("--out", type=output_folder, default=BEYOND_DIR,
                    help=f"output folder (default: {relative(BEYOND_DIR)})")
     p.add_argument("--quick", action="store_true", help=quick_help)
     return p

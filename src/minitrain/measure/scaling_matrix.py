@@ -9,7 +9,6 @@ fixed (strong scaling); for model sizes from ~0.3M to ~5M parameters, each point
 It writes scaling_matrix.json (every run, the points, the summary, the findings) and scaling_matrix.png.
 """
 
-import argparse
 import itertools
 import os
 import shlex
@@ -24,6 +23,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 
 from minitrain.artifacts import save_figure
+from minitrain.cli import positive_int
 from minitrain.corpus import DEFAULT_CORPUS_DIR, ensure_corpus
 from minitrain.lab.runs import phase_medians, read_run
 from minitrain.launch import run_streaming, torchrun_command
@@ -465,11 +465,9 @@ MEASUREMENT = Measurement("scaling_matrix", "When do 2 processes win? Threads, p
 
 def main(argv: list[str] | None = None) -> None:
     p = parser(MEASUREMENT, "one size, one repeat, few steps, 2 configurations, weak scaling only")
-    p.add_argument("--repeats", type=int, default=3, help="runs per point (at least 1)")
+    p.add_argument("--repeats", type=positive_int, default=3, help="runs per point (at least 1)")
     p.add_argument("--corpus-dir", type=Path, default=DEFAULT_CORPUS_DIR)
     args = p.parse_args(argv)
-    if args.repeats < 1:
-        p.error(f"--repeats must be at least 1, got {args.repeats}")
     results = run(args.out, args.quick, args.repeats, args.corpus_dir)
     print(results_table(results))
     print(f"wrote scaling_matrix.json and {PLOT_NAME} to {args.out} in {results['wall_s']:.0f} s")
