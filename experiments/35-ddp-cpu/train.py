@@ -1,12 +1,16 @@
 """Lab 01, Block C: train MiniGPT with DDP between CPU processes (gloo) and time the all-reduce.
 
-    torchrun --standalone --nproc-per-node=2 experiments/35-ddp-cpu/train.py
+    python -m minitrain.launch --nproc-per-node=2 experiments/35-ddp-cpu/train.py   # the lab's torchrun
     torchrun --standalone --nproc-per-node=1 experiments/35-ddp-cpu/train.py --out /tmp/one
     python experiments/35-ddp-cpu/train.py --launcher spawn --nproc 2     # the sheet's fallback
 
-Every rank trains on its own shard; `loss.backward()` all-reduces the gradients, so every rank
-takes the same optimizer step. Rank 0 writes timings.jsonl and run.json, every rank writes
-state-rank-{rank}.pt. Files are written to a staging folder and moved into place at the end.
+Every rank seeds itself with 35000 + rank (its shuffle and its initial weights differ) and trains
+on its own shard. Wrapping in DDP broadcasts rank 0's parameters and buffers, so the ranks start
+equal; inside `loss.backward()` DDP all-reduces the gradients bucket by bucket, from autograd
+hooks, and divides by the world size, so every rank takes the same optimizer step. Rank 0 writes
+timings.jsonl and run.json, every rank writes state-rank-{rank}.pt. Files are written to a staging
+folder and moved into place at the end. Without --out they go to this folder, over the committed
+artifacts.
 """
 
 import argparse

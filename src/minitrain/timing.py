@@ -3,9 +3,12 @@
 Each way of timing is a `TimingVariant` in `VARIANTS`; train.py, the report, the checker, the
 notebooks and `make bench` loop over that registry, so a new variant is one entry here.
 Variant A (the sheet's): `dist.barrier()` before and after `loss.backward()`. The bracketed time
-holds the backward pass, the all-reduce that overlaps it, and the wait for the slower rank.
+holds the backward pass, the all-reduce DDP launches inside it (overlapping the rest of backward
+only when there are several buckets) and the wait for the slower rank, which happens inside that
+all-reduce: DDP's backward returns only once its all-reduces have completed.
 Variant B: DDP's own all-reduce comm hook with a stopwatch, from each bucket's launch to its
-completion: the transfer, plus any wait for the other rank to launch the same bucket.
+completion, summed over the step's buckets: the transfer, plus any wait for the other rank to
+launch the same bucket.
 """
 
 import math
@@ -29,7 +32,7 @@ class InstrumentedHook:
     names: dict[int, str] = field(default_factory=dict)  # parameter data pointer -> name (optional)
     comm: str = "allreduce"
     step: int = 0  # the caller advances it; events carry it
-    buckets: dict[int, dict] = field(default_factory=dict)  # DDP rebuilds buckets after step 1: the latest
+    buckets: dict[int, dict] = field(default_factory=dict)  # DDP rebuilds its buckets in step 1's forward: the latest
     events: list[dict] = field(default_factory=list)  # one per bucket all-reduce: step, bucket, ready, done
 
 
@@ -86,7 +89,7 @@ class BarrierTimer:
 
     def after_backward(self) -> None:
         if dist.is_initialized():
-            dist.barrier()  # DDP waited for its all-reduces before backward returned; this waits for the peer
+            dist.barrier()  # backward returned after its all-reduces, which lined the ranks up; this adds a round trip
         self.ms = (time.perf_counter() - self.start) * 1e3
 
     def pop_ms(self) -> float | None:
@@ -127,7 +130,7 @@ VARIANTS = (
                   "A: barrier | backward + all-reduce + wait for the slower rank | barrier",
                   BarrierTimer),
     TimingVariant("B", "hook", "allreduce_ms",
-                  "B: comm hook, bucket launch to completion (transfer + wait for the peer)",
+                  "B: comm hook, bucket launch to completion, summed over buckets (transfer + wait for the peer)",
                   HookTimer),
 )
 BY_NAME = {v.name: v for v in VARIANTS}

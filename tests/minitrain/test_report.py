@@ -37,11 +37,11 @@ FASTER, SLOWER, UNCLEAR = [1.2, 1.25, 1.3], [0.7, 0.8, 0.9], [0.9, 1.05, 1.1]
 # what each branch of the paragraph's explanation says, and nothing else does
 BRANCHES = {
     "no clear winner": "The repeats disagree on the sign",
-    "faster, threads idle": "split each small matrix multiply",
-    "faster, one thread": "The single process ran 1 thread, so the second process added a core",
-    "slower, contention": "the ranks' threads outnumber the cores",
-    "slower, all-reduce": "the all-reduce and the waiting it forces take more than",
-    "slower, otherwise": "though not because of the all-reduce",
+    "faster, threads idle": "split each small operation of one step",
+    "faster, one thread": "The single process ran 1 thread, so a second process could use compute",
+    "slower, contention": "the ranks' threads outnumber the logical CPUs",
+    "slower, all-reduce": "As the sheet expected for a tiny model",
+    "slower, otherwise": "though the all-reduce is the smaller part",
 }
 
 
@@ -57,7 +57,7 @@ def test_lesson_notes_branches(tmp_path, branch, m, outcome):
     notes = lesson_notes(m)
     first = notes.split(". ")[0]
     lo, hi = m["speedup_2proc_range"]
-    for figure in (f"On {m['cores']} cores", f"{m['tokens_per_sec_2proc']:,.0f} tokens/s",
+    for figure in (f"On {m['cores']} logical CPUs", f"{m['tokens_per_sec_2proc']:,.0f} tokens/s",
                    f"against {m['tokens_per_sec_1proc']:,.0f} for 1 process", f"{m['speedup_2proc']:.2f}x",
                    f"medians of {len(m['repeats']['speedups'])} alternating repeats", f"range {lo:.2f}-{hi:.2f}x",
                    f"so {outcome}"):

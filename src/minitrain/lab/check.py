@@ -21,7 +21,7 @@ from minitrain.timing import VARIANTS, manifest_fields, summarize
 from minitrain.verify import ATOL, StateFileError, compare_state_files
 
 DDP_TESTS = REPO / "tests" / "minitrain" / "test_ddp.py"
-DDP_TESTS_TIMEOUT = 600  # seconds; they take about a minute on 2 cores
+DDP_TESTS_TIMEOUT = 600  # seconds; they start real 2-process gloo runs, far longer than the other checks
 FILES = ("train.py", "timings.jsonl", "scaling.png", "manifest.json", "state-rank-0.pt", "state-rank-1.pt")
 RTOL = 1e-6  # manifest figures against the same figures recomputed here
 TIMED = tuple(v.field for v in VARIANTS)  # timings.jsonl keys summarized in the manifest
@@ -36,7 +36,7 @@ PLACEHOLDER = re.compile(r"<[^<>]+>")  # "<filled in>", "<true/false>", ...
 # The lesson paragraph's first sentence, as minitrain.lab.report.lesson_notes writes it. The groups
 # are loose on purpose: a figure that differs is named, rather than the whole sentence rejected.
 FIRST_SENTENCE = re.compile(
-    r"On (?P<cores>\S+) cores, 2 processes trained at (?P<tokens_2proc>\S+) tokens/s against "
+    r"On (?P<cores>\S+) logical CPUs, 2 processes trained at (?P<tokens_2proc>\S+) tokens/s against "
     r"(?P<tokens_1proc>\S+) for 1 process: (?P<speedup>\S+)x \(medians of (?P<repeats>\S+) alternating "
     r"repeats timed the same way; range (?P<low>[\d.]+)-(?P<high>[\d.]+)x\), so (?P<outcome>[^.]+)\.")
 OUTCOMES = {"faster": "2 processes were faster here", "slower": "2 processes were slower here",
@@ -205,7 +205,7 @@ def check_lesson_notes(folder: Path) -> str:
     first = FIRST_SENTENCE.match(notes.strip())
     if first is None:
         raise CheckFailed("; ".join(problems + [
-            "the first sentence does not read 'On N cores, 2 processes trained at X tokens/s against Y "
+            "the first sentence does not read 'On N logical CPUs, 2 processes trained at X tokens/s against Y "
             "for 1 process: Z.ZZx (medians of R alternating repeats timed the same way; range L-Hx), so "
             f"...': {notes.strip()[:90]!r}"]))
     expected = {"cores": str(m.get("cores")), "tokens_2proc": f"{m['tokens_per_sec_2proc']:,.0f}",

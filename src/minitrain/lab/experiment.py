@@ -3,9 +3,9 @@ of the fair 1-vs-2 comparison, plot, manifest.
 
     python -m minitrain.lab.experiment [--out DIR] [--steps 100] [--warmup 50] [--repeats 3]
 
-The sheet's runs time the all-reduce both ways (variant A's barriers cost the 2-process run a few
-percent of a step, the 1-process run nothing), so the throughput verdict comes from separate
-repeats timed the same way for both (the comm hook only), alternating 1, 2, 1, 2, ...
+The sheet's runs time the all-reduce both ways (variant A's two barriers per step make 2 processes
+meet twice more, while in a group of 1 they cost next to nothing), so the throughput verdict
+comes from separate repeats timed the same way for both (the comm hook only), alternating 1, 2, 1, 2, ...
 """
 
 import shutil

@@ -24,7 +24,7 @@ def lesson_notes(m: dict) -> str:
     outcome = {"faster": "2 processes were faster here", "slower": "2 processes were slower here",
                "no clear winner": "there is no clear winner on this machine"}[m["verdict"]]
     text = [
-        f"On {cores} cores, 2 processes trained at {m['tokens_per_sec_2proc']:,.0f} tokens/s against "
+        f"On {cores} logical CPUs, 2 processes trained at {m['tokens_per_sec_2proc']:,.0f} tokens/s against "
         f"{m['tokens_per_sec_1proc']:,.0f} for 1 process: {speedup:.2f}x (medians of "
         f"{m['repeats']['count']} alternating repeats timed the same way; range {lo:.2f}-{hi:.2f}x), "
         f"so {outcome}.",
@@ -36,25 +36,29 @@ def lesson_notes(m: dict) -> str:
         f"bucket(s)) took {share:.0%} of a 2-process step, from launch to completion, waiting for "
         f"the other rank included.",
     ]
+    # Each branch says only what its condition guarantees. Slower means a rank's step took over twice
+    # the single process's; with the all-reduce under 30% of it, the rest alone took over 1.4 times.
     if m["verdict"] == "no clear winner":
-        text.append("The repeats disagree on the sign: on this machine, what else runs at the moment "
-                    "decides it, not DDP. The sheet expected 2 processes to be slower; this machine cannot tell.")
+        text.append("The repeats disagree on the sign: the gap between 1 and 2 processes is smaller than "
+                    "the variation from one repeat to the next (other load, scheduling, clock speed), so "
+                    "this machine cannot tell them apart. The sheet expected 2 processes to be slower.")
     elif m["verdict"] == "faster":
-        text.append(f"The single process's {t1} threads split each small matrix multiply and gained less "
-                    "than a second process running whole steps side by side; the all-reduce did not close "
-                    "that gap. The sheet expected the opposite." if t1 > 1 else
-                    "The single process ran 1 thread, so the second process added a core's worth of "
-                    "compute for the price of the all-reduce. The sheet expected the opposite.")
+        text.append(f"The single process's {t1} threads split each small operation of one step and gained "
+                    "less than a second process running whole steps side by side; the all-reduce did not "
+                    "close that gap. The sheet expected the opposite." if t1 > 1 else
+                    "The single process ran 1 thread, so a second process could use compute the first left "
+                    "unused, at the price of the all-reduce. The sheet expected the opposite.")
     elif m["world_size"] * t2 > cores:
-        text.append("As the sheet expected: the ranks' threads outnumber the cores, so the processes "
+        text.append("As the sheet expected: the ranks' threads outnumber the logical CPUs, so the processes "
                     "contend for them and pay the all-reduce on top.")
     elif share >= 0.3:
-        text.append("As the sheet expected: the all-reduce and the waiting it forces take more than the "
-                    "second process adds.")
+        text.append("As the sheet expected for a tiny model: the all-reduce, waiting included, is a large "
+                    "part of a 2-process step, time the single process never spends.")
     else:
-        text.append(f"As the sheet expected, though not because of the all-reduce, a small share: the "
-                    f"single process's {t1} threads used the cores better than two ranks did, or other "
-                    "load on the machine took cycles from the ranks.")
+        text.append(f"As the sheet expected, though the all-reduce is the smaller part: the rest of a rank's "
+                    f"step alone took longer than the single process's whole step, computed with {t2} "
+                    f"thread(s) per rank against {t1}, the two ranks sharing cores, caches and memory "
+                    "bandwidth with each other and with whatever else runs.")
     text.append("Notebook 08 measures when each side wins: model size, threads, pinning.")
     return " ".join(text)
 

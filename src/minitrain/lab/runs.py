@@ -1,7 +1,8 @@
 """The run-folder contract: where the lab's runs go, and reading what train.py wrote into one.
 
 A finished run folder holds run.json (configuration, summary, provenance), timings.jsonl (one
-record a step) and state-rank-{r}.pt; train.py moves run.json into place last.
+record a step) and state-rank-{r}.pt; train.py moves them into place in name order, so
+timings.jsonl comes last.
 """
 
 import json
@@ -55,7 +56,9 @@ def read_repeats(out: Path) -> dict[int, list[dict]]:
 
 
 def has_run(folder: Path) -> bool:
-    """True when `folder` holds a finished run (train.py moves run.json into place last)."""
+    """True when `folder` holds run.json and timings.jsonl. train.py moves its files into place in
+    name order, timings.jsonl last, so in a new folder this means a finished run; over an older run
+    it holds throughout, and the new run is finished only when train.py has exited."""
     return (Path(folder) / "run.json").is_file() and (Path(folder) / "timings.jsonl").is_file()
 
 
