@@ -177,8 +177,8 @@ def write_rank0_files(staging: Path, args: argparse.Namespace, records: list[dic
     summary = {key: summarize([r[key] for r in measured])
                for key in ("step_ms", "forward_ms", "backward_ms", "optimizer_ms", *(v.field for v in VARIANTS))
                if measured[0][key] is not None}
-    # backward's own compute: loss.backward() minus the hook's all-reduce, step by step (medians
-    # do not subtract); with one bucket the all-reduce follows the last gradient, so this is exact
+    # loss.backward() minus the hook's all-reduce, step by step (medians do not subtract): backward's
+    # compute and DDP's bucket copies; with variant A on, its two barriers too (the repeats run without)
     summary["backward_outside_hook_ms"] = summarize([r["backward_ms"] - (r["allreduce_ms"] or 0.0) for r in measured])
     tokens_per_sec = [r["tokens"] / (r["step_ms"] / 1e3) for r in measured]
     run_info = {

@@ -203,7 +203,7 @@ def plot_scaling(m: dict, path: Path) -> None:
         heights = [m["step_breakdown_ms"][k][phase] for k in ("1proc", "2proc")]
         ax2.bar(labels, heights, bottom=bottoms, color=color, label=names.get(phase, phase), width=0.5)
         bottoms = [b + h for b, h in zip(bottoms, heights)]
-    ax2.set_ylabel("median ms per step")
+    ax2.set_ylabel("ms per step (each phase's median)")
     ax2.set_title("Where a step's time goes (median repeats; backward excludes the all-reduce)", fontsize=10)
     ax2.legend(loc="upper left", fontsize=8)
     ax2.set_ylim(0, 1.35 * max(bottoms))
