@@ -155,7 +155,8 @@ def check_kernel_sockets() -> Check:
     runtime = Path(jupyter_runtime_dir())
     longest = len(os.fsencode(runtime / f"kernel-{uuid.uuid4()}-ipc-5"))
     limit = getattr(zmq, "IPC_PATH_MAX_LEN", 103)  # sun_path less its NUL: 107 on Linux, 103 on macOS
-    found = f"Unix sockets in {runtime} (the longest path {longest} bytes of at most {limit})"
+    shown = f"~/{runtime.relative_to(Path.home())}" if runtime.is_relative_to(Path.home()) else str(runtime)
+    found = f"Unix sockets in {shown} (the longest path {longest} bytes of at most {limit})"
     if longest > limit:
         return Check("kernel sockets", WARN, found, "kernels cannot bind there (JupyterLab answers 500): set "
                      "JUPYTER_RUNTIME_DIR to a shorter private folder, e.g. ~/.jrt")

@@ -18,6 +18,7 @@ from jupyter_core.paths import jupyter_runtime_dir
 from traitlets import HasTraits, default
 
 from minitrain.cli import BAD_USAGE, SettingError, lab_out_folder
+from minitrain.paths import relative
 
 KERNEL = "python3"  # papermill resolves it to the calling interpreter
 
@@ -50,12 +51,16 @@ class SyncIPCKernelManager(IPCTransport, KernelManager):
 
 def execute(src: Path, dst: Path, parameters: dict | None = None) -> None:
     """Run `src` top to bottom in a fresh kernel started in its folder; write the executed copy to `dst`."""
+    import nbformat
     import papermill
 
     Path(dst).parent.mkdir(parents=True, exist_ok=True)
-    papermill.execute_notebook(str(src), str(dst), parameters=parameters or {}, kernel_name=KERNEL,
-                               cwd=str(Path(src).parent), progress_bar=False,
-                               kernel_manager_class=IPCKernelManager)
+    nb = papermill.execute_notebook(str(src), str(dst), parameters=parameters or {}, kernel_name=KERNEL,
+                                    cwd=str(Path(src).parent), progress_bar=False,
+                                    kernel_manager_class=IPCKernelManager)
+    for key in ("input_path", "output_path"):  # papermill records them absolute: no machine path in a copy
+        nb.metadata.papermill[key] = relative(nb.metadata.papermill[key])
+    nbformat.write(nb, str(dst))
 
 
 def main(argv: list[str]) -> None:
