@@ -198,17 +198,18 @@ def plot_scaling(m: dict, path: Path) -> None:
 
     labels = [f"1 process\n{threads['1proc']} thread(s)", f"2 processes\n{threads['2proc']} thread(s) each"]
     bottoms = [0.0, 0.0]
-    names = {"all-reduce": "all-reduce (comm hook, incl. waiting for the peer)"}
+    names = {"backward": "backward (without the all-reduce)",
+             "all-reduce": "all-reduce (comm hook, incl. waiting for the peer)"}
     for phase, color in zip(PHASES, ("#4c72b0", "#55a868", "#c44e52", "#8172b2")):
         heights = [m["step_breakdown_ms"][k][phase] for k in ("1proc", "2proc")]
         ax2.bar(labels, heights, bottom=bottoms, color=color, label=names.get(phase, phase), width=0.5)
         bottoms = [b + h for b, h in zip(bottoms, heights)]
     ax2.set_ylabel("ms per step (each phase's median)")
-    ax2.set_title("Where a step's time goes (median repeats; backward excludes the all-reduce)", fontsize=10)
+    ax2.set_title("Where a step's time goes (the median repeats)", fontsize=10)
     ax2.legend(loc="upper left", fontsize=8)
     ax2.set_ylim(0, 1.35 * max(bottoms))
     fig.suptitle(f"MiniGPT ({m['model_params']:,} params), {m['batch_size_per_rank']} x {m['block_size']} "
-                 f"tokens per rank per step, gloo on {m['cores']} core(s) of {m['cpu_model']}; "
+                 f"tokens per rank per step, gloo on {m['cores']} logical CPU(s) of {m['cpu_model']}; "
                  f"{m['repeats']['count']} repeats each, alternating", fontsize=10)
     fig.tight_layout()
     save_figure(fig, path)
