@@ -144,6 +144,6 @@ def test_make_lab_names_a_lab_out_that_is_a_file(tmp_path, below):
     proc = run([sys.executable, "-m", "minitrain.lab", "--skip-tests"], env={"MINITRAIN_LAB_OUT": value}, timeout=120)
     assert proc.returncode != 0
     assert proc.stderr.splitlines()[-1] == (
-        f"error: MINITRAIN_LAB_OUT={value} is not a folder ({target} is a file): unset it for "
-        "experiments/35-ddp-cpu/, or name a folder (it is created if missing)")
+        f"python -m minitrain.lab: error: MINITRAIN_LAB_OUT={value} is not a folder ({target} is a file): "
+        "unset it for experiments/35-ddp-cpu/, or name a folder (it is created if missing) (see --help)")
     assert "Traceback" not in proc.stderr and target.read_text() == "keep me"

@@ -67,4 +67,4 @@ def test_steps_not_above_the_warmup():
 def test_zero_processes():
     status, out = run_train(nproc=0)
     assert status != 0
-    assert "--nproc-per-node must be at least 1, got 0" in out
+    assert "--nproc-per-node=0 is not a whole number of at least 1" in out

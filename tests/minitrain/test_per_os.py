@@ -88,7 +88,7 @@ def test_the_spawn_path_without_libuv_runs_here(tmp_path):
              "PYTHONPATH": os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")]))})
     try:
         lines = []
-        while sum("ready" in line for line in lines) < 2:
+        while sum(line.count("ready,") for line in lines) < 2:  # two workers' lines may share one
             line = proc.stdout.readline()
             assert line, "".join(lines)
             lines.append(line)

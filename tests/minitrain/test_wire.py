@@ -99,7 +99,7 @@ def test_findings_records_hold_the_numbers():
     found = check_findings(findings(made_up([2_001_000, 2_001_000])), EXPECTED)
     assert "2.00 MB of gradients" in found["buckets"]["meaning"]
     assert "(2.00 MB)" in found["sent_over_ring_theory"]["meaning"]
-    assert "median over 3 alternating repeats" in found["comm_share"]["meaning"]
+    assert "medians of 3 alternating repeats" in found["comm_share"]["meaning"]
     assert found["comm_share"]["unit"] == "fraction of the step"
 
 
