@@ -1,6 +1,7 @@
 """Bad arguments, tried as a new user would: each ends at once with one line that names the
 argument and the fix, exit status 2, and nothing written."""
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -27,14 +28,33 @@ BAD = [  # (arguments, what the one line must say)
 ]
 
 
+@pytest.fixture(scope="module")
+def train_script():
+    """experiments/35-ddp-cpu/train.py as a module: its argument parsing runs in this process."""
+    spec = importlib.util.spec_from_file_location("train_script", TRAIN)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 @pytest.mark.parametrize("args, message", BAD, ids=[" ".join(a) for a, _ in BAD])
-def test_train_rejects_a_bad_argument_in_one_line(tmp_path, args, message):
+def test_train_rejects_a_bad_argument_in_one_line(train_script, tmp_path, capsys, args, message):
     out = tmp_path / "out"
-    proc = subprocess.run([sys.executable, str(TRAIN), *args, "--out", str(out)], capture_output=True,
-                          text=True, timeout=60)
-    assert proc.returncode == 2
-    assert proc.stderr.count("\n") == 1 and message in proc.stderr, proc.stderr
-    assert proc.stdout == "" and not out.exists()  # nothing written, not even the folder
+    with pytest.raises(SystemExit) as exit_:
+        train_script.main([*args, "--out", str(out)])
+    captured = capsys.readouterr()
+    assert exit_.value.code == 2
+    assert captured.err.count("\n") == 1 and message in captured.err, captured.err
+    assert captured.out == "" and not out.exists()  # nothing written, not even the folder
+
+
+def test_a_bad_argument_ends_the_script_itself_with_status_2(tmp_path):
+    """The same rule end to end, as a user types it: a new interpreter, exit status 2, one line."""
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, str(TRAIN), "--batch-size", "0", "--out", str(out)],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "--batch-size: 0" in proc.stderr
+    assert proc.stdout == "" and not out.exists()
 
 
 def test_out_naming_a_file(tmp_path):

@@ -123,10 +123,11 @@ def test_interrupting_the_notebook_kernel_stops_the_run_and_frees_the_port(tmp_p
         km.shutdown_kernel(now=True)
 
 
-def test_ten_runs_exit_cleanly_two_at_a_time(reap):
+def test_four_runs_exit_cleanly_two_at_a_time(reap):
     """An abort at exit ("terminate called without an active exception") is a race: repeat the
-    runs, two at a time so that the races meet a busy machine too."""
-    for attempt in range(5):
+    runs, two at a time so that the races meet a busy machine too (every other launch in the suite
+    checks a clean exit as well)."""
+    for attempt in range(2):
         procs = [launch("--nproc-per-node=2", str(WORKERS), "clean") for _ in range(2)]
         for proc in procs:
             reap(proc)
