@@ -37,7 +37,7 @@ def test_committed_notebook_shows_the_committed_run(path):
     text = output_text(path)
     stray = set(RUN_ID.findall(text)) - committed_run_ids()
     assert not stray, f"{path.name} shows runs that are not committed: {sorted(stray)}; re-run make lab " \
-                      "and python -m minitrain.lab --commit-notebooks"
+                      "on a quiet machine and commit notebooks/ with experiments/"
     stored = MACHINE_PATHS.findall(path.read_text())  # outputs, sources and metadata alike
     assert not stored, f"{path.name} holds machine paths: {stored[:3]}"
     assert not FAIL_ROW.findall(text), f"{path.name} shows a FAIL row: {FAIL_ROW.findall(text)[:1]}"

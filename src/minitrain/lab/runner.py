@@ -1,13 +1,14 @@
 """The lab's batch runner: the measured runs alone, then every notebook and the checker.
 
     python -m minitrain.lab [--skip-tests]     # what `make lab` runs
-    python -m minitrain.lab --commit-notebooks # then: the executed notebooks become the committed ones
 
 First the runs whose timings the lab reports, one at a time with nothing else running: `run.ipynb`
 for 1 and for 2 processes with papermill (the sheet's runs), then the alternating repeats of the
 1-vs-2 comparison. Then the report notebook, then every other numbered notebook side by side with
 the checker (a notebook whose parameters cell has `live_run` runs with it off: it reads the runs
-just made, or its committed measurement). Exits non-zero when anything failed.
+just made, or its committed measurement). When everything passed and the runs went to
+experiments/35-ddp-cpu/, the executed notebooks replace those in notebooks/, so that the notebooks
+show the run beside them. Exits non-zero when anything failed.
 
 Environment:
     MINITRAIN_LAB_OUT      where runs and artifacts go (default: experiments/35-ddp-cpu/)
@@ -27,7 +28,7 @@ from minitrain.lab.check import CheckResult, check_folder, format_table
 from minitrain.lab.experiment import REPEATS, run_repeats
 from minitrain.lab.runs import output_dir, run_dir_in
 from minitrain.launch import LaunchError
-from minitrain.paths import BUILD_DIR, NOTEBOOKS_DIR, relative
+from minitrain.paths import BUILD_DIR, EXPERIMENT_DIR, NOTEBOOKS_DIR, relative
 
 EXECUTED_DIR = BUILD_DIR / "notebooks"  # executed copies of the topic notebooks (git-ignored)
 RUN_NOTEBOOK = "run.ipynb"
@@ -113,18 +114,24 @@ def display_phase(run_tests: bool, workers: int, repeats: int) -> tuple[list[Che
         return checker.result(), failures
 
 
-def commit_notebooks() -> list[str]:
-    """Copy the executed notebooks of the last lab run over the committed ones, without papermill's
-    injected-parameters cell and metadata, so the committed notebooks show the committed run
-    (`run.ipynb` from its 2-process execution, the sheet's run)."""
+def notebook_stamps() -> dict[str, int]:
+    """Each notebook's modification time, to tell whether someone saved it while the lab ran."""
+    return {p.name: p.stat().st_mtime_ns for p in NOTEBOOKS_DIR.glob("*.ipynb")}
+
+
+def commit_notebooks(stamps: dict[str, int]) -> list[str]:
+    """Copy the executed notebooks of this lab run over the ones in notebooks/, without papermill's
+    injected-parameters cell and metadata, so the notebooks show the run whose artifacts sit beside
+    them (`run.ipynb` from its 2-process execution, the sheet's run)."""
     import nbformat
 
     names = []
     executed_copies = {name: EXECUTED_DIR / name for name in numbered_notebooks()}
     executed_copies[RUN_NOTEBOOK] = run_dir_in(output_dir(), 2) / "run-2proc.ipynb"
     for name, executed in executed_copies.items():
-        if not executed.is_file():
-            raise FileNotFoundError(f"{relative(executed)} is missing: run `make lab` first")
+        if notebook_stamps().get(name) != stamps.get(name):  # saved meanwhile: what you wrote wins
+            print(f"{name} left as it is: it was saved while the lab ran", flush=True)
+            continue
         nb = nbformat.read(executed, as_version=4)
         nb.cells = [c for c in nb.cells if "injected-parameters" not in c.metadata.get("tags", [])]
         nb.metadata.pop("papermill", None)
@@ -161,21 +168,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--skip-tests", action="store_true", help="do not run the DDP tests in the final check")
     p.add_argument("--repeats", type=positive_int, default=REPEATS, help="repeats of the 1-vs-2 comparison (at least 1)")
     p.add_argument("--workers", type=positive_int, default=2, help="notebooks executed side by side after the measured runs")
-    p.add_argument("--commit-notebooks", action="store_true",
-                   help="instead: copy the last lab run's executed notebooks over the committed ones")
     args = p.parse_args(argv)
     try:
         lab_out_folder()  # a MINITRAIN_LAB_OUT naming a file stops here, before any run
     except SettingError as e:
         p.error(str(e))
-    if args.commit_notebooks:
-        print("\n".join(f"committed {name}" for name in commit_notebooks()))
-        return 0
 
     out = output_dir().resolve()
     os.environ["MINITRAIN_LAB_OUT"] = str(out)  # the kernels inherit it: every notebook agrees
     print(f"lab output folder: {relative(out)}; executed notebooks: {relative(EXECUTED_DIR)}", flush=True)
-    total = time.perf_counter()
+    total, stamps = time.perf_counter(), notebook_stamps()  # papermill reads the notebooks as they are now
     print("measured runs, alone on the machine:", flush=True)
     try:
         measured_phase(out, args.repeats)
@@ -196,6 +198,8 @@ def main(argv: list[str] | None = None) -> int:
     if not all(r.passed for r in results):
         print("FAILED: the checker found a problem (FAIL rows above)", file=sys.stderr)
         return 1
+    if out == EXPERIMENT_DIR.resolve():  # the lab's own artifacts: the notebooks show this run now
+        print(f"notebooks/ now shows this run: {', '.join(commit_notebooks(stamps))}")
     print("lab complete: every notebook ran and every check passed")
     return 0
 
