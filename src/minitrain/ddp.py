@@ -94,7 +94,7 @@ def exit_with_parent(what: str, on_gone: Callable[[], None] | None = None,
     """
     parent = os.getppid()
     named = int(os.environ.get(WATCH_PID, "0"))
-    if named and named != parent and _gone(named):
+    if named and named != parent and not running(named):
         _parent_gone(what, named, None)  # it died before this process could watch it
     if parent == 1 or (only_when_asked and named != parent):
         return
@@ -102,11 +102,13 @@ def exit_with_parent(what: str, on_gone: Callable[[], None] | None = None,
         threading.Thread(target=_watch, args=(what, parent, on_gone), name=_WATCHER, daemon=True).start()
 
 
-def _gone(pid: int) -> bool:
+def running(pid: int) -> bool:
+    """True while `pid` runs; a zombie (ended, not yet reaped by its parent) counts as gone."""
     try:
-        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+        proc = psutil.Process(pid)
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
-        return True
+        return False
 
 
 def _watch(what: str, parent: int, on_gone: Callable[[], None] | None) -> None:

@@ -198,10 +198,23 @@ def format_checks(checks: list[Check]) -> str:
     return "\n".join(lines)
 
 
+def ready(checks: list[Check]) -> str:
+    """One line saying the machine can run the lab; raises, naming the checks to fix, when it cannot."""
+    failed = [c.name for c in checks if c.status == FAIL]
+    if failed:
+        raise RuntimeError(f"fix these checks first (the table above says how): {', '.join(failed)}")
+    return f"all {len(checks)} checks OK or WARN ({', '.join(c.name for c in checks)}): this machine can run the lab"
+
+
 def main() -> int:
     checks = run_checks()
     print(format_checks(checks))
-    return 1 if any(c.status == FAIL for c in checks) else 0
+    try:
+        print(ready(checks))
+    except RuntimeError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    return 0
 
 
 if __name__ == "__main__":

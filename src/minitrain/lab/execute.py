@@ -4,7 +4,8 @@
 
 A kernel that papermill or nbclient starts listens on 127.0.0.1 TCP ports by default, unencrypted
 ("Kernel is running over TCP without encryption"); with the IPC transport it listens on Unix
-sockets beside its connection file, guarded by file permissions, and opens no port at all.
+sockets in Jupyter's private runtime folder, guarded by file permissions: no channel on a port
+(ipykernel still opens one keyed pipe port on 127.0.0.1 for forked subprocesses' output).
 Windows has no IPC transport: there the kernel stays on TCP.
 """
 

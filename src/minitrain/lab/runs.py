@@ -9,6 +9,7 @@ import json
 import os
 from pathlib import Path
 
+from minitrain.cli import lab_out_folder
 from minitrain.paths import BUILD_DIR, EXPERIMENT_DIR
 from minitrain.timing import BY_NAME
 
@@ -17,9 +18,8 @@ REPEATS_DIR = "repeats"  # the 1-vs-2 comparison's repeats: repeats/r{i}-{n}proc
 
 
 def output_dir() -> Path:
-    """Where the lab's runs and artifacts go: $MINITRAIN_LAB_OUT, else experiments/35-ddp-cpu/."""
-    env = os.environ.get("MINITRAIN_LAB_OUT")
-    return Path(env) if env else EXPERIMENT_DIR
+    """Where the lab's runs and artifacts go: $MINITRAIN_LAB_OUT (checked), else experiments/35-ddp-cpu/."""
+    return lab_out_folder() or EXPERIMENT_DIR
 
 
 def run_dir_in(out: Path, nproc: int) -> Path:

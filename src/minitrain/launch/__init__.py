@@ -2,15 +2,12 @@
 the spawn launcher (also Windows), streaming a run into a cell, and the processes and sockets a run
 holds."""
 
-from minitrain.launch.processes import Listener, alive, listening_sockets, process_tree
-from minitrain.launch.rendezvous import (LoopbackRendezvousHandler, PortInUseError, free_port,
-                                         loopback_store)
+from minitrain.launch.processes import alive, listening_sockets, process_tree
+from minitrain.launch.rendezvous import free_port, loopback_store
 from minitrain.launch.spawn import spawn_workers
 from minitrain.launch.stream import LaunchError, run_streaming, stop_process_tree
-from minitrain.launch.torchrun import (TorchrunUnavailable, describe_failures, main, preferred_launcher,
-                                       torchrun_command)
+from minitrain.launch.torchrun import TorchrunUnavailable, main, preferred_launcher, torchrun_command
 
-__all__ = ["LaunchError", "Listener", "LoopbackRendezvousHandler", "PortInUseError", "TorchrunUnavailable",
-           "alive", "describe_failures", "free_port", "listening_sockets", "loopback_store", "main",
-           "preferred_launcher", "process_tree", "run_streaming", "spawn_workers", "stop_process_tree",
+__all__ = ["LaunchError", "TorchrunUnavailable", "alive", "free_port", "listening_sockets", "loopback_store",
+           "main", "preferred_launcher", "process_tree", "run_streaming", "spawn_workers", "stop_process_tree",
            "torchrun_command"]

@@ -6,6 +6,8 @@ from dataclasses import dataclass
 
 import psutil
 
+from minitrain.ddp import running
+
 
 @dataclass(frozen=True)
 class Listener:
@@ -18,15 +20,6 @@ class Listener:
         return ipaddress.ip_address(self.address).is_loopback
 
 
-def _running(pid: int) -> bool:
-    """True while `pid` runs; a zombie (ended, not yet reaped by its parent) counts as gone."""
-    try:
-        proc = psutil.Process(pid)
-        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
-
-
 def process_tree(root: int) -> list[int]:
     """`root` and all its live descendants. torchrun starts each worker in a session of its own,
     so a process group or session does not hold them all; the parent links do."""
@@ -34,12 +27,12 @@ def process_tree(root: int) -> list[int]:
         descendants = psutil.Process(root).children(recursive=True)
     except psutil.NoSuchProcess:
         return []
-    return alive([root, *(p.pid for p in descendants)]) if _running(root) else []
+    return alive([root, *(p.pid for p in descendants)]) if running(root) else []
 
 
 def alive(pids: list[int]) -> list[int]:
     """Those of `pids` that still run (zombies count as gone)."""
-    return [pid for pid in pids if _running(pid)]
+    return [pid for pid in pids if running(pid)]
 
 
 def listening_sockets(pids: list[int]) -> list[Listener]:
