@@ -5,7 +5,6 @@ Each ends at once with one line that names what is wrong and the fix, exit statu
 import os
 import subprocess
 import sys
-import time
 
 import papermill
 import pytest
@@ -53,12 +52,11 @@ def test_a_bad_collective_timeout_fails_where_it_is_used_not_at_import():
     ({"MASTER_PORT": "70000"}, "MASTER_PORT=70000 is not a TCP port"),
 ], ids=["timeout abc", "port abc", "port 70000"])
 def test_the_launcher_names_a_bad_setting_before_starting_anything(tmp_path, env, message):
-    start = time.monotonic()
     proc = launch("--nproc-per-node=2", str(TRAIN), "--out", str(tmp_path / "out"), env=env)
     text, _ = proc.communicate(timeout=60)
     assert proc.returncode == 2
     assert message in one_line(text)  # no worker started: not even torchrun's OMP_NUM_THREADS notice
-    assert time.monotonic() - start < 15 and not (tmp_path / "out").exists()
+    assert not (tmp_path / "out").exists()
 
 
 @pytest.mark.parametrize("value", ["abc", "70000"])
@@ -71,8 +69,8 @@ def test_the_spawn_launcher_names_a_bad_master_port(tmp_path, value):
 
 
 LAUNCHER_BAD = [  # (arguments, what the one line must say)
-    (["--nproc-per-node=abc", str(TRAIN)], "error: --nproc-per-node=abc is not a whole number of at least 1"),
-    (["--nproc-per-node=0", str(TRAIN)], "error: --nproc-per-node=0 is not a whole number of at least 1"),
+    (["--nproc-per-node=abc", str(TRAIN), "--out", "{tmp}"], "error: --nproc-per-node=abc is not a whole number of at least 1"),
+    (["--nproc-per-node=0", str(TRAIN), "--out", "{tmp}"], "error: --nproc-per-node=0 is not a whole number of at least 1"),
     (["--nproc-per-node=2"], "error: no SCRIPT to run: python -m minitrain.launch --nproc-per-node=N SCRIPT"),
     (["--nproc-per-node=2", "experiments/35-ddp-cpu/trian.py"],
      "error: SCRIPT experiments/35-ddp-cpu/trian.py is not a file: give the path of a Python script"),
@@ -80,8 +78,8 @@ LAUNCHER_BAD = [  # (arguments, what the one line must say)
 
 
 @pytest.mark.parametrize("args, message", LAUNCHER_BAD, ids=["nproc abc", "nproc 0", "no script", "no such script"])
-def test_the_launcher_rejects_a_bad_argument_in_one_line(args, message):
-    proc = launch(*args)
+def test_the_launcher_rejects_a_bad_argument_in_one_line(tmp_path, args, message):
+    proc = launch(*(arg.replace("{tmp}", str(tmp_path)) for arg in args))
     text, _ = proc.communicate(timeout=60)
     assert proc.returncode == 2
     assert one_line(text).startswith(message), text

@@ -63,8 +63,3 @@ def test_steps_not_above_the_warmup():
     assert proc.returncode == 2
     assert "--steps (10) must be larger than --warmup (50)" in proc.stderr
 
-
-def test_zero_processes():
-    status, out = run_train(nproc=0)
-    assert status != 0
-    assert "--nproc-per-node=0 is not a whole number of at least 1" in out

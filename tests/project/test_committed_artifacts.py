@@ -8,6 +8,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from minitrain.lab.experiment import REPEATS
 from minitrain.lab.runs import REPEATS_DIR, SINGLE_DIR, read_run
 from minitrain.paths import EXPERIMENT_DIR, NOTEBOOKS_DIR, REPO
 
@@ -49,7 +50,7 @@ def test_the_manifest_names_the_committed_runs():
                                    "2proc": read_run(EXPERIMENT_DIR)[0]["run_id"]}
     repeats = {r["run_id"] for n in ("1proc", "2proc") for r in manifest["repeats"][n]}
     assert repeats == committed_run_ids() - set(manifest["run_ids"].values())
-    assert manifest["repeats"]["count"] >= 3
+    assert manifest["repeats"]["count"] >= REPEATS
 
 
 def test_committed_commands_hold_no_machine_path():

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from minitrain.launch import free_port
+
 ROOT = Path(__file__).resolve().parents[2]
 SPEC = importlib.util.spec_from_file_location("install_torch_cpu", ROOT / "tools" / "install_torch_cpu.py")
 install = importlib.util.module_from_spec(SPEC)
@@ -115,4 +117,4 @@ def test_the_pin_must_be_public():
 
 def test_an_unreachable_index_is_reported_quickly():
     # a closed local port: refused at once, no network involved
-    assert install.index_reachable("http://127.0.0.1:9", timeout=2) is False
+    assert install.index_reachable(f"http://127.0.0.1:{free_port()}", timeout=2) is False

@@ -14,7 +14,6 @@ import re
 import secrets
 import shlex
 import shutil
-import socket
 import stat
 import subprocess
 import sys
@@ -30,7 +29,7 @@ import psutil
 import pytest
 
 from minitrain.lab.execute import KERNEL, execute
-from minitrain.launch import listening_sockets, stop_process_tree
+from minitrain.launch import free_port, listening_sockets, stop_process_tree
 
 ROOT = Path(__file__).resolve().parents[2]
 TCP_WARNING = "Kernel is running over TCP without encryption"
@@ -165,9 +164,7 @@ def api(base: str, token: str, path: str, method: str = "GET", body: dict | None
 
 @pytest.mark.skipif(sys.platform == "win32", reason="Windows has no IPC transport: kernels stay on TCP there")
 def test_make_notebook_kernels_listen_on_unix_sockets(tmp_path, runtime_dir):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     token = secrets.token_hex(16)
     command = [*make_notebook_command(), "--no-browser", f"--port={port}", f"--IdentityProvider.token={token}",
                *(["--allow-root"] if hasattr(os, "geteuid") and os.geteuid() == 0 else [])]
