@@ -128,11 +128,12 @@ def _parent_gone(what: str, parent: int, on_gone: Callable[[], None] | None) -> 
     os._exit(1)
 
 
-def wrap_for_ddp(model: torch.nn.Module) -> TorchDDP:
-    """Wrap with PyTorch DDP defaults; DDP broadcasts rank 0's parameters to every rank here."""
+def wrap_for_ddp(model: torch.nn.Module, bucket_cap_mb: float | None = None) -> TorchDDP:
+    """Wrap with PyTorch DDP defaults (or a bucket cap, in MiB); DDP broadcasts rank 0's parameters
+    to every rank here. None keeps DDP's default caps: 1 MiB for the first bucket, 25 MiB after."""
     if not dist.is_initialized():
         raise RuntimeError("wrap_for_ddp() needs a process group: call init_distributed() first")
-    return TorchDDP(model)
+    return TorchDDP(model, bucket_cap_mb=bucket_cap_mb)
 
 
 def unwrap(model: torch.nn.Module) -> torch.nn.Module:

@@ -60,8 +60,9 @@ def _overlap(interval: tuple[float, float], union: list[tuple[float, float]]) ->
 
 
 def overlap_table(events: list[dict]) -> list[dict]:
-    """One row per all-reduce of each profiled step: its length, and how much of it ran while
-    backward was still computing (times in ms)."""
+    """One row per all-reduce of each profiled step, in the order they started (with DDP's buckets:
+    one per bucket, in launch order): its length, how much of it ran while backward was still
+    computing, when it started against backward's end (negative: before), and its thread (ms)."""
     span = lambda e: (e["ts"], e["ts"] + e["dur"])  # noqa: E731 (microseconds)
     rows = []
     for step in sorted((e for e in events if e["name"].startswith(STEP)), key=lambda e: e["ts"]):
@@ -75,5 +76,12 @@ def overlap_table(events: list[dict]) -> list[dict]:
             rows.append({"step": int(step["name"][len(STEP):]), "allreduce": k,
                          "allreduce_ms": (end - start) / 1e3, "overlapped_ms": overlapped / 1e3,
                          "after_backward_ms": max(0.0, end - backward[-1][1]) / 1e3 if backward else None,
-                         "backward_ms": sum(e - s for s, e in backward) / 1e3})
+                         "backward_ms": sum(e - s for s, e in backward) / 1e3,
+                         "start_ms": (start - backward[-1][1]) / 1e3 if backward else None,
+                         "thread": a.get("tid")})
     return rows
+
+
+def overlapped_share(rows: list[dict]) -> float:
+    """The share of all-reduce time that overlapped backward, summed over overlap_table's rows."""
+    return sum(r["overlapped_ms"] for r in rows) / sum(r["allreduce_ms"] for r in rows)

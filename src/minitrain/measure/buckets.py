@@ -1,0 +1,591 @@
+"""Buckets and overlap: DDP's `bucket_cap_mb` swept on the lab's MiniGPT, from 1 bucket to 18.
+
+    python -m minitrain.measure.buckets [--out DIR] [--quick]
+
+The driver starts this module under the lab's torchrun (2 ranks, loopback only). For each cap,
+each rank builds the lab's model from its seed (35000 + rank, as train.py), wraps it with
+DDP(bucket_cap_mb=cap) and the lab's instrumented comm hook, and trains on the same batches:
+blocks of steps, the caps in order and then reversed, repeat after repeat, so that drift on the
+machine cancels. It notes DDP's buckets (count, bytes, parameters), each step's time and its
+all-reduces (hook-only timing), whether both ranks hold bitwise-equal weights after every block,
+and profiles a few steps per cap to see how much all-reduce ran while backward still computed.
+Writes buckets.json, buckets.png and one cap's traces (buckets-trace-rank-{r}.json.gz).
+"""
+
+import argparse
+import json
+import re
+import shutil
+import statistics
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+from torch.autograd.profiler import record_function
+
+from minitrain.artifacts import save_figure
+from minitrain.corpus import DEFAULT_CORPUS_DIR, ensure_corpus
+from minitrain.data import SEED_BASE, make_shard
+from minitrain.ddp import barrier, cleanup, init_distributed, wrap_for_ddp
+from minitrain.lab.report import findings_table
+from minitrain.launch import run_streaming, torchrun_command
+from minitrain.measure import allreduce_bench
+from minitrain.measure.measurement import (Measurement, command_line, finding, parser, progress,
+                                           write_results)
+from minitrain.measure.trace import load_trace, overlap_table, overlapped_share, profile_steps
+from minitrain.paths import BEYOND_DIR, relative
+from minitrain.timing import attach_instrumented_hook
+from minitrain.train import build_model_for_corpus, seed_everything
+from minitrain.verify import compare_states
+
+RESULT_NAME, PLOT_NAME = "buckets.json", "buckets.png"
+TRACE_NAME = "buckets-trace-rank-{rank}.json.gz"
+WORLD_SIZE = 2
+BATCH_SIZE, BLOCK_SIZE, LR = 16, 64, 3e-4  # train.py's defaults: the lab's run
+MiB = 1024 * 1024  # bucket_cap_mb counts MiB: DDP multiplies it by 1024 * 1024
+DEFAULT_FIRST_BUCKET_BYTES = MiB  # torch.distributed._DEFAULT_FIRST_BUCKET_BYTES
+DEFAULT_CAP_MB = 25  # torch/nn/parallel/distributed.py's _DEFAULT_BUCKET_CAP_MB
+TRACE_CAP = 0.1  # the cap whose traces are kept: several buckets, few enough to follow in Perfetto
+PROGRESS = "buckets progress: "  # the line rank 0 prints after each block; the driver's bar counts them
+
+
+@dataclass
+class Plan:
+    """The caps (MiB; None: DDP's default) and how many steps each block and phase takes."""
+
+    caps: tuple[float | None, ...] = (None, 25, 1, 0.5, 0.25, 0.1, 0.025, 0.01, 0.001)  # 1 to 18 buckets here
+    warmup: int = 5  # DDP rebuilds its buckets at step 1; the rest settles the caches
+    measured: int = 30  # timed steps per block
+    repeats: int = 5  # blocks per cap, the caps' order alternating
+    profiled: int = 4  # profiled steps per cap; each adds about 0.5 MB of trace (35 kB gzipped)
+
+    @property
+    def blocks(self) -> int:
+        """The progress bar's units: the timed blocks, then one profiled block per cap."""
+        return self.repeats * len(self.caps) + len(self.caps)
+
+
+QUICK = Plan(caps=(None, TRACE_CAP), warmup=2, measured=4, repeats=2, profiled=2)
+
+
+def label(cap: float | None) -> str:
+    """How a cap is shown: 'default' for None, else its MiB."""
+    return "default" if cap is None else f"{cap:g}"
+
+
+def ddp_caps(cap: float | None) -> tuple[int, int]:
+    """(first bucket's cap, later buckets' cap) in bytes, as torch 2.13's DDP sets them: without
+    bucket_cap_mb, 1 MiB then 25 MiB; with it, bucket_cap_mb MiB for every bucket, the first too."""
+    if cap is None:
+        return DEFAULT_FIRST_BUCKET_BYTES, DEFAULT_CAP_MB * MiB
+    return int(cap * MiB), int(cap * MiB)
+
+
+def bucket_partition(sizes: list[int], first_cap: int, cap: int) -> list[int]:
+    """How many tensors each bucket takes when `sizes` (bytes) come in the order their gradients
+    are ready: a bucket takes tensors until it holds at least its cap, then closes (DDP's
+    compute_bucket_assignment_by_size); a tensor is never split; the last bucket takes the rest."""
+    counts, held, limit = [0], 0, first_cap
+    for size in sizes:
+        counts[-1] += 1
+        held += size
+        if held >= limit:
+            counts.append(0)
+            held, limit = 0, cap
+    return counts if counts[-1] else counts[:-1]
+
+
+# ------------------------------------------------------------------------------------------------
+# One rank
+
+
+class Trainer:
+    """The lab's model on one rank, wrapped with one bucket cap, and its training step."""
+
+    def __init__(self, cap: float | None, rank: int, world_size: int, corpus_dir: Path) -> None:
+        seed_everything(SEED_BASE + rank)  # as train.py; DDP broadcasts rank 0's weights anyway
+        model, _ = build_model_for_corpus(corpus_dir, BLOCK_SIZE)
+        # a fresh shard per block: every cap trains on the same batches
+        self.shard = make_shard(rank, world_size, corpus_dir, batch_size=BATCH_SIZE, block_size=BLOCK_SIZE)
+        self.cap = cap
+        self.ddp = wrap_for_ddp(model, bucket_cap_mb=cap)
+        self.hook = attach_instrumented_hook(self.ddp)
+        self.optimizer = torch.optim.AdamW(self.ddp.parameters(), lr=LR)
+
+    def step(self) -> float:
+        """One training step; its time in ms (no barriers: the all-reduces run as DDP launches them)."""
+        start = time.perf_counter()
+        loss = self.ddp(next(self.shard)).loss
+        with record_function("backward"):  # a named slice in the trace; costs nothing unprofiled
+            loss.backward()
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.hook.step += 1
+        return (time.perf_counter() - start) * 1e3
+
+    def buckets(self) -> dict:
+        """The buckets as the comm hook saw them in the last step, and as DDP records them."""
+        data = self.ddp._get_ddp_logging_data()  # DDP's own record of its (rebuilt) buckets
+        first = dist._DEFAULT_FIRST_BUCKET_BYTES if self.ddp.bucket_bytes_cap_default else self.ddp.bucket_bytes_cap
+        names = list(self.hook.names.values())
+        numbers = lambda key: [int(n) for n in re.findall(r"\d+", str(data.get(key, "")))]  # noqa: E731 ("1, 2")
+        return {"hook": [self.hook.buckets[i] for i in sorted(self.hook.buckets)],
+                "ddp_sizes": numbers("rebuilt_bucket_sizes"),
+                "ddp_params_in_order": [names[i] for i in numbers("rebuilt_per_bucket_param_indices")],
+                "first_cap_bytes": int(first), "cap_bytes": int(self.ddp.bucket_bytes_cap),
+                "caps_as_stated": ddp_caps(self.cap) == (first, self.ddp.bucket_bytes_cap),
+                "sizes": {name: p.numel() * p.element_size() for name, p in self.ddp.module.named_parameters()}}
+
+
+def block_steps(trainer: Trainer, steps: int) -> dict:
+    """`steps` timed steps: each step's time, its all-reduces summed (bucket ready to done), and the
+    time from its last bucket ready to its last all-reduce done (what backward could not hide)."""
+    trainer.hook.events = []
+    step_ms = [trainer.step() for _ in range(steps)]
+    per_step: dict[int, list[dict]] = {}
+    for e in trainer.hook.events:
+        per_step.setdefault(e["step"], []).append(e)
+    events = [per_step[s] for s in sorted(per_step)]
+    return {"step_ms": step_ms,
+            "allreduce_ms": [sum(e["done"] - e["ready"] for e in es) * 1e3 for es in events],
+            "after_last_ready_ms": [(max(e["done"] for e in es) - max(e["ready"] for e in es)) * 1e3
+                                    for es in events]}
+
+
+def worker(args: argparse.Namespace) -> None:
+    """One rank: the timed blocks (caps alternating), the ranks' weights after each, then a profile per cap."""
+    plan = QUICK if args.quick else Plan()
+    rank, world_size = init_distributed("gloo")
+    blocks, buckets, reference = [], {}, None
+    for repeat in range(plan.repeats):
+        for cap in plan.caps if repeat % 2 == 0 else plan.caps[::-1]:
+            trainer = Trainer(cap, rank, world_size, args.corpus_dir)
+            for _ in range(plan.warmup):
+                trainer.step()
+            barrier()  # each block starts with both ranks together
+            block = {"repeat": repeat, "cap": label(cap)} | block_steps(trainer, plan.measured)
+            seen = trainer.buckets()
+            block["same_buckets"] = seen["hook"] == buckets.setdefault(label(cap), seen)["hook"]
+            states = [None] * world_size
+            state = {k: v.detach().clone() for k, v in trainer.ddp.module.state_dict().items()}
+            dist.all_gather_object(states, state)
+            ranks = compare_states(states[0], states[1])
+            reference = reference or states[0]  # every block trains the same steps on the same batches
+            across = compare_states(reference, states[0])
+            block |= {"ranks_equal": ranks.bitwise_equal, "ranks_max_diff": ranks.max_abs_diff,
+                      "same_as_first_block": across.bitwise_equal, "first_block_max_diff": across.max_abs_diff}
+            blocks.append(block)
+            if rank == 0:
+                print(f"{PROGRESS}{len(blocks)}/{plan.blocks} cap {label(cap)}: {len(buckets[label(cap)]['hook'])} "
+                      f"bucket(s), median step {statistics.median(block['step_ms']):.1f} ms", flush=True)
+    for cap in plan.caps:
+        trainer = Trainer(cap, rank, world_size, args.corpus_dir)
+        for _ in range(plan.warmup):
+            trainer.step()
+        barrier()
+        profile_steps(trainer.step, plan.profiled, Path(args.work) / f"trace-{label(cap)}-rank-{rank}.json.gz")
+        if rank == 0:
+            print(f"{PROGRESS}{len(blocks) + plan.caps.index(cap) + 1}/{plan.blocks} cap {label(cap)}: profiled",
+                  flush=True)
+    note = {"rank": rank, "world_size": world_size, "threads": torch.get_num_threads(),
+            "plan": plan.__dict__, "blocks": blocks, "buckets": buckets}
+    (Path(args.work) / f"rank-{rank}.json").write_text(json.dumps(note))
+    cleanup()
+
+
+# ------------------------------------------------------------------------------------------------
+# The driver: launch, combine both ranks' notes, write the results
+
+
+def cap_summary(cap: str, notes: list[dict], overlap_rows: list[dict], fit: dict | None, tokens: int) -> dict:
+    """One cap's buckets, step times, all-reduce times, overlap and equality, from both ranks' notes."""
+    first = notes[0]
+    seen = first["buckets"][cap]
+    hook_buckets = seen["hook"]
+    order = [name for b in hook_buckets for name in b["params"]]
+    predicted = bucket_partition([seen["sizes"][n] for n in seen["ddp_params_in_order"]],
+                                 seen["first_cap_bytes"], seen["cap_bytes"])
+    repeats = []
+    for block0, block1 in zip(*[[b for b in n["blocks"] if b["cap"] == cap] for n in notes]):
+        # a step is over when the slower rank is done with it
+        step_ms = [max(a, b) for a, b in zip(block0["step_ms"], block1["step_ms"])]
+        both = lambda key: statistics.median(block0[key] + block1[key])  # noqa: E731 (steps x ranks)
+        repeats.append({"repeat": block0["repeat"], "step_ms": statistics.median(step_ms),
+                        "allreduce_ms": both("allreduce_ms"), "after_last_ready_ms": both("after_last_ready_ms")})
+    blocks = [b for n in notes for b in n["blocks"] if b["cap"] == cap]
+    step = statistics.median([r["step_ms"] for r in repeats])
+    per_step: dict[tuple, list[dict]] = {}
+    for row in overlap_rows:
+        per_step.setdefault((row["rank"], row["step"]), []).append(row)
+    return {
+        "cap": cap, "first_cap_bytes": seen["first_cap_bytes"], "cap_bytes": seen["cap_bytes"],
+        "caps_as_stated": seen["caps_as_stated"],
+        "buckets": hook_buckets, "count": len(hook_buckets), "bytes": [b["bytes"] for b in hook_buckets],
+        "ddp_agrees": seen["ddp_sizes"] == [b["bytes"] for b in hook_buckets] and seen["ddp_params_in_order"] == order,
+        "rule_partition": predicted, "rule_agrees": predicted == [len(b["params"]) for b in hook_buckets],
+        "same_buckets_every_block": all(b["same_buckets"] for b in blocks),
+        "repeats": repeats, "step_ms": step,
+        "step_ms_range": [min(r["step_ms"] for r in repeats), max(r["step_ms"] for r in repeats)],
+        "tokens_per_s": tokens / (step / 1e3),
+        "allreduce_ms": statistics.median([r["allreduce_ms"] for r in repeats]),
+        "after_last_ready_ms": statistics.median([r["after_last_ready_ms"] for r in repeats]),
+        "predicted_ms": (sum(allreduce_bench.predict_allreduce_ms(b["bytes"], fit) for b in hook_buckets)
+                         if fit else None),
+        "overlap": {"rows": overlap_rows, "overlapped_share": overlapped_share(overlap_rows),
+                    "after_backward_ms": statistics.median([max(r["after_backward_ms"] for r in rows)
+                                                            for rows in per_step.values()]),
+                    "backward_ms": statistics.median([rows[0]["backward_ms"] for rows in per_step.values()]),
+                    "threads": len({(r["rank"], r["thread"]) for r in overlap_rows}) // WORLD_SIZE},
+        "ranks_equal": all(b["ranks_equal"] for b in blocks),
+        "ranks_max_diff": max(b["ranks_max_diff"] for b in blocks),
+        "same_as_first_block": all(b["same_as_first_block"] for b in blocks),
+        "first_block_max_diff": max(b["first_block_max_diff"] for b in blocks),
+    }
+
+
+def analyse(notes: list[dict], overlap: dict[str, list[dict]], fit: dict | None) -> dict:
+    """buckets.json's content (without provenance) from both ranks' notes and each cap's overlap rows."""
+    first = notes[0]
+    tokens = BATCH_SIZE * BLOCK_SIZE * first["world_size"]
+    caps = [cap_summary(label(c), notes, overlap[label(c)], fit, tokens) for c in first["plan"]["caps"]]
+    return {
+        "config": {"world_size": first["world_size"], "threads_per_rank": first["threads"],
+                   "batch_size_per_rank": BATCH_SIZE, "block_size": BLOCK_SIZE, "tokens_per_step": tokens,
+                   "plan": first["plan"]},
+        "gradient_bytes": sum(caps[0]["bytes"]),
+        "caps": caps,
+        "method": {
+            "step_ms": "per block, the median over its timed steps of the slower rank's step time; per cap, "
+                       "the median over the repeats' blocks (range: their min and max). Blocks run the caps "
+                       "in order, then reversed, repeat after repeat",
+            "allreduce_ms": "comm hook, each bucket's ready to its all-reduce done, summed over the step's "
+                            "buckets (all-reduces in flight together count each), median over steps and ranks",
+            "after_last_ready_ms": "from the step's last bucket ready to its last all-reduce done: the "
+                                   "communication backward did not hide (median over steps and ranks)",
+            "predicted_ms": "the benchmark's alpha-beta fit: buckets x alpha + gradient bytes x beta, "
+                            "every all-reduce alone, one after another",
+            "overlapped_share": "profiler traces of both ranks: all-reduce time while an autograd node ran, "
+                                "over all-reduce time",
+            "equality": "after each block both ranks' state dicts compared bitwise (verify.compare_states); "
+                        "rank 0's also against the first block's, which trained the same steps on the same batches",
+        },
+    }
+
+
+def run(out: Path = BEYOND_DIR, quick: bool = False, corpus_dir: Path = DEFAULT_CORPUS_DIR,
+        bench: Path = BEYOND_DIR / allreduce_bench.RESULT_NAME, echo=print) -> dict:
+    """Run both ranks, then write buckets.json, buckets.png and TRACE_CAP's two traces into `out`.
+
+    `bench`: a benchmark's results whose alpha-beta fit predicts the all-reduce time, if it exists."""
+    started = time.perf_counter()
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    ensure_corpus(corpus_dir)
+    plan = QUICK if quick else Plan()
+    with tempfile.TemporaryDirectory() as work, progress(plan.blocks, "blocks") as bar:
+        def show(line: str) -> None:
+            if line.startswith(PROGRESS):
+                bar.update(1)
+            else:
+                echo(line)
+
+        script_args = ["--worker", "--work", work, "--corpus-dir", str(corpus_dir)] + (["--quick"] if quick else [])
+        run_streaming(torchrun_command(__spec__.name, WORLD_SIZE, *script_args, module=True), timeout=900, echo=show)
+        notes = [json.loads((Path(work) / f"rank-{r}.json").read_text()) for r in range(WORLD_SIZE)]
+        overlap, traces = {}, []
+        for cap in map(label, plan.caps):
+            overlap[cap] = [row | {"rank": r} for r in range(WORLD_SIZE)
+                            for row in overlap_table(load_trace(Path(work) / f"trace-{cap}-rank-{r}.json.gz"))]
+        for r in range(WORLD_SIZE):  # one cap's traces are kept; the others go with the work folder
+            traces.append(TRACE_NAME.format(rank=r))
+            shutil.move(Path(work) / f"trace-{label(TRACE_CAP)}-rank-{r}.json.gz", out / traces[-1])
+    fit = allreduce_bench.load_results(bench)["fit"] if Path(bench).is_file() else None
+    results = analyse(notes, overlap, fit)
+    results["traces"] = {"cap": label(TRACE_CAP), "files": traces,
+                         "open_with": "https://ui.perfetto.dev (Open trace file; .json.gz is read as is)"}
+    results["benchmark"] = ({"file": relative(bench), "fit": fit} if fit
+                            else {"file": None, "note": "run python -m minitrain.measure.allreduce_bench first"})
+    default_corpus = Path(corpus_dir).resolve() == DEFAULT_CORPUS_DIR.resolve()
+    command = command_line(__spec__.name, out, quick, corpus_dir=None if default_corpus else corpus_dir)
+    results = write_results(out, MEASUREMENT, results, findings(results), command, started, corpus_dir)
+    plot(results, out / PLOT_NAME)
+    return results
+
+
+def by_cap(results: dict) -> dict[str, dict]:
+    return {c["cap"]: c for c in results["caps"]}
+
+
+def fastest(results: dict) -> dict:
+    """The cap with the shortest median step."""
+    return min(results["caps"], key=lambda c: c["step_ms"])
+
+
+def most_buckets(results: dict) -> dict:
+    """The cap with the most buckets (the smallest such cap, the last in the plan's order)."""
+    return max(reversed(results["caps"]), key=lambda c: c["count"])
+
+
+def findings(results: dict) -> list[dict]:
+    """The headline numbers: buckets, the fastest cap against the default, overlap, equality."""
+    caps, default = results["caps"], by_cap(results)["default"]
+    best, most = fastest(results), most_buckets(results)
+    return [
+        finding("buckets_at_default", default["count"], "buckets",
+                f"DDP's default caps put MiniGPT's {results['gradient_bytes'] / 1e6:.2f} MB of gradients in this "
+                "many buckets"),
+        finding("most_buckets", most["count"], "buckets", f"buckets at the smallest cap swept, {most['cap']} MiB"),
+        finding("fastest_cap_speedup", default["step_ms"] / best["step_ms"], "x",
+                f"median step at the default caps over that at the fastest cap, {best['cap']} "
+                f"({best['count']} bucket(s)); medians of {len(best['repeats'])} alternating repeats"),
+        finding("step_most_buckets_over_default", most["step_ms"] / default["step_ms"], "ratio",
+                f"median step with {most['count']} buckets over the default's 1 bucket"
+                if default["count"] == 1 else f"median step with {most['count']} buckets over the default's"),
+        finding("overlapped_share_default", default["overlap"]["overlapped_share"], "fraction of all-reduce time",
+                "all-reduce time that ran while backward still computed, default caps (profiler traces)"),
+        finding("overlapped_share_most_buckets", most["overlap"]["overlapped_share"], "fraction of all-reduce time",
+                f"the same with {most['count']} buckets ({most['cap']} MiB)"),
+        finding("caps_with_ranks_equal", sum(c["ranks_equal"] for c in caps), f"of {len(caps)} caps",
+                "caps after whose every block both ranks held bitwise-equal weights"),
+    ]
+
+
+def plot(results: dict, path: Path) -> None:
+    """Buckets per cap; step time per cap; all-reduce times against the alpha-beta fit; overlapped share."""
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    caps = results["caps"]
+    x = range(len(caps))
+    names = [c["cap"] for c in caps]
+    fig, ((ax1, ax2), (ax3, ax4)) = plt.subplots(2, 2, figsize=(13, 8.5))
+
+    bars = ax1.bar(x, [c["count"] for c in caps], color="#4c72b0")
+    ax1.bar_label(bars)
+    ax1.yaxis.set_major_locator(MaxNLocator(integer=True))
+    ax1.set_ylabel("buckets")
+    ax1.set_title("Buckets DDP made")
+
+    steps = [c["step_ms"] for c in caps]
+    low = [c["step_ms"] - c["step_ms_range"][0] for c in caps]
+    high = [c["step_ms_range"][1] - c["step_ms"] for c in caps]
+    ax2.errorbar(x, steps, yerr=[low, high], fmt="o-", color="#c44e52", capsize=4,
+                 label="median step (bars: min-max of the repeats)")
+    ax2.plot(x, [c["overlap"]["backward_ms"] for c in caps], "s--", color="0.5",
+             label="backward's autograd nodes (profiled steps, median)")
+    ax2.set_ylim(0, 1.2 * max(c["step_ms_range"][1] for c in caps))
+    ax2.set_ylabel("ms per step")
+    ax2.set_title("Step time (slower rank) and backward's compute")
+    ax2.legend(fontsize=8, loc="lower left")
+
+    ax3.plot(x, [c["allreduce_ms"] for c in caps], "o-", color="#8172b2",
+             label="all-reduces in the step, summed (comm hook)")
+    ax3.plot(x, [c["after_last_ready_ms"] for c in caps], "s-", color="#dd8452",
+             label="after the last bucket was ready (not hidden)")
+    if caps[0]["predicted_ms"] is not None:
+        ax3.plot(x, [c["predicted_ms"] for c in caps], "^--", color="0.4",
+                 label="alpha-beta fit: buckets x alpha + bytes x beta")
+    ax3.set_yscale("log")  # the summed in-flight times dwarf the rest
+    ax3.set_ylabel("ms per step (medians, log scale)")
+    ax3.set_title("Communication: measured against the benchmark's fit")
+    ax3.legend(fontsize=8, loc="upper left")
+
+    bars = ax4.bar(x, [100 * c["overlap"]["overlapped_share"] for c in caps], color="#55a868")
+    ax4.bar_label(bars, fmt="%.0f%%")
+    ax4.set_ylim(0, 110)
+    ax4.set_ylabel("% of all-reduce time")
+    ax4.set_title("All-reduce running while backward computes (profiler)")
+
+    for ax in (ax1, ax2, ax3, ax4):
+        ax.set_xticks(list(x), names)
+        ax.set_xlabel("bucket_cap_mb (MiB; default: 1 MiB first bucket, 25 MiB after)", fontsize=8)
+    config, prov = results["config"], results["provenance"]
+    fig.suptitle(f"Buckets and overlap: MiniGPT's {results['gradient_bytes'] / 1e6:.2f} MB of gradients, "
+                 f"{config['world_size']} gloo ranks x {config['threads_per_rank']} thread(s), {prov['cores']} cores, "
+                 f"load average {prov['load_average_1min']:.1f}, torch {prov['torch']}", fontsize=10)
+    fig.tight_layout()
+    save_figure(fig, path)
+
+
+# ------------------------------------------------------------------------------------------------
+# What the notebook shows
+
+
+def load_results(path: str | Path = "") -> dict:
+    """A buckets run's results: `path` is buckets.json or the folder holding it; empty: the committed ones."""
+    path = Path(path) if path else BEYOND_DIR
+    return json.loads((path / RESULT_NAME if path.is_dir() else path).read_text())
+
+
+def what_ran(results: dict) -> str:
+    """The ranks, threads and plan of the run, for its provenance line."""
+    config, plan = results["config"], results["config"]["plan"]
+    return (f"{config['world_size']} ranks x {config['threads_per_rank']} thread(s); {len(plan['caps'])} caps x "
+            f"{plan['repeats']} repeats of {plan['warmup']} + {plan['measured']} steps, {plan['profiled']} "
+            f"profiled steps per cap")
+
+
+def rule_table(results: dict) -> str:
+    """Per cap: DDP's caps in bytes, the buckets it made, and whether the closing rule predicts them."""
+    lines = [f"{'bucket_cap_mb':>13} {'first cap B':>11} {'cap B':>10} {'buckets':>7}  bucket bytes, in launch order"]
+    for c in results["caps"]:
+        lines.append(f"{c['cap']:>13} {c['first_cap_bytes']:>11,} {c['cap_bytes']:>10,} {c['count']:>7}  "
+                     + " ".join(f"{b:,}" for b in c["bytes"]))
+    caps = results["caps"]
+    lines.append(f"DDP set the caps as ddp_caps states them: {all(c['caps_as_stated'] for c in caps)}; "
+                 f"the closing rule predicts every cap's buckets: {all(c['rule_agrees'] for c in caps)}; "
+                 f"DDP's own record agrees: {all(c['ddp_agrees'] for c in caps)}; "
+                 f"the same buckets in every block: {all(c['same_buckets_every_block'] for c in caps)}")
+    return "\n".join(lines)
+
+
+def checks(results: dict) -> str:
+    """The facts a run must show on any machine, one line each (a live run asserts none says False)."""
+    caps = results["caps"]
+    return "\n".join([
+        f"DDP set the caps as ddp_caps states them: {all(c['caps_as_stated'] for c in caps)}",
+        f"the closing rule predicts every cap's buckets: {all(c['rule_agrees'] for c in caps)}",
+        f"DDP's own record agrees with the comm hook: {all(c['ddp_agrees'] for c in caps)}",
+        f"the default caps make 1 bucket of MiniGPT's gradients: {by_cap(results)['default']['count'] == 1}",
+        f"both ranks bitwise equal after every block, every cap: {all(c['ranks_equal'] for c in caps)}"])
+
+
+def bucket_table(results: dict, cap: str = label(TRACE_CAP)) -> str:
+    """One cap's buckets: index, bytes, and their parameters in the order backward filled them."""
+    lines = [f"bucket_cap_mb={cap}:"]
+    for b in by_cap(results)[cap]["buckets"]:
+        lines.append(f"bucket {b['index']}: {b['bytes']:>9,} bytes  " + ", ".join(b["params"]))
+    return "\n".join(lines)
+
+
+def timing_table(results: dict) -> str:
+    """Per cap: median step and its range over repeats, tokens/s, the all-reduces and the fit (ms)."""
+    lines = [f"{'cap':>8} {'buckets':>7} {'step ms':>8} {'repeats min-max':>16} {'tokens/s':>9} "
+             f"{'all-reduce ms':>13} {'not hidden ms':>13} {'fit ms':>7}"]
+    for c in results["caps"]:
+        fit = f"{c['predicted_ms']:7.2f}" if c["predicted_ms"] is not None else f"{'-':>7}"
+        lines.append(f"{c['cap']:>8} {c['count']:>7} {c['step_ms']:8.1f} "
+                     f"{c['step_ms_range'][0]:7.1f}-{c['step_ms_range'][1]:<8.1f} {c['tokens_per_s']:9,.0f} "
+                     f"{c['allreduce_ms']:13.2f} {c['after_last_ready_ms']:13.2f} {fit}")
+    return "\n".join(lines)
+
+
+def overlap_summary(results: dict) -> str:
+    """Per cap, from the profiled steps: the overlapped share, the wait after backward, backward's
+    autograd nodes (medians), and how many gloo threads ran all-reduces."""
+    lines = [f"{'cap':>8} {'buckets':>7} {'overlapped':>10} {'after backward ms':>17} {'backward ms':>11} "
+             f"{'gloo threads':>12}"]
+    for c in results["caps"]:
+        o = c["overlap"]
+        lines.append(f"{c['cap']:>8} {c['count']:>7} {o['overlapped_share']:10.0%} {o['after_backward_ms']:17.2f} "
+                     f"{o['backward_ms']:11.2f} {o['threads']:>12}")
+    return "\n".join(lines)
+
+
+def per_bucket_table(results: dict, cap: str = label(TRACE_CAP)) -> str:
+    """One cap's all-reduces in launch order, medians over the profiled steps and both ranks: length,
+    overlapped part, and start against backward's end (negative: while backward still ran)."""
+    rows = by_cap(results)[cap]["overlap"]["rows"]
+    lines = [f"bucket_cap_mb={cap}, medians over {len({(r['rank'], r['step']) for r in rows})} profiled steps x ranks:",
+             f"{'all-reduce':>10} {'ms':>6} {'overlapped ms':>13} {'starts vs backward end, ms':>26}"]
+    for k in sorted({r["allreduce"] for r in rows}):
+        mine = [r for r in rows if r["allreduce"] == k]
+        lines.append(f"{k:>10} {statistics.median([r['allreduce_ms'] for r in mine]):6.2f} "
+                     f"{statistics.median([r['overlapped_ms'] for r in mine]):13.2f} "
+                     f"{statistics.median([r['start_ms'] for r in mine]):+26.2f}")
+    return "\n".join(lines)
+
+
+def equality_table(results: dict) -> str:
+    """Per cap: were both ranks bitwise equal after every block, and equal to the first block's weights?"""
+    lines = [f"{'cap':>8} {'ranks bitwise equal':>19} {'max |diff|':>10} {'= first block':>13} {'max |diff|':>10}"]
+    for c in results["caps"]:
+        lines.append(f"{c['cap']:>8} {str(c['ranks_equal']):>19} {c['ranks_max_diff']:10.2e} "
+                     f"{str(c['same_as_first_block']):>13} {c['first_block_max_diff']:10.2e}")
+    return "\n".join(lines)
+
+
+def takeaway(results: dict) -> str:
+    """What this run shows, in sentences with its numbers; each verdict follows the data."""
+    caps = results["caps"]
+    default, best, most = by_cap(results)["default"], fastest(results), most_buckets(results)
+    d_o, m_o = default["overlap"], most["overlap"]
+    lines = [f"- Buckets: DDP's default caps put all {results['gradient_bytes']:,} gradient bytes in "
+             f"{default['count']} bucket(s); the caps swept ({', '.join(c['cap'] for c in caps)} MiB) made "
+             f"{min(c['count'] for c in caps)} to {most['count']}, as the closing rule predicts"
+             + ("." if all(c["rule_agrees"] for c in caps) else " (except where rule_table says False).")]
+    lines.append(f"- Overlap: {d_o['overlapped_share']:.0%} of the all-reduce time ran while backward computed "
+                 f"with the default caps, {m_o['overlapped_share']:.0%} with {most['count']} buckets"
+                 + (" (more buckets, more overlap)" if m_o["overlapped_share"] > d_o["overlapped_share"]
+                    else " (no more overlap with more buckets)")
+                 + f"; after backward the step waited {d_o['after_backward_ms']:.1f} ms against "
+                 f"{m_o['after_backward_ms']:.1f} ms (medians of the profiled steps).")
+    speed = f"{default['tokens_per_s']:,.0f} tokens/s by default"
+    if best["count"] == default["count"]:
+        lines.append(f"- Speed: no cap with more buckets was faster. The shortest median step, "
+                     f"{best['step_ms']:.1f} ms ({best['tokens_per_s']:,.0f} tokens/s), came with {best['count']} "
+                     f"bucket(s) (cap {best['cap']}).")
+    elif best["step_ms_range"][1] < default["step_ms_range"][0]:
+        lines.append(f"- Speed: {best['count']} buckets (cap {best['cap']}) gave the shortest median step, "
+                     f"{best['step_ms']:.1f} ms against {default['step_ms']:.1f} ms by default "
+                     f"({default['step_ms'] / best['step_ms']:.2f}x, every repeat faster than every default one; "
+                     f"{best['tokens_per_s']:,.0f} against {speed}).")
+    else:
+        lines.append(f"- Speed: the fastest cap, {best['cap']} ({best['count']} buckets, {best['step_ms']:.1f} ms), "
+                     f"is within the repeats' spread of the default ({default['step_ms_range'][0]:.1f}-"
+                     f"{default['step_ms_range'][1]:.1f} ms, {speed}): no clear gain.")
+    extra_step = most["step_ms"] - default["step_ms"]
+    if most["step_ms_range"][0] > default["step_ms_range"][1]:
+        cost = (f"{extra_step:.1f} ms more a step, where the benchmark's alpha-beta fit adds "
+                f"{most['predicted_ms'] - default['predicted_ms']:.1f} ms for the extra all-reduces"
+                if most["predicted_ms"] is not None else f"{extra_step:.1f} ms more a step")
+        lines.append(f"- Cost: with {most['count']} buckets the step took {most['step_ms']:.1f} ms "
+                     f"({most['step_ms'] / default['step_ms']:.2f}x the default): {cost}. "
+                     + (f"Backward's own nodes took longer, {m_o['backward_ms']:.1f} ms against "
+                        f"{d_o['backward_ms']:.1f} ms "
+                        "(profiled): what overlaps backward also slows it, gloo's threads and DDP's per-bucket work "
+                        "taking the cores backward computes on."
+                        if m_o["backward_ms"] > 1.1 * d_o["backward_ms"] else
+                        f"Backward's own nodes took about as long, {m_o['backward_ms']:.1f} ms against "
+                        f"{d_o['backward_ms']:.1f} ms (profiled): the extra time is outside backward's compute."))
+    elif most["step_ms_range"][1] < default["step_ms_range"][0]:
+        lines.append(f"- Cost: even with {most['count']} buckets the step was shorter, {most['step_ms']:.1f} ms against "
+                     f"{default['step_ms']:.1f} ms by default: what overlap hid outweighed the extra all-reduces' "
+                     "fixed costs.")
+    else:
+        lines.append(f"- Cost: with {most['count']} buckets the step took {most['step_ms']:.1f} ms against "
+                     f"{default['step_ms']:.1f} ms by default: no clear difference, within the spread of the repeats.")
+    equal = sum(c["ranks_equal"] for c in caps)
+    same = all(c["same_as_first_block"] for c in caps)
+    lines.append(f"- Equality: both ranks held bitwise-equal weights after every block for {equal} of {len(caps)} "
+                 "caps; " + ("every block ended with the same weights, whatever the cap."
+                             if same else "the caps' final weights differ from each other (equality_table)."))
+    return "\n".join(lines)
+
+
+MEASUREMENT = Measurement("buckets", "Buckets and overlap: DDP's bucket_cap_mb swept, step time and overlap",
+                          "11-buckets-and-overlap.ipynb", run, (PLOT_NAME,))
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = parser(MEASUREMENT, "2 caps, a few steps each: for tests and notebooks")
+    p.add_argument("--corpus-dir", type=Path, default=DEFAULT_CORPUS_DIR)
+    p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)  # one rank, under torchrun
+    p.add_argument("--work", type=Path, help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.worker:
+        worker(args)
+        return
+    results = run(args.out, args.quick, args.corpus_dir)
+    print(rule_table(results))
+    print(timing_table(results))
+    print(findings_table(results["findings"]))
+    print(f"wrote {RESULT_NAME}, {PLOT_NAME} and {', '.join(results['traces']['files'])} to {args.out} "
+          f"in {results['provenance']['runtime_s']:.0f} s")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,155 @@
+"""The bucket sweep: one real quick 2-process run (bucket counts per cap, the ranks bitwise equal, one
+cap's traces), DDP's closing rule on hand-made sizes, the per-bucket overlap rows on hand-made
+events, and the takeaway's verdicts on made-up numbers. No timing assertions: this machine's speed
+is not under test."""
+
+import gzip
+import json
+
+import pytest
+
+from helpers import check_findings, check_provenance
+from minitrain.measure.buckets import (MiB, QUICK, TRACE_CAP, TRACE_NAME, bucket_partition, ddp_caps, findings,
+                                       label, run, takeaway)
+from minitrain.measure.trace import ALLREDUCE, BACKWARD_OP, STEP, overlap_table, overlapped_share
+from minitrain.train import build_model_for_corpus
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory, corpus_dir):
+    out = tmp_path_factory.mktemp("buckets")
+    lines = []
+    return out, run(out, quick=True, corpus_dir=corpus_dir, echo=lines.append)
+
+
+def test_the_quick_plan_sweeps_the_default_and_the_traced_cap():
+    assert QUICK.caps == (None, TRACE_CAP)
+
+
+def test_bucket_counts_for_each_cap(quick_run, corpus_dir):
+    _, results = quick_run
+    caps = {c["cap"]: c for c in results["caps"]}
+    assert list(caps) == [label(c) for c in QUICK.caps]
+    model, _ = build_model_for_corpus(corpus_dir, results["config"]["block_size"])
+    sizes = {name: p.numel() * p.element_size() for name, p in model.named_parameters()}
+    # the default: 1 MiB for the first bucket, and MiniGPT's gradients reach it only with the last tensor
+    assert sum(sizes.values()) == results["gradient_bytes"] > MiB
+    default = caps["default"]
+    assert default["count"] == 1 and (default["first_cap_bytes"], default["cap_bytes"]) == (MiB, 25 * MiB)
+    traced = caps[label(TRACE_CAP)]
+    assert (traced["first_cap_bytes"], traced["cap_bytes"]) == ddp_caps(TRACE_CAP) == (int(TRACE_CAP * MiB),) * 2
+    assert traced["count"] > 1
+    for cap in caps.values():
+        names = [name for b in cap["buckets"] for name in b["params"]]
+        assert sorted(names) == sorted(sizes)  # every parameter once
+        assert [b["bytes"] for b in cap["buckets"]] == [sum(sizes[n] for n in b["params"]) for b in cap["buckets"]]
+        # DDP's closing rule, applied to the order backward produced the gradients, gives DDP's buckets
+        assert bucket_partition([sizes[n] for n in names], cap["first_cap_bytes"], cap["cap_bytes"]) == [
+            len(b["params"]) for b in cap["buckets"]]
+        assert cap["caps_as_stated"] and cap["rule_agrees"] and cap["ddp_agrees"] and cap["same_buckets_every_block"]
+        limits = [cap["first_cap_bytes"]] + [cap["cap_bytes"]] * (cap["count"] - 2)
+        assert all(b["bytes"] >= limit for b, limit in zip(cap["buckets"][:-1], limits))  # closed at its cap
+
+
+def test_ranks_are_bitwise_equal_for_every_cap(quick_run):
+    _, results = quick_run
+    for cap in results["caps"]:
+        assert cap["ranks_equal"] and cap["ranks_max_diff"] == 0.0, cap["cap"]
+        assert len(cap["repeats"]) == QUICK.repeats
+        # 2 ranks: each element is one addition, a/2 + b/2, whatever the buckets: every cap, the same bits
+        assert cap["same_as_first_block"] and cap["first_block_max_diff"] == 0.0, cap["cap"]
+
+
+def test_one_caps_traces_hold_one_allreduce_per_bucket(quick_run):
+    out, results = quick_run
+    traced = {c["cap"]: c for c in results["caps"]}[label(TRACE_CAP)]
+    assert results["traces"]["files"] == [TRACE_NAME.format(rank=r) for r in range(2)]
+    assert sorted(p.name for p in out.glob("*.json.gz")) == results["traces"]["files"]  # the other caps' are gone
+    for name in results["traces"]["files"]:
+        with gzip.open(out / name, "rt") as f:
+            events = json.load(f)["traceEvents"]
+        steps = [e for e in events if e.get("name", "").startswith(STEP) and e.get("ph") == "X"]
+        assert len(steps) == QUICK.profiled
+        assert sum(e.get("name") == ALLREDUCE for e in events) == QUICK.profiled * traced["count"]
+    rows = traced["overlap"]["rows"]
+    assert len(rows) == 2 * QUICK.profiled * traced["count"]
+    assert all(0 <= r["overlapped_ms"] <= r["allreduce_ms"] + 1e-9 for r in rows)
+
+
+def test_results_on_disk(quick_run):
+    out, results = quick_run
+    assert json.loads((out / "buckets.json").read_text()) == json.loads(json.dumps(results))
+    assert results["measurement"] == "buckets"
+    assert "--quick" in check_provenance(results, "minitrain.measure.buckets", "corpus_sha256")["command"]
+    assert (out / "buckets.png").stat().st_size > 0
+    assert not list(out.glob(".*"))  # no temporary files left behind
+
+
+def test_findings_hold_the_runs_numbers(quick_run):
+    _, results = quick_run
+    default, traced = results["caps"]
+    check_findings(results["findings"], {
+        "buckets_at_default": 1,
+        "most_buckets": traced["count"],
+        "fastest_cap_speedup": default["step_ms"] / min(default["step_ms"], traced["step_ms"]),
+        "step_most_buckets_over_default": traced["step_ms"] / default["step_ms"],
+        "overlapped_share_default": default["overlap"]["overlapped_share"],
+        "overlapped_share_most_buckets": traced["overlap"]["overlapped_share"],
+        "caps_with_ranks_equal": 2})
+
+
+def test_closing_rule_on_hand_made_sizes():
+    assert ddp_caps(None) == (MiB, 25 * MiB) and ddp_caps(25) == (25 * MiB, 25 * MiB)
+    # a bucket closes once it holds at least its cap; a tensor is never split; the rest is the last bucket
+    assert bucket_partition([40, 70, 10, 100, 5], 100, 100) == [2, 2, 1]
+    assert bucket_partition([40, 60, 10], 100, 100) == [2, 1]  # exactly the cap closes it
+    assert bucket_partition([40, 70, 10, 100, 5], 1000, 50) == [5]  # the first cap never reached
+    assert bucket_partition([40, 70, 10, 100, 5], 30, 1000) == [1, 4]  # a small first cap, then a big one
+
+
+def span(name: str, start_us: float, end_us: float, tid: int = 1) -> dict:
+    return {"ph": "X", "name": name, "ts": start_us, "dur": end_us - start_us, "tid": tid}
+
+
+def test_overlap_rows_per_bucket_on_hand_made_events():
+    events = [span(f"{STEP}0", 0, 1000),
+              span(f"{BACKWARD_OP} AddmmBackward0", 100, 600),
+              span(ALLREDUCE, 450, 650, tid=8),  # started during backward on one gloo thread
+              span(ALLREDUCE, 200, 300, tid=7),  # the first bucket, on the other
+              span(ALLREDUCE, 600, 900, tid=7)]  # the last bucket, ready when backward ended
+    rows = overlap_table(events)
+    assert [(r["allreduce"], r["thread"]) for r in rows] == [(0, 7), (1, 8), (2, 7)]
+    assert [r["start_ms"] for r in rows] == pytest.approx([-0.4, -0.15, 0.0])
+    assert [r["overlapped_ms"] for r in rows] == pytest.approx([0.1, 0.15, 0.0])
+    assert overlapped_share(rows) == pytest.approx(0.25 / 0.6)
+
+
+def made_up(default_ms: tuple[float, float, float], most_ms: tuple[float, float, float]) -> dict:
+    """Results with a default cap (1 bucket) and a small one (8 buckets): (median, min, max) step ms."""
+    def cap(name: str, count: int, ms: tuple[float, float, float], share: float) -> dict:
+        return {"cap": name, "count": count, "step_ms": ms[0], "step_ms_range": list(ms[1:]),
+                "tokens_per_s": 2048 / ms[0] * 1e3, "predicted_ms": 0.3 * count + 0.7, "rule_agrees": True,
+                "ranks_equal": True, "same_as_first_block": True, "repeats": [{}] * 3,
+                "overlap": {"overlapped_share": share, "after_backward_ms": 1.0, "backward_ms": 20.0}}
+    return {"gradient_bytes": 1_094_016, "caps": [cap("default", 1, default_ms, 0.02), cap("0.01", 8, most_ms, 0.8)]}
+
+
+def test_takeaway_follows_the_data():
+    slower = takeaway(made_up((30, 29, 31), (40, 38, 42)))
+    assert "no cap with more buckets was faster" in slower and "with 8 buckets the step took 40.0 ms" in slower
+    assert "10.0 ms more a step, where the benchmark's alpha-beta fit adds 2.1 ms" in slower
+    faster = takeaway(made_up((30, 29, 31), (25, 24, 26)))
+    assert "8 buckets (cap 0.01) gave the shortest median step" in faster and "1.20x" in faster
+    assert "even with 8 buckets the step was shorter, 25.0 ms" in faster
+    unclear = takeaway(made_up((30, 27, 33), (29, 28, 30)))
+    assert "within the repeats' spread of the default" in unclear and "no clear difference" in unclear
+
+
+def test_findings_on_made_up_numbers():
+    results = made_up((30, 29, 31), (25, 24, 26))
+    found = check_findings(findings(results), {
+        "buckets_at_default": 1, "most_buckets": 8, "fastest_cap_speedup": 1.2,
+        "step_most_buckets_over_default": 25 / 30, "overlapped_share_default": 0.02,
+        "overlapped_share_most_buckets": 0.8, "caps_with_ranks_equal": 2})
+    assert "1.09 MB of gradients" in found["buckets_at_default"]["meaning"]
+    assert found["caps_with_ranks_equal"]["unit"] == "of 2 caps"
