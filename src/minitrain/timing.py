@@ -16,7 +16,7 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import torch
 import torch.distributed as dist
@@ -27,18 +27,22 @@ from torch.nn.parallel import DistributedDataParallel
 @dataclass
 class InstrumentedHook:
     """State of the lab's comm hook: DDP's all-reduce (or PyTorch's no-op hook, `comm="noop"`),
-    noting each bucket's size and parameters, and when its all-reduce was launched and completed."""
+    noting each bucket's size and parameters, and when its all-reduce was launched and completed.
+    `comm_hook`/`comm_state`: another comm hook to time instead (fp16_compress_hook, powerSGD_hook, ...)."""
 
     names: dict[int, str] = field(default_factory=dict)  # parameter data pointer -> name (optional)
     comm: str = "allreduce"
     step: int = 0  # the caller advances it; events carry it
     buckets: dict[int, dict] = field(default_factory=dict)  # DDP rebuilds its buckets in step 1's forward: the latest
     events: list[dict] = field(default_factory=list)  # one per bucket all-reduce: step, bucket, ready, done
+    comm_hook: Callable[[Any, dist.GradBucket], torch.futures.Future[torch.Tensor]] = default_hooks.allreduce_hook
+    comm_state: Any = None  # comm_hook's state: None for DDP's all-reduce (the default process group)
 
 
 def instrumented_allreduce_hook(state: InstrumentedHook,
                                 bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
-    """DDP's own all-reduce hook (divide by world size, then sum), with a stopwatch around it.
+    """DDP's own all-reduce hook (divide by world size, then sum), or `state.comm_hook`, with a
+    stopwatch from the hook's call to its future's completion (compression included, if any).
 
     Times come from time.perf_counter(), the system-wide monotonic clock on Linux and macOS, so
     one rank's times compare with the other's: that is how the wire measurement sees who waited.
@@ -57,13 +61,16 @@ def instrumented_allreduce_hook(state: InstrumentedHook,
         event["done"] = time.perf_counter()
         return fut.value()
 
-    return default_hooks.allreduce_hook(None, bucket).then(done)
+    return state.comm_hook(state.comm_state, bucket).then(done)
 
 
-def attach_instrumented_hook(ddp_model: DistributedDataParallel, comm: str = "allreduce") -> InstrumentedHook:
-    """Register the instrumented hook on a DDP model (once: DDP allows one comm hook per model)."""
+def attach_instrumented_hook(ddp_model: DistributedDataParallel, comm: str = "allreduce",
+                             comm_hook: Callable = default_hooks.allreduce_hook,
+                             comm_state: Any = None) -> InstrumentedHook:
+    """Register the instrumented hook on a DDP model (once: DDP allows one comm hook per model);
+    `comm_hook` (with `comm_state`) replaces DDP's all-reduce inside it."""
     names = {p.data_ptr(): name for name, p in ddp_model.module.named_parameters()}  # a tied matrix once
-    hook = InstrumentedHook(names=names, comm=comm)
+    hook = InstrumentedHook(names=names, comm=comm, comm_hook=comm_hook, comm_state=comm_state)
     ddp_model.register_comm_hook(hook, instrumented_allreduce_hook)
     return hook
 

@@ -1,0 +1,655 @@
+"""Gradient compression on gloo: DDP's fp16 and bf16 compress hooks and PowerSGD against the plain
+all-reduce, in bytes on the sockets, time, learning, and whether the ranks stay bitwise equal.
+
+    python -m minitrain.measure.compression [--out DIR] [--quick]
+
+The driver starts this module under the lab's torchrun (2 ranks, loopback only). Each rank trains
+a fresh MiniGPT per variant from the same seeds on the same batches (experiments/35-ddp-cpu/
+train.py's model, batch and AdamW), with the variant's comm hook inside the lab's instrumented
+hook; it reads the kernel's byte counters of the gloo connection around the steps, then times
+blocks of steps of every variant in turn. More plain runs with other seeds give the yardstick for
+learning: how much the seed alone moves validation loss and grammar accuracy. Before training,
+the ranks all-reduce pytorch/pytorch#152300's fp16 reproducer and compare it with the exact sum.
+The driver scores each run's weights and writes compression.json and compression.png.
+"""
+
+import argparse
+import json
+import math
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
+
+from minitrain.artifacts import save_figure
+from minitrain.corpus import DEFAULT_CORPUS_DIR, ensure_corpus
+from minitrain.data import SEED_BASE, make_shard
+from minitrain.ddp import barrier, cleanup, init_distributed, wrap_for_ddp
+from minitrain.lab.report import findings_table
+from minitrain.launch import run_streaming, torchrun_command
+from minitrain.measure import allreduce_bench, controls
+from minitrain.measure.measurement import (Measurement, command_line, finding, parser, progress,
+                                           write_results)
+from minitrain.measure.sockets import gloo_pair_endpoints, my_connections, pair_bytes
+from minitrain.paths import BEYOND_DIR
+from minitrain.probe import load_pairs
+from minitrain.timing import HookTimer, attach_instrumented_hook
+from minitrain.train import build_model_for_corpus, seed_everything
+from minitrain.verify import Comparison, compare_state_files
+
+RESULT_NAME, PLOT_NAME = "compression.json", "compression.png"
+WORLD_SIZE = 2
+BATCH_SIZE, BLOCK_SIZE, LR = 16, 64, 3e-4  # train.py's defaults: 2 x 16 = the controls' global batch of 32
+MIN_COMPRESSION_RATE = 2  # PowerSGDState's default: compress a matrix only if it shrinks more than 2x
+CONTROL_SEED_STEP = 1000  # the seed controls' seed bases: SEED_BASE + 1000 k
+RUN_MARK = "compression: finished"  # rank 0's line after each run; the driver's progress bar counts them
+ISSUE = "pytorch/pytorch#152300"
+
+VARIANTS = {  # name -> what it sends, for tables and figures
+    "plain": "DDP's all-reduce (allreduce_hook), float32",
+    "fp16": "fp16_compress_hook: float16 on the wire",
+    "bf16": "bf16_compress_hook: bfloat16 on the wire",
+    "powersgd-1": "powerSGD_hook, rank 1",
+    "powersgd-2": "powerSGD_hook, rank 2",
+    "powersgd-4": "powerSGD_hook, rank 4",
+}
+
+
+@dataclass
+class Plan:
+    """How long each run trains, which variants run, and the timing blocks after training."""
+
+    steps: int = 300
+    warmup: int = 30  # PowerSGD's start_powerSGD_iter: plain all-reduce before it (its docs: about 10% of training)
+    variants: tuple[str, ...] = tuple(VARIANTS)
+    seed_controls: int = 3  # more plain runs with other seeds: the learning yardstick
+    repeats: int = 3  # timing: blocks of steps of every variant in turn, the order rotated each repeat
+    block: int = 12
+    check_elements: int = 24_063_328  # #152300's reproducer: 24,063,328 float16 values per rank
+
+
+QUICK = Plan(steps=10, warmup=2, variants=("plain", "fp16", "powersgd-1"), seed_controls=1, repeats=2, block=3,
+             check_elements=1 << 20)
+
+
+def powersgd_rank(variant: str) -> int | None:
+    """The matrix approximation rank of a PowerSGD variant ("powersgd-2" -> 2), else None."""
+    return int(variant.split("-")[1]) if variant.startswith("powersgd-") else None
+
+
+def make_comm_hook(variant: str, warmup: int) -> tuple[Callable, powerSGD_hook.PowerSGDState | None]:
+    """The variant's DDP comm hook and its state (None: the default process group)."""
+    if variant == "plain":
+        return default_hooks.allreduce_hook, None
+    if variant in ("fp16", "bf16"):
+        return getattr(default_hooks, f"{variant}_compress_hook"), None
+    state = powerSGD_hook.PowerSGDState(process_group=None, matrix_approximation_rank=powersgd_rank(variant),
+                                        start_powerSGD_iter=warmup, min_compression_rate=MIN_COMPRESSION_RATE,
+                                        use_error_feedback=True, warm_start=True)
+    return powerSGD_hook.powerSGD_hook, state
+
+
+# ------------------------------------------------------------------------------------------------
+# One rank
+
+
+def reproducer(rank: int, elements: int) -> torch.Tensor:
+    """#152300's input on `rank`: float16 uniform over the whole float16 range, numpy seed 1024 + rank."""
+    return torch.from_numpy(np.random.RandomState(1024 + rank).uniform(-65504, 65504, elements).astype(np.float16))
+
+
+def half_allreduce_check(elements: int, rank: int, world_size: int) -> dict:
+    """All-reduce #152300's input in float16 and in bfloat16 with gloo and count the elements that
+    differ from the exact sum rounded once (float64, then the dtype). A collective."""
+    inputs = [reproducer(r, elements) for r in range(world_size)]  # every rank makes every rank's input
+    counts = {}
+    for dtype in (torch.float16, torch.bfloat16):
+        mine = inputs[rank].to(dtype, copy=True)  # all_reduce works in place; the inputs stay as made
+        expected = torch.empty_like(mine)
+        for start in range(0, elements, 1 << 20):  # chunks: float64 copies of 24M values would be 200 MB each
+            part = slice(start, start + (1 << 20))
+            expected[part] = sum(x[part].to(dtype).double() for x in inputs).to(dtype)
+        dist.all_reduce(mine)
+        counts[str(dtype).removeprefix("torch.")] = {"mismatches": int((mine != expected).sum()),
+                                                     "overflowed_to_inf": int(torch.isinf(expected).sum())}
+    return {"elements": elements, "dtypes": counts}
+
+
+class Trainer:
+    """One variant's DDP model, batches, optimizer and comm-hook stopwatch."""
+
+    def __init__(self, variant: str, seed: int, plan: Plan, corpus_dir: Path, rank: int, world_size: int):
+        seed_everything(seed + rank)  # as train.py; DDP broadcasts rank 0's weights anyway
+        self.model, _ = build_model_for_corpus(corpus_dir, BLOCK_SIZE)
+        self.shard = make_shard(rank, world_size, corpus_dir, batch_size=BATCH_SIZE, block_size=BLOCK_SIZE,
+                                seed=seed + rank)
+        self.ddp = wrap_for_ddp(self.model)
+        comm_hook, self.state = make_comm_hook(variant, plan.warmup)
+        self.timer = HookTimer(attach_instrumented_hook(self.ddp, comm_hook=comm_hook, comm_state=self.state))
+        self.optimizer = torch.optim.AdamW(self.ddp.parameters(), lr=LR)
+
+    def step(self) -> tuple[float, float, float]:
+        """One training step: its loss, its time and the comm hook's time (ms)."""
+        start = time.perf_counter()
+        loss = self.ddp(next(self.shard)).loss
+        loss.backward()  # DDP calls the comm hook and waits for its future in here
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        step_ms = (time.perf_counter() - start) * 1e3
+        return loss.item(), step_ms, self.timer.pop_ms()
+
+    def powersgd_counts(self, compressed_steps: int) -> dict | None:
+        """What PowerSGD itself counted: elements before and after compression per step, P and Q sizes."""
+        if not isinstance(self.state, powerSGD_hook.PowerSGDState) or not compressed_steps:
+            return None
+        s = self.state
+        return {"numel_before_per_step": s.total_numel_before_compression / compressed_steps,
+                "numel_after_per_step": s.total_numel_after_compression / compressed_steps,
+                "p_numel": sum(p.numel() for p in s.p_memory_dict.values()),
+                "q_numel": sum(q.numel() for q in s.q_memory_dict.values())}
+
+
+def train_run(variant: str, seed: int, plan: Plan, args: argparse.Namespace, rank: int, world_size: int,
+              endpoints: list[str]) -> tuple[dict, Trainer]:
+    """Train one variant from `seed` for plan.steps steps; socket bytes before, at the end of the
+    warm-up and after; each rank's final weights saved into the work folder."""
+    trainer = Trainer(variant, seed, plan, args.corpus_dir, rank, world_size)
+    barrier()
+    marks, rows = [pair_bytes(endpoints)], []
+    for step in range(plan.steps):
+        if step == plan.warmup:
+            marks.append(pair_bytes(endpoints))
+        rows.append(trainer.step())
+    marks.append(pair_bytes(endpoints))  # this rank's all-reduces of those steps have all completed
+    state_file = f"{variant}-seed{seed}-rank{rank}.pt"
+    torch.save(trainer.model.state_dict(), Path(args.work) / state_file)
+    run = {"variant": variant, "seed": seed, "bytes": marks, "loss": [r[0] for r in rows],
+           "step_ms": [r[1] for r in rows], "hook_ms": [r[2] for r in rows], "state_file": state_file,
+           "powersgd": trainer.powersgd_counts(plan.steps - plan.warmup)}
+    return run, trainer
+
+
+def worker(args: argparse.Namespace) -> None:
+    """One rank: the fp16 check, every variant's run, the seed controls, then the timing blocks."""
+    plan = QUICK if args.quick else Plan()
+    rank, world_size = init_distributed("gloo")
+    check = half_allreduce_check(plan.check_elements, rank, world_size)
+    endpoints = gloo_pair_endpoints(my_connections())
+    runs, trainers = [], {}
+    jobs = [(v, SEED_BASE) for v in plan.variants] + [
+        ("plain", SEED_BASE + CONTROL_SEED_STEP * k) for k in range(1, plan.seed_controls + 1)]
+    for variant, seed in jobs:
+        run, trainer = train_run(variant, seed, plan, args, rank, world_size, endpoints)
+        runs.append(run)
+        if seed == SEED_BASE:
+            trainers[variant] = trainer  # kept for the timing blocks
+        if rank == 0:
+            print(f"{RUN_MARK} {variant}, seed {seed}", flush=True)
+
+    blocks = []  # every variant in turn, the order rotated: all see the same machine
+    for repeat in range(plan.repeats):
+        shift = repeat % len(plan.variants)
+        for variant in plan.variants[shift:] + plan.variants[:shift]:
+            barrier()
+            rows = [trainers[variant].step() for _ in range(plan.block)]
+            blocks.append({"repeat": repeat, "variant": variant, "step_ms": [r[1] for r in rows],
+                           "hook_ms": [r[2] for r in rows]})
+    model = trainers["plain"].model
+    note = {"rank": rank, "world_size": world_size, "threads": torch.get_num_threads(), "plan": asdict(plan),
+            "shapes": {name: list(p.shape) for name, p in model.named_parameters()},
+            "half_check": check, "pair_endpoints": endpoints, "runs": runs, "blocks": blocks}
+    (Path(args.work) / f"rank-{rank}.json").write_text(json.dumps(note))
+    cleanup()
+
+
+# ------------------------------------------------------------------------------------------------
+# The driver: theory, launch, score, write
+
+
+def powersgd_matrices(shapes: dict[str, list[int]], rank: int, min_rate: float = MIN_COMPRESSION_RATE) -> list[dict]:
+    """What powerSGD_hook does with each gradient: viewed as n x (the rest), with rank min(n, m, r),
+    compressed into P (n x r) and Q (m x r) only if (n + m) r x min_rate < n m; else sent as is."""
+    rows = []
+    for name, shape in shapes.items():
+        n, m = shape[0], math.prod(shape[1:])  # a vector is n x 1: never worth compressing
+        r = min(n, m, rank)
+        compressed = (n + m) * r * min_rate < n * m
+        rows.append({"name": name, "n": n, "m": m, "rank": r, "compressed": compressed,
+                     "p": n * r if compressed else 0, "q": m * r if compressed else 0,
+                     "uncompressed": 0 if compressed else n * m})
+    return rows
+
+
+def theory(variant: str, shapes: dict[str, list[int]], world_size: int) -> dict:
+    """Bytes each rank sends per step in gloo's ring, 2(n-1)/n x what is all-reduced, and how many
+    all-reduces a bucket takes."""
+    values = sum(math.prod(s) for s in shapes.values())
+    ring = allreduce_bench.ring_factor(world_size)
+    if variant == "plain":
+        return {"bytes": ring * 4 * values, "allreduces_per_bucket": 1,
+                "formula": "2(n-1)/n x 4 bytes x every gradient value"}
+    if variant in ("fp16", "bf16"):
+        return {"bytes": ring * 2 * values, "allreduces_per_bucket": 1,
+                "formula": "2(n-1)/n x 2 bytes x every gradient value: half of plain"}
+    rows = powersgd_matrices(shapes, powersgd_rank(variant))
+    u, p, q = (sum(r[k] for r in rows) for k in ("uncompressed", "p", "q"))
+    return {"bytes": ring * 4 * (u + p + q), "allreduces_per_bucket": 3, "uncompressed": u, "p": p, "q": q,
+            "compressed_matrices": sum(r["compressed"] for r in rows),
+            "formula": "2(n-1)/n x 4 bytes x (uncompressed values + P + Q): three all-reduces per bucket, "
+                       "the uncompressed tensors, then P, then Q"}
+
+
+def sent_per_step(run: dict, first: int, last: int, steps: int) -> float | None:
+    """New bytes (sent minus retransmitted) per step between two of a run's byte marks."""
+    a, b = run["bytes"][first], run["bytes"][last]
+    if not (a and b) or not steps:
+        return None
+    return ((b["sent"] - b["retransmitted"]) - (a["sent"] - a["retransmitted"])) / steps
+
+
+def block_medians(blocks: list[dict], variant: str, key: str) -> list[float]:
+    """Median of `key` per block of a variant, in repeat order."""
+    return [statistics.median(b[key]) for b in blocks if b["variant"] == variant]
+
+
+def analyse(notes: list[dict], scores: dict[tuple[str, int], dict], states: dict[tuple[str, int], Comparison],
+            pairs: int) -> dict:
+    """compression.json's content (without provenance) from both ranks' notes, each run's scores
+    (val loss, accuracy; ("before", 0): the initial weights), each run's two state files compared,
+    and the number of minimal pairs scored."""
+    first = notes[0]
+    plan, shapes, n = first["plan"], first["shapes"], first["world_size"]
+    measured_steps = plan["steps"] - plan["warmup"]
+    values = sum(math.prod(s) for s in shapes.values())
+    controls_runs = [key for key in scores if key[0] == "plain"]
+    spread = {metric: statistics.stdev(scores[k][metric] for k in controls_runs) if len(controls_runs) > 1 else None
+              for metric in ("val_loss", "accuracy")}
+    plain = scores[("plain", SEED_BASE)]
+    plain_step = block_medians(first["blocks"], "plain", "step_ms")
+
+    variants = []
+    for variant in plan["variants"]:
+        runs = [next(r for r in note["runs"] if r["variant"] == variant and r["seed"] == SEED_BASE) for note in notes]
+        sent = [sent_per_step(r, 1, 2, measured_steps) for r in runs]
+        warm = [sent_per_step(r, 0, 1, plan["warmup"]) for r in runs]
+        score, comparison = scores[(variant, SEED_BASE)], states[(variant, SEED_BASE)]
+        step = block_medians(first["blocks"], variant, "step_ms")
+        hook = [ms for note in notes for b in note["blocks"] if b["variant"] == variant for ms in b["hook_ms"]]
+        variants.append({
+            "name": variant, "label": VARIANTS[variant], "theory": theory(variant, shapes, n),
+            "sent_per_rank": None if None in sent else sent,
+            "sent": None if None in sent else statistics.fmean(sent),
+            "warmup_sent": None if None in warm else statistics.fmean(warm),
+            "step_ms": statistics.median(step), "step_ms_per_repeat": step,
+            "hook_ms": statistics.median(hook),
+            "faster_than_plain_in_every_repeat": all(s < p for s, p in zip(step, plain_step)),
+            "slower_than_plain_in_every_repeat": all(s > p for s, p in zip(step, plain_step)),
+            "val_loss": score["val_loss"], "accuracy": score["accuracy"],
+            "val_loss_minus_plain": score["val_loss"] - plain["val_loss"],
+            "accuracy_minus_plain": score["accuracy"] - plain["accuracy"],
+            "train_loss_last_20": statistics.fmean(runs[0]["loss"][-20:]),
+            "ranks_bitwise_equal": comparison.bitwise_equal, "ranks_max_abs_diff": comparison.max_abs_diff,
+            "powersgd_counted": runs[0]["powersgd"],
+        })
+    plain_row = variants[0]
+    for row in variants:
+        row["theory"]["over_plain"] = row["theory"]["bytes"] / plain_row["theory"]["bytes"]
+        row["sent_over_theory"] = row["sent"] / row["theory"]["bytes"] if row["sent"] is not None else None
+        row["sent_over_plain"] = row["sent"] / plain_row["sent"] if row["sent"] is not None else None
+        row["step_over_plain"] = row["step_ms"] / plain_row["step_ms"]
+        row["hook_over_plain"] = row["hook_ms"] / plain_row["hook_ms"]
+        row["val_loss_shift_in_spreads"] = (row["val_loss_minus_plain"] / spread["val_loss"]
+                                            if spread["val_loss"] else None)
+        row["accuracy_shift_in_spreads"] = (row["accuracy_minus_plain"] / spread["accuracy"]
+                                            if spread["accuracy"] else None)
+    return {
+        "config": {"world_size": n, "threads_per_rank": first["threads"], "batch_size_per_rank": BATCH_SIZE,
+                   "global_batch": BATCH_SIZE * n, "block_size": BLOCK_SIZE, "lr": LR, "plan": plan,
+                   "model_params": values, "gradient_bytes": 4 * values,
+                   "powersgd": {"start_powerSGD_iter": plan["warmup"], "min_compression_rate": MIN_COMPRESSION_RATE,
+                                "use_error_feedback": True, "warm_start": True}},
+        "variants": variants,
+        "powersgd_matrices": {str(r): powersgd_matrices(shapes, r) for r in sorted(
+            {powersgd_rank(v) for v in plan["variants"]} - {None})},
+        "seed_controls": [{"seed": seed, **scores[("plain", seed)]} for _, seed in controls_runs if seed != SEED_BASE],
+        "seed_spread": spread | {"runs": len(controls_runs),
+                                 "method": "sample standard deviation over the plain all-reduce runs with seed "
+                                           f"bases {SEED_BASE} + {CONTROL_SEED_STEP} k (model init and data order)"},
+        "before_training": scores[("before", 0)],
+        "pairs": pairs,
+        "half_allreduce_check": first["half_check"] | {"issue": ISSUE},
+        "bytes_source": ("the kernel's tcp_info counters of gloo's pair sockets (ss -tin), read in each rank around "
+                         f"the steps after the warm-up ({measured_steps} steps)" if plain_row["sent"] is not None
+                         else "not available on this OS (needs Linux's ss and /proc)"),
+        "time_method": f"{plan['repeats']} repeats of a block of {plan['block']} steps per variant after training, "
+                       "the order rotated each repeat; step: rank 0's median per block, then the median of the "
+                       "blocks; comm hook: from DDP's call of the hook to its future's completion (compression, "
+                       "all-reduce and decompression), median over every block step of both ranks",
+    }
+
+
+def score_runs(runs: list[dict], work: Path, corpus_dir: Path, quick: bool) -> tuple[dict, dict, int]:
+    """Validation loss and minimal-pair accuracy of each run's rank-0 weights (and of the initial
+    weights, key ("before", 0)); each run's rank-0 and rank-1 state files compared; the pairs scored."""
+    pairs = load_pairs(corpus_dir / "pairs.jsonl")[:controls.QUICK["pairs"] if quick else None]
+    val_batches = controls.QUICK["val_batches"] if quick else controls.VAL_BATCHES
+    scores, states = {("before", 0): controls.final_metrics(None, corpus_dir, pairs, val_batches)}, {}
+    for run in runs:
+        key, rank0 = (run["variant"], run["seed"]), work / run["state_file"]
+        scores[key] = controls.final_metrics(rank0, corpus_dir, pairs, val_batches)
+        states[key] = compare_state_files(rank0, work / run["state_file"].replace("rank0", "rank1"))
+    return scores, states, len(pairs)
+
+
+def run(out: Path = BEYOND_DIR, quick: bool = False, corpus_dir: Path = DEFAULT_CORPUS_DIR) -> dict:
+    """Run both ranks over every variant, score the weights, write compression.json and .png into `out`."""
+    started = time.perf_counter()
+    out, corpus_dir = Path(out), Path(corpus_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    ensure_corpus(corpus_dir)
+    plan = QUICK if quick else Plan()
+    with tempfile.TemporaryDirectory() as work:
+        script_args = ["--worker", "--work", work, "--corpus-dir", str(corpus_dir)] + (["--quick"] if quick else [])
+        with progress(len(plan.variants) + plan.seed_controls, "runs") as bar:
+            def echo(line: str) -> None:  # quiet: a failure raises with the run's last lines
+                if line.startswith(RUN_MARK):
+                    bar.set_postfix_str(line.removeprefix(RUN_MARK).strip())
+                    bar.update()
+            run_streaming(torchrun_command(__spec__.name, WORLD_SIZE, *script_args, module=True),
+                          timeout=1800, echo=echo)
+        notes = [json.loads((Path(work) / f"rank-{r}.json").read_text()) for r in range(WORLD_SIZE)]
+        with controls.one_thread_per_process():  # as the controls score theirs
+            results = analyse(notes, *score_runs(notes[0]["runs"], Path(work), corpus_dir, quick))
+    results["quick"] = quick
+    command = command_line(__spec__.name, out, quick,
+                           corpus_dir=None if corpus_dir.resolve() == DEFAULT_CORPUS_DIR.resolve() else corpus_dir)
+    results = write_results(out, MEASUREMENT, results, findings(results), command, started, corpus_dir)
+    plot(results, out / PLOT_NAME)
+    return results
+
+
+def by_name(results: dict) -> dict[str, dict]:
+    """The results' variants by name."""
+    return {v["name"]: v for v in results["variants"]}
+
+
+def findings(results: dict) -> list[dict]:
+    """Bytes against plain, step time against plain, learning against the seed spread, equal ranks, #152300."""
+    rows = by_name(results)
+    fp16, psgd = rows.get("fp16"), rows.get("powersgd-1")
+    spread = results["seed_spread"]
+    shifts = {v["name"]: v["val_loss_shift_in_spreads"] for v in results["variants"][1:]}
+    known = {k: s for k, s in shifts.items() if s is not None}
+    worst = max(known, key=lambda k: abs(known[k])) if known else None
+    equal = sum(v["ranks_bitwise_equal"] for v in results["variants"])
+    check = results["half_allreduce_check"]
+    records = []
+    for key, row in (("fp16", fp16), ("powersgd_rank1", psgd)):
+        if row is None:
+            continue
+        records.append(finding(f"{key}_bytes_over_plain", row["sent_over_plain"], "ratio",
+                               f"bytes each rank's gloo sockets sent per step with {row['label']} against the plain "
+                               f"all-reduce (theory {row['theory']['over_plain']:.3f})" if row["sent"] is not None
+                               else "socket counters are not available on this OS"))
+    for key, row in (("fp16", fp16), ("powersgd_rank1", psgd)):
+        if row is None:
+            continue
+        records.append(finding(f"{key}_step_over_plain", row["step_over_plain"], "ratio",
+                               f"median step time with {row['label']} against plain (comm hook "
+                               f"{row['hook_ms']:.2f} ms against {rows['plain']['hook_ms']:.2f} ms)"))
+    records.append(finding(
+        "largest_val_loss_shift", known[worst] if worst else None, "seed spreads",
+        (f"validation loss minus plain's, in seed spreads ({spread['val_loss']:.4f} nats, the standard deviation "
+         f"of {spread['runs']} plain runs with different seeds), largest in size: {worst}; all: "
+         + ", ".join(f"{k} {s:+.2f}" for k, s in known.items())) if worst
+        else "needs at least two plain runs with different seeds"))
+    records.append(finding("variants_with_bitwise_equal_ranks", equal, f"of {len(results['variants'])} variants",
+                           "rank 1's weights bitwise equal to rank 0's after training"))
+    records.append(finding("gloo_fp16_allreduce_mismatches", check["dtypes"]["float16"]["mismatches"], "elements",
+                           f"of {check['elements']:,} in {ISSUE}'s reproducer, all-reduced in float16 by gloo, "
+                           "against the exact sum rounded once"))
+    return records
+
+
+# ------------------------------------------------------------------------------------------------
+# Tables, the figure, the takeaway
+
+
+def load_results(path: str | Path = "") -> dict:
+    """A compression run's results: `path` is compression.json or its folder; empty: the committed ones."""
+    path = Path(path) if path else BEYOND_DIR
+    return json.loads((path / RESULT_NAME if path.is_dir() else path).read_text())
+
+
+def what_ran(results: dict) -> str:
+    """The runs, for the provenance line."""
+    c = results["config"]
+    return (f"{len(c['plan']['variants'])} variants and {len(results['seed_controls'])} more plain run(s) with other "
+            f"seeds, {c['plan']['steps']} steps each, {c['world_size']} ranks x {c['threads_per_rank']} thread(s), "
+            f"{c['global_batch']} sequences x {c['block_size']} tokens per step, lr {c['lr']:g}")
+
+
+def powersgd_table(results: dict) -> str:
+    """Each gradient as PowerSGD views it (n x m), and what it sends per rank r: P + Q or the whole."""
+    matrices = results["powersgd_matrices"]
+    ranks = list(matrices)
+    lines = [f"{'gradient':<26}{'n x m':>12}" + "".join(f"{'r=' + r + ': sends':>18}" for r in ranks)]
+    for i, row in enumerate(matrices[ranks[0]]):
+        cells = []
+        for r in ranks:
+            m = matrices[r][i]
+            cells.append(f"{m['p']:,} + {m['q']:,}" if m["compressed"] else f"{m['uncompressed']:,} as is")
+        lines.append(f"{row['name']:<26}{row['n']:>6} x {row['m']:<5}" + "".join(f"{c:>18}" for c in cells))
+    total = results["config"]["model_params"]
+    for r in ranks:
+        t = theory(f"powersgd-{r}", {m["name"]: [m["n"], m["m"]] for m in matrices[r]}, 2)
+        sent = t["p"] + t["q"] + t["uncompressed"]
+        lines.append(f"rank {r}: {t['compressed_matrices']} matrices compressed; per step P {t['p']:,} + "
+                     f"Q {t['q']:,} + uncompressed {t['uncompressed']:,} = {sent:,} values of {total:,} "
+                     f"({sent / total:.1%})")
+    return "\n".join(lines)
+
+
+def bytes_table(results: dict) -> str:
+    """Bytes per step and rank: theory, the sockets, the bytes above the theory, and each against plain."""
+    lines = [f"{'variant':<12}{'all-reduces':>12}{'theory B':>12}{'sockets B':>12}{'above B':>9}{'theory/plain':>14}"
+             f"{'sockets/plain':>15}{'warm-up B':>12}"]
+    for v in results["variants"]:
+        t, measured = v["theory"], v["sent"] is not None
+        sockets = (f"{v['sent']:>12,.0f}{v['sent'] - t['bytes']:>9,.0f}" if measured else f"{'-':>12}{'-':>9}")
+        ratios = (f"{v['sent_over_plain']:>15.3f}{v['warmup_sent']:>12,.0f}" if measured else f"{'-':>15}{'-':>12}")
+        lines.append(f"{v['name']:<12}{t['allreduces_per_bucket']:>12}{t['bytes']:>12,.0f}{sockets}"
+                     f"{t['over_plain']:>14.3f}{ratios}")
+    lines.append(f"(per rank per step, all-reduces per bucket; sockets: {results['bytes_source']}; warm-up: the "
+                 f"first {results['config']['plan']['warmup']} steps, the plain all-reduce for PowerSGD too)")
+    return "\n".join(lines)
+
+
+def counted_check(results: dict) -> str:
+    """PowerSGD's own count of what it sent against the theory from the shapes."""
+    lines = []
+    for v in results["variants"]:
+        counted = v["powersgd_counted"]
+        if counted:
+            t = v["theory"]
+            same = (counted["p_numel"], counted["q_numel"], counted["numel_after_per_step"]) == (
+                t["p"], t["q"], t["p"] + t["q"] + t["uncompressed"])
+            lines.append(f"{v['name']}: PowerSGD's state holds P {counted['p_numel']:,} and Q {counted['q_numel']:,} "
+                         f"values and counted {counted['numel_after_per_step']:,.0f} values sent per step: "
+                         f"the same as the theory: {same}")
+    return "\n".join(lines)
+
+
+def time_table(results: dict) -> str:
+    """Median step and comm-hook time per variant, against plain, and the verdict over the repeats."""
+    lines = [f"{'variant':<12}{'step ms':>9}{'/plain':>8}{'hook ms':>9}{'/plain':>8}   step per repeat (ms)"]
+    for v in results["variants"]:
+        verdict = ("" if v["name"] == "plain" else "  faster in every repeat" if v["faster_than_plain_in_every_repeat"]
+                   else "  slower in every repeat" if v["slower_than_plain_in_every_repeat"] else "  mixed")
+        lines.append(f"{v['name']:<12}{v['step_ms']:>9.1f}{v['step_over_plain']:>8.2f}{v['hook_ms']:>9.2f}"
+                     f"{v['hook_over_plain']:>8.2f}   {' '.join(f'{s:.1f}' for s in v['step_ms_per_repeat'])}{verdict}")
+    lines.append(results["time_method"])
+    return "\n".join(lines)
+
+
+def learning_table(results: dict) -> str:
+    """Validation loss and accuracy per variant, their difference from plain in seed spreads, equal ranks."""
+    spread = results["seed_spread"]
+    fmt = lambda x, f: "-" if x is None else format(x, f)  # noqa: E731
+    lines = [f"{'variant':<12}{'val loss':>9}{'- plain':>9}{'in spreads':>11}{'accuracy':>10}{'- plain':>9}"
+             f"{'in spreads':>11}  ranks bitwise equal"]
+    for v in results["variants"]:
+        lines.append(f"{v['name']:<12}{v['val_loss']:>9.4f}{v['val_loss_minus_plain']:>+9.4f}"
+                     f"{fmt(v['val_loss_shift_in_spreads'], '+.2f'):>11}{v['accuracy']:>10.3f}"
+                     f"{v['accuracy_minus_plain']:>+9.3f}{fmt(v['accuracy_shift_in_spreads'], '+.2f'):>11}"
+                     f"  {v['ranks_bitwise_equal']}")
+    for c in results["seed_controls"]:
+        lines.append(f"{'seed ' + str(c['seed']):<12}{c['val_loss']:>9.4f}{'':>20}{c['accuracy']:>10.3f}"
+                     "  (plain, another seed)")
+    before = results["before_training"]
+    lines.append(f"before training: val loss {before['val_loss']:.4f}, accuracy {before['accuracy']:.3f}")
+    lines.append(f"seed spread (yardstick): val loss {fmt(spread['val_loss'], '.4f')} nats, accuracy "
+                 f"{fmt(spread['accuracy'], '.4f')} ({spread['method']}; {spread['runs']} runs); "
+                 f"{results['pairs']} pairs")
+    return "\n".join(lines)
+
+
+def half_check_table(results: dict) -> str:
+    """#152300's reproducer all-reduced by this torch's gloo: elements that differ from the exact sum."""
+    check = results["half_allreduce_check"]
+    lines = [f"{check['issue']}'s reproducer: {check['elements']:,} values per rank, uniform over float16's range"]
+    for dtype, c in check["dtypes"].items():
+        lines.append(f"  {dtype}: {c['mismatches']:,} elements differ from the exact sum rounded once "
+                     f"({c['overflowed_to_inf']:,} sums overflow to inf in both)")
+    return "\n".join(lines)
+
+
+def plot(results: dict, path: Path) -> None:
+    """Bytes (sockets vs theory), time (step and comm hook), validation loss and accuracy with the seed spread."""
+    import matplotlib.pyplot as plt
+
+    rows = results["variants"]
+    names = [v["name"] for v in rows]
+    x = np.arange(len(rows))
+    fig, axes = plt.subplots(2, 2, figsize=(13, 8.5))
+    ax1, ax2, ax3, ax4 = axes.flat
+
+    theory_kb = [v["theory"]["bytes"] / 1e3 for v in rows]
+    if rows[0]["sent"] is not None:
+        bars = ax1.bar(x - 0.2, [v["sent"] / 1e3 for v in rows], 0.4, color="#55a868", label="sockets (measured)")
+        ax1.bar_label(bars, [f"{v['sent_over_plain']:.3f}x" for v in rows], fontsize=8)
+    else:
+        ax1.text(0.5, 0.5, "socket counters:\nnot available on this OS", transform=ax1.transAxes, ha="center")
+    ax1.bar(x + 0.2, theory_kb, 0.4, color="#4c72b0", label="theory: 2(n-1)/n x what is all-reduced")
+    ax1.set_xticks(x, names)
+    ax1.set_ylabel("kB sent per rank per step")
+    ax1.set_title("Bytes on the wire (labels: measured / plain)")
+    ax1.legend(fontsize=8)
+
+    ax2.bar(x - 0.2, [v["step_ms"] for v in rows], 0.4, color="#8172b2", label="step (median of blocks)")
+    ax2.bar(x + 0.2, [v["hook_ms"] for v in rows], 0.4, color="#dd8452",
+            label="comm hook: compress + all-reduce + decompress")
+    for i, v in enumerate(rows):
+        ax2.plot([i - 0.2] * len(v["step_ms_per_repeat"]), v["step_ms_per_repeat"], "k.", ms=4)
+    ax2.set_xticks(x, names)
+    ax2.set_ylabel("ms")
+    ax2.set_title("Time per step (dots: each repeat's block median)")
+    ax2.legend(fontsize=8)
+
+    spread = results["seed_spread"]
+    for ax, key, label in ((ax3, "val_loss", "validation loss (nats)"), (ax4, "accuracy", "minimal-pair accuracy")):
+        values = [v[key] for v in rows]
+        ax.plot(x, values, "o", color="#c44e52", ms=8, zorder=3)
+        for i, value in enumerate(values):
+            ax.annotate(f"{value:.3f}" if key == "accuracy" else f"{value:.4f}", (i, value), xytext=(0, 8),
+                        textcoords="offset points", ha="center", fontsize=8)
+        seeds = [c[key] for c in results["seed_controls"]]
+        ax.plot([-0.25] * len(seeds), seeds, "x", color="0.3", ms=7, label="plain, other seeds")
+        if spread[key]:
+            ax.axhspan(values[0] - spread[key], values[0] + spread[key], color="0.85", zorder=0,
+                       label=f"plain ± 1 seed spread (sd of {spread['runs']} plain runs)")
+        ax.margins(y=0.15)
+        ax.set_xticks(x, names)
+        ax.set_xlim(-0.6, len(rows) - 0.4)
+        ax.set_ylabel(label)
+        ax.legend(fontsize=8, loc="best")
+    ax3.set_title(f"Learning after {results['config']['plan']['steps']} steps, same global batch")
+    ax4.set_title(f"Grammar probe, {results['pairs']} pairs")
+
+    config, prov = results["config"], results["provenance"]
+    fig.suptitle(f"Gradient compression on gloo: {config['world_size']} ranks x {config['threads_per_rank']} "
+                 f"thread(s), {prov['cores']} cores, load average {prov['load_average_1min']:.1f}, "
+                 f"torch {prov['torch']}", fontsize=10)
+    fig.tight_layout()
+    save_figure(fig, path)
+
+
+def takeaway(results: dict) -> str:
+    """The notebook's takeaway sentences, with this run's numbers and verdicts."""
+    rows = by_name(results)
+    plain, lines = rows["plain"], []
+    if plain["sent"] is not None:
+        lines.append("- Bytes: " + "; ".join(f"{v['name']} sent {v['sent_over_plain']:.3f} x plain's bytes per step "
+                                              f"(theory {v['theory']['over_plain']:.3f})"
+                                              for v in results["variants"][1:]) + ".")
+    for v in results["variants"][1:]:
+        if v["faster_than_plain_in_every_repeat"]:
+            verdict = "faster than plain in every repeat"
+        elif v["slower_than_plain_in_every_repeat"]:
+            verdict = "slower than plain in every repeat"
+        else:
+            verdict = "no clear difference: faster in some repeats, slower in others"
+        lines.append(f"- {v['name']}: step {v['step_over_plain']:.2f} x plain's, {verdict}; "
+                     f"comm hook {v['hook_ms']:.2f} ms against {plain['hook_ms']:.2f} ms.")
+    faster = [v["name"] for v in results["variants"][1:] if v["faster_than_plain_in_every_repeat"]]
+    if faster:
+        lines.append(f"- Compression shortened the step on this machine with {', '.join(faster)}: fewer bytes "
+                     "saved more time than the compression cost.")
+    else:
+        lines.append("- On this machine no compression made the step reliably shorter: two processes on one "
+                     "machine talk over loopback, so fewer bytes save little, while the casts and PowerSGD's "
+                     "matrix products run on the same cores as training.")
+    spread = results["seed_spread"]
+    if spread["val_loss"]:
+        inside = [v["name"] for v in results["variants"][1:] if abs(v["val_loss_shift_in_spreads"]) <= 1]
+        outside = [v["name"] for v in results["variants"][1:] if abs(v["val_loss_shift_in_spreads"]) > 1]
+        lines.append(f"- Learning after {results['config']['plan']['steps']} steps: validation loss within one seed "
+                     f"spread ({spread['val_loss']:.4f} nats) of plain: {', '.join(inside) or 'none'}; beyond it: "
+                     f"{', '.join(outside) or 'none'}.")
+    equal = [v["name"] for v in results["variants"] if v["ranks_bitwise_equal"]]
+    lines.append(f"- The ranks' weights were bitwise equal after training with {len(equal)} of "
+                 f"{len(results['variants'])} variants ({', '.join(equal)}).")
+    check = results["half_allreduce_check"]["dtypes"]
+    lines.append(f"- {ISSUE}: {check['float16']['mismatches']:,} float16 and {check['bfloat16']['mismatches']:,} "
+                 f"bfloat16 elements differed from the exact sum with this torch's gloo.")
+    return "\n".join(lines)
+
+
+MEASUREMENT = Measurement("compression", "Gradient compression on gloo: fp16, bf16 and PowerSGD comm hooks against "
+                          "the plain all-reduce", "12-gradient-compression.ipynb", run, (PLOT_NAME,))
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = parser(MEASUREMENT, f"{QUICK.steps} steps of {', '.join(QUICK.variants)}: seconds, for tests")
+    p.add_argument("--corpus-dir", type=Path, default=DEFAULT_CORPUS_DIR)
+    p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)  # one rank, under torchrun
+    p.add_argument("--work", type=Path, help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.worker:
+        worker(args)
+        return
+    results = run(args.out, args.quick, args.corpus_dir)
+    print(bytes_table(results))
+    print(findings_table(results["findings"]))
+    print(f"wrote {RESULT_NAME} and {PLOT_NAME} to {args.out} in {results['provenance']['runtime_s']:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
