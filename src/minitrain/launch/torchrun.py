@@ -1,26 +1,38 @@
 """The lab's launcher, `python -m minitrain.launch [torchrun options] SCRIPT ...`: torchrun itself
-(its elastic agent and failure reports), single node, every port on loopback; not on Windows, where
-torchrun's rendezvous asks for libuv, which PyTorch's Windows wheels lack (the spawn launcher works
-there: `train.py --launcher spawn`)."""
+(its elastic agent and failure reports), every port on loopback; with `--host-address ADDR` or
+`--interface NAME`, on that one address instead, for a run across machines (`--nnodes=2`). Not on
+Windows, where torchrun's rendezvous asks for libuv, which PyTorch's Windows wheels lack (the spawn
+launcher works there: `train.py --launcher spawn`)."""
 
+import argparse
 import logging
 import os
 import signal
+import socket
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch.distributed.run as torch_run
 from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+from torch.distributed.elastic.rendezvous.utils import parse_rendezvous_endpoint
 
 from minitrain.cli import BAD_USAGE, SettingError, check_environment, master_port
 from minitrain.ddp import WATCH_PID, exit_with_parent, loopback_interface, on_windows
-from minitrain.launch.rendezvous import LOOPBACK_RDZV, PortInUseError, register_loopback_rendezvous
+from minitrain.launch.hosts import HostError, resolve
+from minitrain.launch.rendezvous import (DEFAULT_RDZV_PORT, LAB_RDZV, PortInUseError, RendezvousUnreachable,
+                                         register_lab_rendezvous)
 
 USAGE = "python -m minitrain.launch --nproc-per-node=N SCRIPT [SCRIPT ARGS ...]"
 ON_WINDOWS = ("torchrun does not run with PyTorch's Windows wheels: its rendezvous asks for libuv, which they "
               "lack (pytorch/pytorch#139990, #175316). Use the spawn launcher, which runs with libuv off: "
               "python experiments/35-ddp-cpu/train.py --launcher spawn --nproc 2 (or run the lab in WSL)")
+LOOPBACK = "127.0.0.1"
+LAB_OPTIONS = ("--host-address", "--interface")
+UNAUTHENTICATED = ("warning: the rendezvous and gloo on {address} are unauthenticated and unencrypted: anyone who "
+                   "can reach this network can join the run,\nfeed it data or read the gradients. Use it only on "
+                   "a network you trust (README: Security: what listens where).")
 REJECTED = "the script rejected its arguments or input (see the line above)"
 
 
@@ -45,10 +57,12 @@ def torchrun_command(script: str | Path, nproc: int, *script_args: str, module: 
 
 
 def main(argv: list[str] | None = None) -> None:
-    """`python -m minitrain.launch [torchrun options] SCRIPT ...`: torchrun, single node, loopback only.
+    """`python -m minitrain.launch [--host-address ADDR | --interface NAME] [torchrun options] SCRIPT ...`:
+    torchrun with every store and gloo socket on 127.0.0.1, or on ADDR only (across machines).
 
-    A bad option, SCRIPT or setting ends at once in one line with exit status 2, as does a run whose
-    workers all stopped with status 2 (the script rejected its arguments and said so in one line)."""
+    A bad option, SCRIPT, address or setting ends at once in one line with exit status 2, as does a
+    run whose workers all stopped with status 2 (the script rejected its arguments and said so in
+    one line)."""
     argv = sys.argv[1:] if argv is None else argv
     if on_windows():
         _usage_error(ON_WINDOWS)
@@ -56,20 +70,26 @@ def main(argv: list[str] | None = None) -> None:
         check_environment()
     except SettingError as e:
         _usage_error(str(e))
-    args = ["--nnodes=1", f"--rdzv-backend={LOOPBACK_RDZV}", f"--rdzv-endpoint=127.0.0.1:{master_port()}",
-            "--local-addr=127.0.0.1", *argv]  # port 0: the store binds a free port itself, no race
-    _check_arguments(args)
+    parsed, options, script = _check_arguments(argv)
+    place = _placement(parsed)
+    # port 0: the store binds a free port itself, no race; the endpoint comes last, so it is the one used
+    args = ["--nnodes=1", f"--rdzv-backend={LAB_RDZV}", f"--local-addr={place.address}", *options,
+            f"--rdzv-endpoint={place.endpoint}", *script]
     # started by run_streaming: if that process dies hard (a Jupyter kernel), stop this run too;
     # from a shell, Ctrl-C and a closed terminal already do, and a nohup'ed run keeps running
     exit_with_parent("the launcher", on_gone=_stop_workers, only_when_asked=True)
     os.environ[WATCH_PID] = str(os.getpid())  # and each worker stops if this launcher dies
-    register_loopback_rendezvous()
-    os.environ.setdefault("GLOO_SOCKET_IFNAME", loopback_interface())
+    register_lab_rendezvous()
+    if place.address == LOOPBACK:
+        os.environ.setdefault("GLOO_SOCKET_IFNAME", loopback_interface())
+    else:  # gloo binds the interface's first IPv4 address (gloo's tcp device: lookupAddrForIface)
+        os.environ["GLOO_SOCKET_IFNAME"] = place.interface
+        print(UNAUTHENTICATED.format(address=place.address), file=sys.stderr, flush=True)
     os.environ["MINITRAIN_LAUNCH_COMMAND"] = " ".join(["python -m minitrain.launch", *argv])
     quiet = _QuietWhenRejected(logging.getLogger("torch.distributed.elastic.multiprocessing.api"))
     try:
         torch_run.main(args)
-    except PortInUseError as e:
+    except (PortInUseError, RendezvousUnreachable) as e:
         sys.exit(f"error: {e}")
     except ChildFailedError as e:
         if rejected(e):
@@ -87,12 +107,18 @@ def _usage_error(message: str) -> None:
     sys.exit(BAD_USAGE)
 
 
-def _check_arguments(args: list[str]) -> None:
-    """torchrun's own parser, its errors in one line; then --nproc-per-node and SCRIPT."""
+def _check_arguments(argv: list[str]) -> tuple[argparse.Namespace, list[str], list[str]]:
+    """torchrun's own parser with the lab's two options, its errors in one line; then --nproc-per-node
+    and SCRIPT. Returns the parsed options, torchrun's options (the lab's taken out), SCRIPT and its
+    arguments."""
     parser = torch_run.get_args_parser()
+    torch_options = set(parser._option_string_actions)
+    parser.add_argument("--host-address", help="this machine's IPv4 address: every store and gloo socket "
+                        "binds it (a multi-host run)")
+    parser.add_argument("--interface", help="the network interface whose IPv4 address to bind, instead")
     parser.error = lambda message: _usage_error(  # type: ignore[method-assign]
         f"no SCRIPT to run: {USAGE}" if "training_script" in message else f"{message} (usage: {USAGE})")
-    parsed = parser.parse_args(args)
+    parsed = parser.parse_args(argv)
     nproc = parsed.nproc_per_node
     if not ((nproc.isdigit() and int(nproc) >= 1) or nproc in ("cpu", "auto")):
         _usage_error(f"--nproc-per-node={nproc} is not a whole number of at least 1: use 1 or 2 for this lab")
@@ -100,6 +126,81 @@ def _check_arguments(args: list[str]) -> None:
     if not (parsed.module or parsed.no_python) and not Path(script).is_file():
         _usage_error(f"SCRIPT {script} is not a file: give the path of a Python script, e.g. "
                      "experiments/35-ddp-cpu/train.py (or -m MODULE for a module)")
+    for name in ("standalone", "rdzv_backend", "local_addr", "master_addr"):
+        if getattr(parsed, name) != parser.get_default(name):
+            option = "--" + name.replace("_", "-")
+            _usage_error(f"{option} is the lab's launcher's to set (its stores and gloo bind only 127.0.0.1, or "
+                         "the address you give): leave it out; for another address use --host-address ADDR "
+                         "or --interface NAME")
+    split = len(argv) - 1 - len(parsed.training_script_args)  # SCRIPT and what follows it
+    return parsed, _without_lab_options(argv[:split], torch_options), argv[split:]
+
+
+def _without_lab_options(options: list[str], torch_options: set[str]) -> list[str]:
+    """`options` without --host-address and --interface (or a prefix argparse took for one) and their values."""
+    kept, skip = [], False
+    for word in options:
+        name = word.split("=", 1)[0]
+        if skip:
+            skip = False
+        elif name.startswith("--") and name not in torch_options and any(o.startswith(name) for o in LAB_OPTIONS):
+            skip = "=" not in word
+        else:
+            kept.append(word)
+    return kept
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where this node's sockets bind, and the rendezvous endpoint it hosts or joins."""
+
+    address: str
+    interface: str | None
+    endpoint: str
+
+
+def _placement(parsed: argparse.Namespace) -> Placement:
+    """127.0.0.1 on a free port (or $MASTER_PORT) by default; with --host-address or --interface that
+    address, and for more than one node the --rdzv-endpoint every node names (its host as an IPv4
+    address, so the node it belongs to knows that it hosts the store)."""
+    try:
+        _, max_nodes = torch_run.parse_min_max_nnodes(parsed.nnodes)
+    except (RuntimeError, ValueError):
+        _usage_error(f"--nnodes={parsed.nnodes} is not a number of machines (N, or MIN:MAX): e.g. --nnodes=2")
+    if parsed.host_address is not None and parsed.interface is not None:
+        _usage_error("give --host-address or --interface, not both: they name the same thing")
+    if parsed.host_address is None and parsed.interface is None:
+        if max_nodes > 1:
+            _usage_error(f"--nnodes={parsed.nnodes} needs --host-address ADDR or --interface NAME: the address the "
+                         "other machines reach this one by (its stores and gloo bind it only)")
+        return Placement(LOOPBACK, None, f"{LOOPBACK}:{_port(parsed, master_port())}")
+    try:
+        address, interface = resolve(parsed.host_address, parsed.interface)
+    except HostError as e:
+        _usage_error(str(e))
+    if max_nodes == 1:
+        return Placement(address, interface, f"{address}:{_port(parsed, master_port())}")
+    if not parsed.rdzv_endpoint:
+        _usage_error(f"--nnodes={parsed.nnodes} needs --rdzv-endpoint HOST:PORT on every machine: the address of the "
+                     f"one that hosts the rendezvous and a port open there, e.g. --rdzv-endpoint {address}:"
+                     f"{DEFAULT_RDZV_PORT} if it is this one")
+    host, port = parse_rendezvous_endpoint(parsed.rdzv_endpoint, default_port=DEFAULT_RDZV_PORT)
+    if port == 0:
+        _usage_error(f"--rdzv-endpoint {parsed.rdzv_endpoint}: port 0 cannot be found by the other machines; "
+                     f"name a port, e.g. {host}:{DEFAULT_RDZV_PORT}")
+    try:
+        host = socket.gethostbyname(host)
+    except OSError:
+        _usage_error(f"--rdzv-endpoint {parsed.rdzv_endpoint}: {host} does not resolve; give the hosting machine's "
+                     "IPv4 address")
+    return Placement(address, interface, f"{host}:{port}")
+
+
+def _port(parsed: argparse.Namespace, default: int) -> int:
+    """The port of a single-node --rdzv-endpoint (its host is always this node's address), else `default`."""
+    if not parsed.rdzv_endpoint:
+        return default
+    return parse_rendezvous_endpoint(parsed.rdzv_endpoint, default_port=default)[1]
 
 
 def rejected(error: ChildFailedError) -> bool:

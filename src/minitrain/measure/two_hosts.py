@@ -1,0 +1,405 @@
+"""Two hosts on one machine: the lab's launcher across two Linux network namespaces joined by a veth
+pair (two "laptops" on a private /30 network), against the same run on one host; are the final
+weights bitwise the same, and what listens where?
+
+    sudo .venv/bin/python -m minitrain.measure.two_hosts [--out DIR] [--quick]
+
+Needs Linux, root and iproute2's `ip netns`; anywhere else it refuses in one line (exit status 2).
+It creates the namespaces and the veth pair itself and deletes them at the end, whatever happens.
+Node A hosts the rendezvous (`--rdzv-endpoint` is its address); each node binds only its own
+veth address (`--host-address`). Both runs train experiments/35-ddp-cpu/train.py with the same
+seeds and one thread per rank; the driver compares their state files and writes two_hosts.json
+and two_hosts.png.
+"""
+
+import contextlib
+import json
+import os
+import re
+import secrets
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import psutil
+
+from minitrain.artifacts import save_figure
+from minitrain.corpus import DEFAULT_CORPUS_DIR, ensure_corpus
+from minitrain.lab.report import findings_table
+from minitrain.launch import run_streaming, stop_process_tree, torchrun_command
+from minitrain.launch.hosts import ipv4_addresses
+from minitrain.measure.measurement import (Measurement, command_line, finding, fresh_folder, parser, runs_folder,
+                                           write_results)
+from minitrain.paths import BEYOND_DIR, TRAIN_SCRIPT, relative
+from minitrain.verify import compare_state_files
+
+RESULT_NAME, PLOT_NAME = "two_hosts.json", "two_hosts.png"
+RDZV_PORT = 29400  # a fixed port is safe: nothing else lives in namespaces made for this run
+RUN_TIMEOUT_S = 300
+THREADS = "1"  # what torchrun gives each of 2 ranks on one host; the two-host run gets the same
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The training run both sides make (train.py's arguments)."""
+
+    steps: int = 30
+    warmup: int = 10
+    n_layer: int | None = None  # None: train.py's default model
+    n_embd: int | None = None
+
+    def train_args(self) -> list[str]:
+        args = ["--steps", str(self.steps), "--warmup", str(self.warmup)]
+        args += ["--n-layer", str(self.n_layer)] if self.n_layer else []
+        return args + (["--n-embd", str(self.n_embd)] if self.n_embd else [])
+
+
+QUICK = Plan(steps=6, warmup=2, n_layer=1, n_embd=32)
+
+
+@dataclass(frozen=True)
+class Host:
+    """One pretend machine: a network namespace, its end of the veth pair, and that end's address."""
+
+    namespace: str
+    interface: str
+    address: str
+
+
+class CannotRun(RuntimeError):
+    """Two namespaces cannot be made here (not Linux, not root, no iproute2); the message says why."""
+
+
+def cannot_run() -> str | None:
+    """Why this machine cannot make two network namespaces, or None when it can."""
+    if not sys.platform.startswith("linux"):
+        return f"needs Linux network namespaces; this is {sys.platform}"
+    if os.geteuid() != 0:
+        return "needs root (creating network namespaces and a veth pair does): run it with sudo"
+    if shutil.which("ip") is None:
+        return "needs iproute2's `ip` (apt install iproute2)"
+    probe = f"minitrain-probe-{secrets.token_hex(3)}"  # the one sure test: make one, then delete it
+    made = subprocess.run(["ip", "netns", "add", probe], capture_output=True, text=True)
+    subprocess.run(["ip", "netns", "del", probe], capture_output=True)
+    if made.returncode != 0:
+        return f"`ip netns add` does not work here: {made.stderr.strip()}"
+    return None
+
+
+def _ip(*args: str) -> None:
+    proc = subprocess.run(["ip", *args], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise CannotRun(f"`ip {' '.join(args)}` failed: {proc.stderr.strip()}")
+
+
+@contextlib.contextmanager
+def two_namespaces() -> Iterator[tuple[Host, Host]]:
+    """Two fresh network namespaces (random names) joined by a veth pair on a random private /30,
+    loopback up in each; on exit every process left in them is killed and both are deleted (the
+    veth pair goes with them)."""
+    reason = cannot_run()
+    if reason:
+        raise CannotRun(reason)
+    tag = secrets.token_hex(3)
+    net = f"10.{secrets.randbelow(250) + 1}.{secrets.randbelow(250) + 1}"
+    hosts = (Host(f"minitrain-{tag}-a", f"mt{tag}a", f"{net}.1"), Host(f"minitrain-{tag}-b", f"mt{tag}b", f"{net}.2"))
+    made: list[str] = []
+    try:
+        for host in hosts:
+            _ip("netns", "add", host.namespace)
+            made.append(host.namespace)
+        _ip("link", "add", hosts[0].interface, "type", "veth", "peer", "name", hosts[1].interface)
+        for host in hosts:
+            _ip("link", "set", host.interface, "netns", host.namespace)
+            _ip("-n", host.namespace, "addr", "add", f"{host.address}/30", "dev", host.interface)
+            _ip("-n", host.namespace, "link", "set", "lo", "up")
+            _ip("-n", host.namespace, "link", "set", host.interface, "up")
+        yield hosts
+    finally:
+        for namespace in made:
+            _kill_everything_in(namespace)
+            subprocess.run(["ip", "netns", "del", namespace], capture_output=True)
+        subprocess.run(["ip", "link", "del", hosts[0].interface], capture_output=True)  # if never moved
+
+
+def _kill_everything_in(namespace: str) -> None:
+    """SIGKILL each process still in `namespace` (only this run's: the namespace was made for it)."""
+    pids = subprocess.run(["ip", "netns", "pids", namespace], capture_output=True, text=True).stdout.split()
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, ValueError):
+            os.kill(int(pid), 9)
+
+
+def node_command(host: Host, endpoint: str, script_args: list[str]) -> list[str]:
+    """The lab's launcher for one node of two, inside `host`'s namespace, bound to its address."""
+    return ["ip", "netns", "exec", host.namespace, sys.executable, "-m", "minitrain.launch",
+            f"--host-address={host.address}", "--nnodes=2", "--nproc-per-node=1", f"--rdzv-endpoint={endpoint}",
+            *script_args]
+
+
+def as_typed(command: list[str]) -> str:
+    """A command as a reader types it: `python`, paths relative to the repository."""
+    words = ["python" if w == sys.executable else relative(w) if os.path.isabs(w) else w for w in command]
+    return " ".join(words)
+
+
+def run_two_nodes(hosts: tuple[Host, Host], script_args: list[str], logs: Path) -> dict:
+    """Both nodes of a run, node A hosting the rendezvous; while they run, every listening TCP
+    socket in each node's namespace (`ss` inside it) and every socket of the machine's own namespace
+    that touches the nodes' addresses. Returns the commands, exit codes, sockets and seconds."""
+    endpoint = f"{hosts[0].address}:{RDZV_PORT}"
+    commands = [node_command(h, endpoint, script_args) for h in hosts]
+    env = {**os.environ, "OMP_NUM_THREADS": THREADS}
+    started = time.perf_counter()
+    procs = []
+    for host, command in zip(hosts, commands):
+        with open(logs / f"{host.namespace[-1]}.log", "w") as log:
+            procs.append(subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env,
+                                          start_new_session=True))
+    seen: dict[tuple, dict] = {}
+    in_host_namespace: set[str] = set()
+    polls = 0
+    try:
+        deadline = time.monotonic() + RUN_TIMEOUT_S
+        while any(p.poll() is None for p in procs):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the two-node run did not finish within {RUN_TIMEOUT_S} s; logs in {logs}")
+            for host, proc in zip(hosts, procs):
+                for address, port, pid in namespace_listeners(host.namespace):
+                    role = "launcher" if pid == proc.pid else "worker" if pid else "unknown"
+                    seen.setdefault((host.namespace, role, address, port),
+                                    {"node": host.namespace[-1], "role": role, "address": address, "port": port})
+            in_host_namespace |= host_sockets_touching({h.address for h in hosts})
+            polls += 1
+            time.sleep(0.1)
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                stop_process_tree(proc, grace=2)
+    return {"commands": [as_typed(c) for c in commands], "exit_codes": [p.returncode for p in procs],
+            "seconds": time.perf_counter() - started, "polls": polls,
+            "listeners": sorted(seen.values(), key=lambda r: (r["node"], r["role"], r["address"], r["port"])),
+            "host_namespace_sockets": sorted(in_host_namespace),
+            "host_namespace_addresses": sorted(a for held in ipv4_addresses().values() for a in held
+                                               if a in {h.address for h in hosts})}
+
+
+def namespace_listeners(namespace: str) -> list[tuple[str, int, int | None]]:
+    """(address, port, pid) of every listening TCP socket in `namespace`, from `ss -tlnp` run inside
+    it (psutil reads the caller's namespace only); a wildcard address shows as 0.0.0.0 or ::."""
+    lines = subprocess.run(["ip", "netns", "exec", namespace, "ss", "-Htlnp"], capture_output=True,
+                           text=True).stdout.splitlines()
+    found = []
+    for line in lines:
+        local = line.split()[3]
+        address, port = local.rsplit(":", 1)
+        address = address.strip("[]").split("%")[0]
+        address = {"*": "0.0.0.0", "::ffff:0.0.0.0": "0.0.0.0"}.get(address, address.removeprefix("::ffff:"))
+        pid = re.search(r"pid=(\d+)", line)
+        found.append((address, int(port), int(pid.group(1)) if pid else None))
+    return found
+
+
+def host_sockets_touching(addresses: set[str]) -> set[str]:
+    """The machine's own namespace's TCP sockets with either end on one of `addresses`."""
+    return {f"{c.laddr.ip}:{c.laddr.port} -> {c.raddr.ip if c.raddr else '*'}:{c.raddr.port if c.raddr else '*'}"
+            for c in psutil.net_connections("tcp")
+            if c.laddr.ip in addresses or (c.raddr and c.raddr.ip in addresses)}
+
+
+def run(out: Path = BEYOND_DIR, quick: bool = False, corpus_dir: Path = DEFAULT_CORPUS_DIR, echo=print) -> dict:
+    """The two-node run in namespaces, then the same run as 2 processes on one host; compare."""
+    reason = cannot_run()
+    if reason:
+        raise CannotRun(reason)
+    started = time.perf_counter()
+    plan = QUICK if quick else Plan()
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    ensure_corpus(corpus_dir)
+    with fresh_folder(runs_folder(out, "two_hosts")) as runs:
+        two, one = runs / "two-hosts", runs / "one-host"
+        # one --out for both nodes: here they share a filesystem (on two laptops, see the README)
+        train = [str(TRAIN_SCRIPT), *plan.train_args(), "--corpus-dir", str(corpus_dir)]
+        with two_namespaces() as hosts:
+            echo(f"namespaces {hosts[0].namespace} ({hosts[0].address}) and {hosts[1].namespace} "
+                 f"({hosts[1].address}), joined by veth {hosts[0].interface} <-> {hosts[1].interface}")
+            two_nodes = run_two_nodes(hosts, train + ["--out", str(two)], runs)
+        if two_nodes["exit_codes"] != [0, 0]:
+            logs = "\n".join((runs / f"{n}.log").read_text()[-2000:] for n in ("a", "b"))
+            raise RuntimeError(f"the two-node run failed, exit codes {two_nodes['exit_codes']}:\n{logs}")
+        echo(f"two nodes: done in {two_nodes['seconds']:.1f} s")
+        one_started = time.perf_counter()
+        run_streaming(torchrun_command(TRAIN_SCRIPT, 2, *train[1:], "--out", str(one)), timeout=RUN_TIMEOUT_S,
+                      echo=lambda line: None)
+        one_host = {"command": as_typed(torchrun_command(TRAIN_SCRIPT, 2, *train[1:], "--out", str(one))),
+                    "seconds": time.perf_counter() - one_started}
+        echo(f"one host: done in {one_host['seconds']:.1f} s")
+        results = analyse(two, one, two_nodes, one_host, hosts, plan)
+    command = command_line(__spec__.name, out, quick, corpus_dir=None if Path(corpus_dir).resolve()
+                           == DEFAULT_CORPUS_DIR.resolve() else corpus_dir)
+    results = write_results(out, MEASUREMENT, results, findings(results), command, started, corpus_dir)
+    plot(results, out / PLOT_NAME)
+    return results
+
+
+def analyse(two: Path, one: Path, two_nodes: dict, one_host: dict, hosts: tuple[Host, Host], plan: Plan) -> dict:
+    """two_hosts.json's content (without provenance): the runs, the sockets, the weights compared."""
+    runs = {name: json.loads((folder / "run.json").read_text()) for name, folder in (("two", two), ("one", one))}
+    losses = {name: [json.loads(line)["loss"] for line in (folder / "timings.jsonl").read_text().splitlines()]
+              for name, folder in (("two", two), ("one", one))}
+    pairs = {f"two-hosts rank {r} vs one-host rank {r}": (two / f"state-rank-{r}.pt", one / f"state-rank-{r}.pt")
+             for r in (0, 1)} | {"two-hosts rank 0 vs rank 1": (two / "state-rank-0.pt", two / "state-rank-1.pt")}
+    compared = {name: compare_state_files(a, b) for name, (a, b) in pairs.items()}
+    addresses = {h.namespace[-1]: h.address for h in hosts}
+    listeners = [row | {"bound_to": "its veth address" if row["address"] == addresses[row["node"]]
+                        else "loopback" if row["address"].startswith("127.") else "ELSEWHERE"}
+                 for row in two_nodes["listeners"]]
+    return {
+        "plan": asdict(plan),
+        "network": {"nodes": [asdict(h) | {"node": h.namespace[-1]} for h in hosts], "prefix": 30,
+                    "rendezvous": f"{hosts[0].address}:{RDZV_PORT}", "link": "a veth pair, one end in each namespace"},
+        "two_hosts": {k: v for k, v in two_nodes.items() if k != "listeners"}
+                     | {"threads_per_rank": runs["two"]["threads_per_rank"], "world_size": runs["two"]["world_size"],
+                        "step_ms_median": runs["two"]["summary"]["step_ms"]["median"],
+                        "allreduce_ms_median": runs["two"]["summary"]["allreduce_ms"]["median"]},
+        "one_host": one_host | {"threads_per_rank": runs["one"]["threads_per_rank"],
+                                "world_size": runs["one"]["world_size"],
+                                "step_ms_median": runs["one"]["summary"]["step_ms"]["median"],
+                                "allreduce_ms_median": runs["one"]["summary"]["allreduce_ms"]["median"]},
+        "listeners": listeners,
+        "weights": {name: {"bitwise_equal": c.bitwise_equal, "max_abs_diff": c.max_abs_diff} for name, c in compared.items()},
+        "losses": losses,
+        "losses_identical": losses["two"] == losses["one"],
+        "bitwise_equal": all(c.bitwise_equal for c in compared.values()),
+    }
+
+
+def findings(results: dict) -> list[dict]:
+    """The headline facts: same weights or not, where the sockets were, what the host could reach, the times."""
+    listeners = results["listeners"]
+    return [
+        finding("bitwise_equal", int(results["bitwise_equal"]), "1 = yes, 0 = no",
+                "two nodes in two network namespaces end with weights bitwise equal to one host's 2-process run "
+                "(same seeds, one thread per rank)"),
+        finding("listeners", len(listeners), "sockets", "listening sockets the two nodes' processes opened"),
+        finding("listeners_elsewhere", sum(r["bound_to"] == "ELSEWHERE" for r in listeners), "sockets",
+                "of them, bound to anything but the node's own veth address or loopback (0.0.0.0 counts)"),
+        finding("host_namespace_sockets", len(results["two_hosts"]["host_namespace_sockets"]), "sockets",
+                "TCP sockets of the machine's own network namespace with an end on a node's address, during the run"),
+        finding("two_hosts_s", results["two_hosts"]["seconds"], "s", "the two-node run, launch to exit"),
+        finding("one_host_s", results["one_host"]["seconds"], "s", "the one-host 2-process run, launch to exit"),
+    ]
+
+
+def plot(results: dict, path: Path) -> None:
+    """The loss per step of both runs (one curve if they agree), and the median step and all-reduce times."""
+    import matplotlib.pyplot as plt
+
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
+    ax1.plot(results["losses"]["one"], "o-", color="#4c72b0", label="one host, 2 processes", linewidth=3)
+    ax1.plot(results["losses"]["two"], "x--", color="#dd8452", label="two namespaces, 1 process each")
+    ax1.set_xlabel("step")
+    ax1.set_ylabel("rank 0's loss")
+    ax1.set_title(f"Loss per step: identical: {results['losses_identical']}")
+    ax1.legend(fontsize=8)
+    labels = ["step", "all-reduce"]
+    one = [results["one_host"]["step_ms_median"], results["one_host"]["allreduce_ms_median"]]
+    two = [results["two_hosts"]["step_ms_median"], results["two_hosts"]["allreduce_ms_median"]]
+    x = range(len(labels))
+    ax2.bar([i - 0.2 for i in x], one, 0.4, color="#4c72b0", label="one host (loopback)")
+    ax2.bar([i + 0.2 for i in x], two, 0.4, color="#dd8452", label="two namespaces (veth)")
+    ax2.set_xticks(list(x), labels)
+    ax2.set_ylabel("ms, median after warm-up (rank 0)")
+    ax2.set_title("Same CPU, same memory: a veth pair is not a real network")
+    ax2.legend(fontsize=8)
+    fig.suptitle(f"Two hosts in network namespaces: final weights bitwise equal to one host's: {results['bitwise_equal']}",
+                 fontsize=10)
+    fig.tight_layout()
+    save_figure(fig, path)
+
+
+def load_results(path: str | Path = "") -> dict:
+    """A two-hosts run's results: `path` is two_hosts.json or its folder; empty: the committed ones."""
+    path = Path(path) if path else BEYOND_DIR
+    return json.loads((path / RESULT_NAME if path.is_dir() else path).read_text())
+
+
+def what_ran(results: dict) -> str:
+    """The runs compared, for the provenance line."""
+    two, plan = results["two_hosts"], results["plan"]
+    return (f"2 nodes x 1 process in network namespaces, against 2 processes on one host; {plan['steps']} steps, "
+            f"{two['threads_per_rank']} thread(s) per rank")
+
+
+def commands_table(results: dict) -> str:
+    """The network made, and the two nodes' commands as run (each inside its namespace)."""
+    net = results["network"]
+    lines = [f"node {n['node']}: namespace {n['namespace']}, interface {n['interface']}, address "
+             f"{n['address']}/{net['prefix']}" for n in net["nodes"]]
+    lines.append(f"link: {net['link']}; rendezvous at {net['rendezvous']} (node a hosts it)")
+    lines += [f"node {n['node']}: {c}" for n, c in zip(net["nodes"], results["two_hosts"]["commands"])]
+    lines.append(f"one host: {results['one_host']['command']}")
+    return "\n".join(lines)
+
+
+def listeners_table(results: dict) -> str:
+    """Every listening socket the two nodes opened, which process held it, and where it was bound."""
+    lines = [f"node {r['node']} {r['role']:<8} listens on {r['address']}:{r['port']:<5}  ({r['bound_to']})"
+             for r in results["listeners"]]
+    two = results["two_hosts"]
+    lines.append(f"the machine's own namespace, read {two['polls']} times during the run: the nodes' addresses on its "
+                 f"interfaces: {two['host_namespace_addresses'] or 'none'}; its sockets touching them: "
+                 f"{two['host_namespace_sockets'] or 'none'}")
+    return "\n".join(lines)
+
+
+def weights_table(results: dict) -> str:
+    """Each pair of state files compared: bitwise equal, largest difference; the losses; the threads."""
+    lines = [f"{name}: bitwise equal {w['bitwise_equal']}, largest |diff| {w['max_abs_diff']:.3e}"
+             for name, w in results["weights"].items()]
+    lines.append(f"rank 0's loss identical at every step: {results['losses_identical']}")
+    lines.append(f"threads per rank: {results['two_hosts']['threads_per_rank']} (two hosts), "
+                 f"{results['one_host']['threads_per_rank']} (one host)")
+    return "\n".join(lines)
+
+
+def takeaway(results: dict) -> str:
+    """The run's verdict in sentences, every number from the results."""
+    two, one = results["two_hosts"], results["one_host"]
+    elsewhere = sum(r["bound_to"] == "ELSEWHERE" for r in results["listeners"])
+    verdict = ("bitwise equal to" if results["bitwise_equal"] else "NOT bitwise equal to")
+    return (f"The two-node run's final weights are {verdict} the one-host run's "
+            f"({two['world_size']} ranks, {two['threads_per_rank']} thread(s) each, same seeds). "
+            f"Its {len(results['listeners'])} listening sockets: {elsewhere} bound anywhere but the node's own "
+            f"address or loopback; sockets of the machine's own namespace touching the nodes' addresses: {len(two['host_namespace_sockets'])}. "
+            f"Launch to exit: {two['seconds']:.1f} s on two nodes, {one['seconds']:.1f} s on one host; "
+            f"median step {two['step_ms_median']:.1f} ms against {one['step_ms_median']:.1f} ms.")
+
+
+MEASUREMENT = Measurement("two_hosts", "Two hosts: the lab's launcher across two network namespaces",
+                          "14-two-hosts.ipynb", run, (PLOT_NAME,))
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = parser(MEASUREMENT, "a tiny model and 6 steps: for tests and notebooks")
+    p.add_argument("--corpus-dir", type=Path, default=DEFAULT_CORPUS_DIR)
+    args = p.parse_args(argv)
+    reason = cannot_run()
+    if reason:
+        p.error(f"cannot make two network namespaces here: {reason}")
+    results = run(args.out, args.quick, args.corpus_dir)
+    print(commands_table(results))
+    print(listeners_table(results))
+    print(weights_table(results))
+    print(findings_table(results["findings"]))
+    print(f"wrote {RESULT_NAME} and {PLOT_NAME} to {relative(args.out)} in {results['provenance']['runtime_s']:.0f} s")
+
+
+if __name__ == "__main__":
+    main()

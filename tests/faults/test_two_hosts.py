@@ -1,0 +1,109 @@
+"""Two hosts (issue 13, part 3): the lab's launcher across two Linux network namespaces joined by a
+veth pair that the run makes and removes itself (root and iproute2 needed, else those tests skip
+and say why); its bad input in one line, which needs neither."""
+
+import subprocess
+import sys
+
+import pytest
+
+from conftest import WORKERS, launch
+from minitrain.measure.two_hosts import RDZV_PORT, RESULT_NAME, cannot_run, findings, run, two_namespaces
+
+REASON = cannot_run()
+needs_namespaces = pytest.mark.skipif(REASON is not None, reason=f"needs root and iproute2's ip netns: {REASON}")
+WARNING = "are unauthenticated and unencrypted"
+
+
+@pytest.fixture(scope="module")
+def two_hosts(tmp_path_factory, corpus_dir):
+    out = tmp_path_factory.mktemp("two_hosts")
+    return out, run(out, quick=True, corpus_dir=corpus_dir, echo=lambda _: None)
+
+
+@needs_namespaces
+def test_two_nodes_end_bitwise_equal_to_one_host(two_hosts):
+    _, results = two_hosts
+    assert results["two_hosts"]["exit_codes"] == [0, 0]
+    assert results["two_hosts"]["world_size"] == results["one_host"]["world_size"] == 2
+    assert results["two_hosts"]["threads_per_rank"] == results["one_host"]["threads_per_rank"]
+    for name, pair in results["weights"].items():
+        assert pair["bitwise_equal"] and pair["max_abs_diff"] == 0.0, name
+    assert results["bitwise_equal"]
+    assert results["losses_identical"] and len(results["losses"]["two"]) == results["plan"]["steps"]
+
+
+@needs_namespaces
+def test_every_socket_listens_on_its_nodes_own_address_and_the_host_sees_none(two_hosts):
+    _, results = two_hosts
+    a, b = (n["address"] for n in results["network"]["nodes"])
+    listeners = {(r["node"], r["role"], r["address"]) for r in results["listeners"]}
+    # node a's launcher: the rendezvous store and the workers' store; one gloo listener per worker
+    assert sum(1 for r in results["listeners"] if (r["node"], r["role"]) == ("a", "launcher")) >= 2
+    assert ("a", "launcher", a) in listeners and ("a", "worker", a) in listeners and ("b", "worker", b) in listeners
+    assert any(r["port"] == RDZV_PORT and r["address"] == a for r in results["listeners"])
+    assert [r for r in results["listeners"] if r["address"] not in (a, b)] == []  # never 0.0.0.0, ::, *
+    assert [r for r in results["listeners"] if r["bound_to"] != "its veth address"] == []
+    assert results["two_hosts"]["host_namespace_addresses"] == []
+    assert results["two_hosts"]["host_namespace_sockets"] == []
+
+
+@needs_namespaces
+def test_each_node_warns_that_the_rendezvous_is_unauthenticated(two_hosts):
+    out, results = two_hosts
+    for node in ("a", "b"):
+        log = (out / "two_hosts-runs" / f"{node}.log").read_text()
+        assert log.count(WARNING) == 1, log[-2000:]
+    assert all("--host-address=" in command for command in results["two_hosts"]["commands"])
+
+
+@needs_namespaces
+def test_the_namespaces_and_the_veth_pair_are_gone_afterwards(two_hosts):
+    out, results = two_hosts
+    namespaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
+    for node in results["network"]["nodes"]:
+        assert node["namespace"] not in namespaces
+        assert f" {node['interface']}:" not in links and f" {node['interface']}@" not in links
+    assert (out / RESULT_NAME).is_file() and (out / "two_hosts.png").stat().st_size > 0
+    assert results["findings"] == findings(results)
+
+
+@needs_namespaces
+def test_a_failure_inside_still_removes_the_namespaces_and_their_processes():
+    with pytest.raises(RuntimeError, match="on purpose"):
+        with two_namespaces() as (a, b):
+            sleeper = subprocess.Popen(["ip", "netns", "exec", a.namespace, "sleep", "300"])
+            raise RuntimeError("on purpose")
+    assert sleeper.wait(timeout=10) != 0  # killed, not finished
+    assert a.namespace not in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--host-address", "192.0.2.254"], "--host-address 192.0.2.254 is not an address of this machine"),
+    (["--host-address", "laptop"], "--host-address laptop is not an IPv4 address"),
+    (["--interface", "nosuch0"], "--interface nosuch0 is not a network interface of this machine"),
+    (["--nnodes=2"], "--nnodes=2 needs --host-address ADDR or --interface NAME"),
+    (["--nnodes=2", "--host-address=127.0.0.1"], "--nnodes=2 needs --rdzv-endpoint HOST:PORT"),
+    (["--nnodes=2", "--host-address=127.0.0.1", "--rdzv-endpoint=127.0.0.1:0"], "--rdzv-endpoint 127.0.0.1:0: port 0 cannot be found"),
+    (["--host-address=127.0.0.1", "--interface=lo"], "give --host-address or --interface, not both"),
+    (["--standalone"], "--standalone is the lab's launcher's to set"),
+])
+def test_a_bad_address_or_node_option_is_one_line_and_exit_2(args, says):
+    proc = subprocess.run([sys.executable, "-m", "minitrain.launch", *args, "--nproc-per-node=1", str(WORKERS),
+                           "clean"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.startswith(f"error: {says}") and proc.stderr.count("\n") == 1, proc.stderr
+    assert proc.stdout == ""
+
+
+def test_a_node_whose_rendezvous_host_never_comes_says_so(reap):
+    """The joining side alone, its endpoint an address where nothing listens (127.0.0.2, loopback):
+    after --rdzv-conf read_timeout seconds, one line naming the endpoint and what to check."""
+    proc = launch("--nnodes=2", "--host-address=127.0.0.1", "--rdzv-endpoint=127.0.0.2:29400",
+                  "--rdzv-conf=read_timeout=3", "--nproc-per-node=1", str(WORKERS), "clean")
+    reap(proc)
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 1, out
+    assert "error: no rendezvous at 127.0.0.2:29400 within 3 s" in out, out
+    assert "Traceback" not in out, out
