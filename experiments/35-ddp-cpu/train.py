@@ -11,14 +11,21 @@ hooks, and divides by the world size, so every rank takes the same optimizer ste
 timings.jsonl and run.json, every rank writes state-rank-{rank}.pt. Files are written to a staging
 folder and moved into place at the end. Without --out they go to this folder, over the committed
 artifacts.
+
+With --snapshot-every K every rank also writes a snapshot every K steps into OUT/snapshots (model,
+optimizer, step, its data-stream position and RNG state; see minitrain.snapshot) and a run resumes
+from the newest complete one there; under `--max-restarts=1` torchrun's agent restarts both workers
+after a failure and they go on from it. --fail-at STEP:RANK kills a rank at a chosen step, to see that.
 """
 
 import argparse
 import contextlib
 import json
 import os
+import random
 import secrets
 import shutil
+import signal
 import sys
 import time
 from pathlib import Path
@@ -26,6 +33,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
+from minitrain.artifacts import write_json
 from minitrain.cli import LabArgumentParser, nonnegative_int, output_folder, positive_float, positive_int
 from minitrain.corpus import DEFAULT_CORPUS_DIR, ensure_corpus
 from minitrain.data import SEED_BASE, CorpusError, load_corpus, make_shard
@@ -34,11 +42,14 @@ from minitrain.launch import spawn_workers
 from minitrain.model import MiniGPTConfig, count_parameters
 from minitrain.paths import relative
 from minitrain.provenance import provenance, rank_facts
+from minitrain.snapshot import agree_on_snapshot, load_rank_state, save_snapshot
 from minitrain.timing import (BY_NAME, VARIANTS, InstrumentedHook, attach_instrumented_hook, summarize,
                              timed_backward)
 from minitrain.train import build_model_for_corpus, log_step, seed_everything
 
 HERE = Path(__file__).resolve().parent
+SNAPSHOTS = "snapshots"  # under --out
+PROGRESS = "progress.json"  # in SNAPSHOTS: rank 0's steps done so far, to count the steps a restart redoes
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -63,6 +74,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="log each step's largest parameter difference from rank 0")
     p.add_argument("--launcher", choices=["torchrun", "spawn"], default="torchrun")
     p.add_argument("--nproc", type=positive_int, default=2, help="processes, with --launcher spawn")
+    p.add_argument("--snapshot-every", type=positive_int, default=None, metavar="K",
+                   help="write a snapshot every K steps into OUT/snapshots and resume from the newest complete one")
+    p.add_argument("--fail-at", type=fault, action="append", default=None, metavar="STEP:RANK[:ATTEMPT]",
+                   help="a fault to watch a restart: rank RANK kills itself (SIGKILL) as step STEP begins, on "
+                        "attempt ATTEMPT (torchrun's TORCHELASTIC_RESTART_COUNT; 0, the first, by default); repeatable")
     args = p.parse_args(argv)
     unknown = [name for name in args.timing.split(",") if name not in BY_NAME]
     if unknown:
@@ -75,6 +91,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error(f"--n-embd ({args.n_embd}) must be a multiple of --n-head ({args.n_head}): "
                 "each head gets n_embd / n_head dimensions")
     return args
+
+
+def fault(text: str) -> tuple[int, int, int]:
+    """STEP:RANK or STEP:RANK:ATTEMPT, whole numbers of at least 0."""
+    parts = text.split(":")
+    if len(parts) not in (2, 3) or not all(part.isdigit() for part in parts):
+        raise argparse.ArgumentTypeError(f"{text!r} is not STEP:RANK or STEP:RANK:ATTEMPT (whole numbers), e.g. 6:1")
+    step, rank, attempt = (int(part) for part in parts + ["0"] * (3 - len(parts)))
+    return step, rank, attempt
 
 
 def check_shards(shard, rank: int, world_size: int, corpus_total: int) -> dict:
@@ -93,6 +118,10 @@ def check_shards(shard, rank: int, world_size: int, corpus_total: int) -> dict:
 
 
 def run(args: argparse.Namespace) -> None:
+    attempt = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))  # torchrun's restarts of the workers so far
+    if attempt:
+        print(f"[rank {os.environ.get('RANK')}] attempt {attempt}: torchrun's agent restarted the workers "
+              f"(pid {os.getpid()})", flush=True)
     rank, world_size = init_distributed("gloo")
     seed_everything(SEED_BASE + rank)  # different per rank; DDP broadcasts rank 0's weights anyway
     if is_main_process() and args.corpus_dir == DEFAULT_CORPUS_DIR:
@@ -116,8 +145,17 @@ def run(args: argparse.Namespace) -> None:
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)
     tokens = args.batch_size * args.block_size * world_size  # global tokens per step
 
-    records = []
-    for step in range(args.steps):
+    records, start, restart = [], 0, None
+    if args.snapshot_every or args.fail_at or attempt:
+        restart = {"attempt": attempt, "max_restarts": int(os.environ.get("TORCHELASTIC_MAX_RESTARTS", "0")),
+                   "snapshot_every": args.snapshot_every, "faults": args.fail_at}
+    if args.snapshot_every:
+        records, start = resume(args, model, optimizer, shard, world_size, restart)
+    for step in range(start, args.steps):
+        if args.fail_at and (step, rank, attempt) in args.fail_at:
+            print(f"[rank {rank}] fault injected: pid {os.getpid()} kills itself with SIGKILL as step {step} "
+                  f"begins (attempt {attempt})", flush=True)
+            os.kill(os.getpid(), signal.SIGKILL)
         t0 = time.perf_counter()
         batch = next(shard)
         with model.no_sync() if args.no_sync else contextlib.nullcontext():
@@ -139,6 +177,8 @@ def run(args: argparse.Namespace) -> None:
         if is_main_process():
             log_step(step, record["loss"], t3 - t0,
                      **{v.field: record[v.field] for v in VARIANTS if record[v.field] is not None})
+        if args.snapshot_every:
+            snapshot_step(args, step + 1, model, optimizer, shard, records, world_size, attempt)
 
     staging = args.out / f".staging-{world_size}proc"
     if is_main_process():
@@ -147,7 +187,8 @@ def run(args: argparse.Namespace) -> None:
     barrier()
     torch.save(unwrap(model).state_dict(), staging / f"state-rank-{rank}.pt")
     if is_main_process():
-        write_rank0_files(staging, args, records, model, hook, world_size, shards | {"ranks": ranks})
+        write_rank0_files(staging, args, records, model, hook, world_size,
+                          shards | {"ranks": ranks} | ({"restart": restart} if restart else {}))
     barrier()  # every rank's state is on disk before anything moves into place
     if is_main_process():
         for f in sorted(staging.iterdir()):
@@ -156,6 +197,75 @@ def run(args: argparse.Namespace) -> None:
         print(f"wrote {', '.join(sorted(p.name for p in args.out.glob('*') if p.suffix in ('.pt', '.jsonl', '.json')))} "
               f"to {relative(args.out)}", flush=True)
     cleanup()
+
+
+def training_config(args: argparse.Namespace, world_size: int) -> dict:
+    """What a snapshot must have been taken with to be resumed by this run."""
+    return {"world_size": world_size, "batch_size": args.batch_size, "block_size": args.block_size, "lr": args.lr,
+            "n_layer": args.n_layer, "n_head": args.n_head, "n_embd": args.n_embd, "comm": args.comm,
+            "no_sync": args.no_sync}
+
+
+def snapshot_step(args: argparse.Namespace, done: int, model, optimizer, shard, records: list[dict],
+                  world_size: int, attempt: int) -> None:
+    """After each step: rank 0 notes the steps done; every K steps every rank writes a snapshot."""
+    root = args.out / SNAPSHOTS
+    if done % args.snapshot_every == 0 or done == args.steps:
+        # everything the next steps depend on: weights, AdamW's moments and step counts, where this
+        # rank's data stream is, and the RNGs (dropout's, if the model had any)
+        state = {"step": done, "config": training_config(args, world_size), "model": unwrap(model).state_dict(),
+                 "optimizer": optimizer.state_dict(), "data": shard.state_dict(),
+                 "rng": {"torch": torch.get_rng_state(), "python": random.getstate()}, "records": records}
+        folder = save_snapshot(root, done, state)
+        if is_main_process():
+            print(f"snapshot {relative(folder)}: step {done}, {world_size} ranks", flush=True)
+    if is_main_process():
+        write_json(root / PROGRESS, {"attempt": attempt, "steps_done": done})
+
+
+def resume(args: argparse.Namespace, model, optimizer, shard, world_size: int, restart: dict) -> tuple[list[dict], int]:
+    """Load the newest complete snapshot under OUT/snapshots into the model, optimizer, data stream and
+    RNGs; return the records so far and the step to go on from (0 when there is none)."""
+    root = args.out / SNAPSHOTS
+    if is_main_process():
+        root.mkdir(parents=True, exist_ok=True)
+    barrier()
+    rank = dist.get_rank()
+    previous = json.loads((root / PROGRESS).read_text()) if (root / PROGRESS).is_file() else None
+    found = agree_on_snapshot(root)
+    if is_main_process():
+        for line in found.skipped:
+            print(line, flush=True)
+    restart.update({"skipped": found.skipped, "resumed_from": relative(found.folder) if found.folder else None,
+                    "resumed_from_step": found.step,
+                    "previous_steps_done": previous["steps_done"] if previous else None,
+                    "steps_redone": previous["steps_done"] - (found.step or 0) if previous else 0})
+    if found.folder is None:
+        if is_main_process() and previous:
+            print(f"no complete snapshot in {relative(root)}: starting again at step 0 "
+                  f"({previous['steps_done']} steps redone)", flush=True)
+        return [], 0
+    state = load_rank_state(found.folder, rank)
+    wrong = {k: (state["config"].get(k), v) for k, v in training_config(args, world_size).items()
+             if state["config"].get(k) != v}
+    if wrong or found.step > args.steps:
+        what = (", ".join(f"{k} {old} (this run: {new})" for k, (old, new) in wrong.items()) if wrong
+                else f"step {found.step}, past --steps {args.steps}")
+        if is_main_process():  # every rank stops; one line says why
+            print(f"[rank {rank}] error: {relative(found.folder)} was taken with {what}: use another --out, or "
+                  f"delete {relative(root)} to start afresh", file=sys.stderr, flush=True)
+        sys.exit(2)
+    unwrap(model).load_state_dict(state["model"])
+    optimizer.load_state_dict(state["optimizer"])
+    shard.load_state_dict(state["data"])
+    torch.set_rng_state(state["rng"]["torch"])
+    random.setstate(state["rng"]["python"])
+    if is_main_process():
+        redone = (f"the previous attempt had done {previous['steps_done']} steps: {restart['steps_redone']} redone"
+                  if previous else "no record of a previous attempt")
+        print(f"resumed from {relative(found.folder)}: step {found.step} of {args.steps} "
+              f"(attempt {restart['attempt']}; {redone})", flush=True)
+    return state["records"], found.step
 
 
 def drift_from_rank0(model: torch.nn.Module) -> float:

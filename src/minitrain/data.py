@@ -56,10 +56,16 @@ class Shard:
         self.num_sentences = len(sentences)
         self.batch_size, self.block_size = batch_size, block_size
         self._encoded = [tokenizer.encode(s) + [tokenizer.eos_id] for s in sentences]
-        self._rng = random.Random(seed)
+        self.seed = seed
+        self._start()
+        self.first_sentence = sentences[self._next_order[0]]  # the first sentence this rank trains on
+
+    def _start(self) -> None:
+        """The stream's beginning: the seeded RNG, an empty buffer, no batch drawn yet."""
+        self._rng = random.Random(self.seed)
         self._buffer: list[int] = []
         self._next_order: list[int] | None = self._shuffled()  # drawn now, to name its first sentence
-        self.first_sentence = sentences[self._next_order[0]]  # the first sentence this rank trains on
+        self.batches = 0  # drawn so far: the stream's position
 
     def _shuffled(self) -> list[int]:
         order = list(range(self.num_sentences))
@@ -79,8 +85,28 @@ class Shard:
         while len(self._buffer) < need:
             self._refill()
         chunk, self._buffer = self._buffer[:need], self._buffer[need:]
+        self.batches += 1
         rows = torch.tensor(chunk, dtype=torch.long).view(self.batch_size, self.block_size + 1)
         return rows[:, :-1], rows[:, 1:]
+
+    def state_dict(self) -> dict[str, int]:
+        """The stream's position: its seed and the batches drawn (the order is a function of both)."""
+        return {"seed": self.seed, "batches": self.batches}
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        """Continue where `state` was taken: restart from the seed and skip its batches, drawing the
+        same shuffles as the stream did (one per epoch, when its tokens run out) without building them."""
+        if state["seed"] != self.seed:
+            raise ValueError(f"the saved stream position was taken with seed {state['seed']}, this shard has "
+                             f"seed {self.seed}: resume with the same ranks and seeds")
+        self._start()
+        skip = state["batches"] * self.batch_size * (self.block_size + 1)
+        while len(self._buffer) < skip:  # __next__ refills exactly when fewer tokens remain than it needs
+            skip -= len(self._buffer)
+            self._buffer = []
+            self._refill()
+        self._buffer = self._buffer[skip:]
+        self.batches = state["batches"]
 
 
 def make_shard(rank: int, world_size: int, corpus_dir: str | Path = DEFAULT_CORPUS_DIR, *,

@@ -1,0 +1,410 @@
+"""A rank dies, training resumes: torchrun's elastic agent restarts both workers, they go on from the
+last snapshot, and the final weights are bitwise those of a run that never failed.
+
+    python -m minitrain.measure.restart [--out DIR] [--quick]
+
+The driver runs experiments/35-ddp-cpu/train.py three times under the lab's torchrun, with the same
+seeds and snapshots every K steps: uninterrupted; with rank 1 killed (SIGKILL) at a chosen step and
+`--max-restarts=1`; and with a second fault on the restarted attempt, past --max-restarts. It times
+each line of the restarted run's log as it arrives (fault, detection, restart, resume), compares the
+final state dicts tensor by tensor, and checks that the run past --max-restarts ends with one error
+line and no process left. Not a timing measurement: the seconds depend on the machine and its load.
+"""
+
+import json
+import re
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+from minitrain.artifacts import save_figure
+from minitrain.corpus import DEFAULT_CORPUS_DIR, ensure_corpus
+from minitrain.lab.report import findings_table
+from minitrain.launch import LaunchError, run_streaming, torchrun_command
+from minitrain.measure.measurement import (Measurement, command_line, finding, fresh_folder, parser, runs_folder,
+                                           write_results)
+from minitrain.paths import BEYOND_DIR, REPO, TRAIN_SCRIPT, relative
+from minitrain.snapshot import MARKER, load_rank_state
+from minitrain.verify import compare_state_files
+
+RESULT_NAME, PLOT_NAME = "restart.json", "restart.png"
+WORLD_SIZE = 2
+RUN_TIMEOUT_S = 600
+GONE_WITHIN_S = 10  # how long the processes of a failed run get to disappear before one counts as an orphan
+SNAPSHOTS = "snapshots"  # train.py's folder under --out
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The runs' size and faults; the model is train.py's default unless `model` says otherwise."""
+
+    steps: int = 30
+    warmup: int = 5
+    snapshot_every: int = 10
+    fault: str = "25:1"  # STEP:RANK on the first attempt
+    second_fault: str = "27:0:1"  # STEP:RANK:ATTEMPT, on the restarted attempt
+    model: tuple[str, ...] = ()
+
+    def train_args(self) -> list[str]:
+        return ["--steps", str(self.steps), "--warmup", str(self.warmup),
+                "--snapshot-every", str(self.snapshot_every), *self.model]
+
+
+QUICK = Plan(steps=12, warmup=2, snapshot_every=4, fault="6:1", second_fault="7:0:1",
+             model=("--n-layer", "1", "--n-embd", "32"))
+
+# the restart's events as the log shows them (train.py's lines and torchrun's agent's), each the first
+# matching line after the fault; the first step, the first after the resume
+EVENTS = [
+    ("fault", lambda line: "fault injected:" in line, "a rank kills itself (SIGKILL) as the step begins"),
+    ("peer_error", lambda line: "Connection reset by peer" in line,
+     "the other rank's all-reduce fails: its peer's socket is gone"),
+    ("detected", lambda line: "closing signal" in line or "failed (exitcode" in line,
+     "torchrun's agent sees the dead worker and stops the other"),
+    ("restarted", lambda line: "torchrun's agent restarted the workers" in line, "the agent's new workers run (Python and torch imported)"),
+    ("resumed", lambda line: line.startswith("resumed from"), "both ranks have loaded the snapshot"),
+    ("first_step", lambda line: line.startswith("step "), "the first step after the resume is done"),
+]
+
+
+# ------------------------------------------------------------------------------------------------
+# The runs
+
+
+class Log:
+    """A run's lines as they arrive, each with its time in seconds since the launch."""
+
+    def __init__(self, echo) -> None:
+        self.start, self.lines, self.echo = time.monotonic(), [], echo
+
+    def __call__(self, line: str) -> None:
+        self.lines.append((time.monotonic() - self.start, line))
+        self.echo(line)
+
+
+def launch(folder: Path, plan: Plan, corpus_dir: Path, *faults: str, echo=print) -> tuple[Log, str | None]:
+    """train.py under the lab's torchrun with `--max-restarts=1` and `faults`; its log, and the error
+    it ended with (None when it succeeded)."""
+    args = [*plan.train_args(), "--out", str(folder), "--corpus-dir", str(corpus_dir)]
+    for spec in faults:
+        args += ["--fail-at", spec]
+    command = torchrun_command(TRAIN_SCRIPT, WORLD_SIZE, *args)
+    command.insert(command.index(f"--nproc-per-node={WORLD_SIZE}") + 1, "--max-restarts=1")
+    log = Log(echo)
+    try:
+        run_streaming(command, timeout=RUN_TIMEOUT_S, echo=log)
+    except LaunchError as e:
+        return log, str(e)
+    return log, None
+
+
+def timeline(log: Log) -> list[dict]:
+    """The restart's events in the order they happened, with seconds since the launch and the fault."""
+    def first(shows, after: int) -> int | None:
+        return next((i for i in range(after, len(log.lines)) if shows(log.lines[i][1])), None)
+
+    fault = first(EVENTS[0][1], 0)
+    if fault is None:
+        return []
+    found = {"fault": fault}
+    for name, shows, _ in EVENTS[1:]:
+        after = found.get("resumed", len(log.lines)) if name == "first_step" else fault
+        if (i := first(shows, after)) is not None:
+            found[name] = i
+    meaning = {name: text for name, _, text in EVENTS}
+    t0 = log.lines[fault][0]
+    return sorted(({"event": name, "t_s": log.lines[i][0], "since_fault_s": log.lines[i][0] - t0,
+                    "meaning": meaning[name], "line_index": i} for name, i in found.items()),
+                  key=lambda e: e["line_index"])
+
+
+def excerpt(log: Log, events: list[dict], scrub) -> list[dict]:
+    """The log from the last step before the fault to the first step after the resume, without empty
+    lines and the frames of rank 0's traceback (its last line, the error, stays)."""
+    by_name = {e["event"]: e["line_index"] for e in events}
+    if "fault" not in by_name:
+        return []
+    start = max((i for i in range(by_name["fault"]) if log.lines[i][1].startswith("step ")), default=by_name["fault"])
+    end = by_name.get("first_step", len(log.lines) - 1)
+    kept = []
+    for t, line in log.lines[start:end + 1]:
+        if not line.strip() or (re.match(r"\[rank\d+\]:", line) and "Error" not in line):
+            continue
+        kept.append({"t_s": round(t, 3), "line": scrub(line)})
+    return kept
+
+
+def progress(log: Log) -> list[list[float]]:
+    """[seconds since the launch, step] for every step line of rank 0's log."""
+    return [[round(t, 3), int(m.group(1))] for t, line in log.lines if (m := re.match(r"step +(\d+) \|", line))]
+
+
+def leftovers(marker: str) -> list[int]:
+    """Processes whose command line names `marker` (a run's output folder), after they had a moment to end."""
+    deadline = time.monotonic() + GONE_WITHIN_S
+    while True:
+        found = []
+        for proc in psutil.process_iter(["cmdline", "status"]):
+            try:
+                if proc.info["status"] != psutil.STATUS_ZOMBIE and marker in " ".join(proc.info["cmdline"] or []):
+                    found.append(proc.pid)
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                continue
+        if not found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.2)
+
+
+def snapshot_contents(folder: Path) -> dict:
+    """What rank 0's file of a snapshot holds, item by item, and the COMPLETE marker's record."""
+    state = load_rank_state(folder, 0)
+    model, optimizer = state["model"], state["optimizer"]
+    per_param = next(iter(optimizer["state"].values()))
+    items = {
+        "step": {"holds": state["step"], "why": "where the loop goes on, and how many steps are left"},
+        "model": {"holds": f"{len(model)} tensors, {sum(t.numel() for t in model.values()):,} values",
+                  "why": "the weights after that step"},
+        "optimizer": {"holds": f"AdamW state of {len(optimizer['state'])} parameters: {', '.join(sorted(per_param))}",
+                      "why": "AdamW's two moments per weight, and the step counts of its bias correction"},
+        "data": {"holds": state["data"], "why": "this rank's shard stream: its seed and the batches drawn"},
+        "rng": {"holds": f"torch {state['rng']['torch'].numel()} bytes, python Mersenne Twister "
+                         f"{len(state['rng']['python'][1])} words",
+                "why": "the random generators' states: dropout draws from torch's, if the model has any"},
+        "records": {"holds": f"{len(state['records'])} step records", "why": "the loss log, for timings.jsonl"},
+        "config": {"holds": state["config"], "why": "what the run must match to resume from it"},
+    }
+    marker = json.loads((folder / MARKER).read_text())
+    return {"folder": folder.name, "items": items,
+            "marker": marker | {"files": [f | {"sha256": f["sha256"][:16] + "..."} for f in marker["files"]]}}
+
+
+def compare_runs(a: Path, b: Path) -> dict:
+    """The two runs' final state dicts, rank by rank, and their loss logs, step by step."""
+    ranks = []
+    for rank in range(WORLD_SIZE):
+        c = compare_state_files(a / f"state-rank-{rank}.pt", b / f"state-rank-{rank}.pt")
+        ranks.append({"rank": rank, "tensors": len(c.per_tensor), "bitwise_equal": c.bitwise_equal,
+                      "max_abs_diff": c.max_abs_diff})
+    losses = [[json.loads(line)["loss"] for line in (run / "timings.jsonl").read_text().splitlines()] for run in (a, b)]
+    return {"ranks": ranks, "bitwise_equal": all(r["bitwise_equal"] for r in ranks),
+            "max_abs_diff": max(r["max_abs_diff"] for r in ranks),
+            "losses_equal": losses[0] == losses[1], "steps": len(losses[1])}
+
+
+def run(out: Path = BEYOND_DIR, quick: bool = False, corpus_dir: Path = DEFAULT_CORPUS_DIR, echo=print) -> dict:
+    """The three runs, then restart.json in `out`."""
+    started = time.perf_counter()
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    ensure_corpus(corpus_dir)
+    plan = QUICK if quick else Plan()
+    with fresh_folder(runs_folder(out, "restart")) as runs:
+        def scrub(line: str) -> str:  # no machine paths in the committed results
+            for prefix in (f"{runs}/", f"{relative(runs)}/", f"{REPO}/"):
+                line = line.replace(prefix, "")
+            return line.replace(sys.executable, "python")
+
+        plain, _ = launch(runs / "uninterrupted", plan, corpus_dir, echo=echo)
+        restarted, error = launch(runs / "restarted", plan, corpus_dir, plan.fault, echo=echo)
+        if error:
+            raise RuntimeError(f"the restarted run failed: {error}")
+        second, second_error = launch(runs / "second-fault", plan, corpus_dir, plan.fault, plan.second_fault, echo=echo)
+        left = leftovers(str(runs / "second-fault"))
+        for name, log in (("uninterrupted", plain), ("restarted", restarted), ("second-fault", second)):
+            (runs / f"{name}.log").write_text("".join(f"{t:8.3f}  {line}\n" for t, line in log.lines))
+
+        events = timeline(restarted)
+        run_json = json.loads((runs / "restarted" / "run.json").read_text())
+        snapshots = sorted(p for p in (runs / "restarted" / SNAPSHOTS).glob("step-*") if (p / MARKER).is_file())
+        error_lines = [line for _, line in second.lines if line.startswith("error: ")]
+        status = re.search(r"exited with status (-?\d+)", second_error or "")
+        results = {
+            "plan": plan.__dict__ | {"model": list(plan.model), "world_size": WORLD_SIZE, "max_restarts": 1},
+            "restart": {key: run_json["restart"][key] for key in ("attempt", "max_restarts", "snapshot_every",
+                                                                   "resumed_from_step", "previous_steps_done",
+                                                                   "steps_redone", "skipped")},
+            "timeline": [{k: v for k, v in e.items() if k != "line_index"} for e in events],
+            "log_excerpt": excerpt(restarted, events, scrub),
+            "comparison": compare_runs(runs / "uninterrupted", runs / "restarted"),
+            "snapshot": snapshot_contents(snapshots[-1]),
+            "second_fault": {"faults": [plan.fault, plan.second_fault], "failed": second_error is not None,
+                             "exit_status": int(status.group(1)) if status else None,
+                             "error_lines": [scrub(line) for line in error_lines],
+                             "attempts_started": 1 + sum(line.count("torchrun's agent restarted")
+                                                         for _, line in second.lines) // WORLD_SIZE,
+                             "processes_left": len(left)},
+            "progress": {"uninterrupted": progress(plain), "restarted": progress(restarted)},
+            "runs": {name: relative(runs / name) for name in ("uninterrupted", "restarted", "second-fault")},
+        }
+    command = command_line(__spec__.name, out, quick,
+                           corpus_dir=None if Path(corpus_dir).resolve() == DEFAULT_CORPUS_DIR.resolve() else corpus_dir)
+    results = write_results(out, MEASUREMENT, results, findings(results), command, started, corpus_dir)
+    plot(results, out / PLOT_NAME)
+    return results
+
+
+# ------------------------------------------------------------------------------------------------
+# Findings and the notebook's tables
+
+
+def event_time(results: dict, name: str) -> float | None:
+    """Seconds from the fault to event `name` (None if the log did not show it)."""
+    return next((e["since_fault_s"] for e in results["timeline"] if e["event"] == name), None)
+
+
+def findings(results: dict) -> list[dict]:
+    """Bitwise equality, the step resumed from, the work lost, the restart's seconds, the second fault."""
+    cmp, restart, second = results["comparison"], results["restart"], results["second_fault"]
+    return [
+        finding("ranks_bitwise_equal", sum(r["bitwise_equal"] for r in cmp["ranks"]), f"of {len(cmp['ranks'])} ranks",
+                "final state dicts bitwise equal to those of the same run without the fault (torch.equal per tensor)"),
+        finding("max_abs_diff", cmp["max_abs_diff"], "absolute", "largest absolute weight difference from the uninterrupted run"),
+        finding("resumed_from_step", restart["resumed_from_step"], "step", "the newest complete snapshot when rank 1 died"),
+        finding("steps_redone", restart["steps_redone"], "steps", "work lost: steps done after that snapshot, done again"),
+        finding("detected_after", event_time(results, "detected"), "s",
+                "from the fault to torchrun's agent stopping the other worker"),
+        finding("resumed_after", event_time(results, "resumed"), "s",
+                "from the fault to both ranks training again from the snapshot (new processes, rendezvous, load)"),
+        finding("processes_left_after_second_fault", second["processes_left"], "processes",
+                "after a second fault, past --max-restarts=1, the run ended with an error: what was left running"),
+    ]
+
+
+def plot(results: dict, path: Path) -> None:
+    """Steps done against seconds since the launch, both runs, with the restart's events marked."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(10, 4.6))
+    for name, style in (("uninterrupted", dict(color="0.55", marker=".", label="uninterrupted")),
+                        ("restarted", dict(color="#c44e52", marker=".", label="rank 1 killed, restarted"))):
+        points = results["progress"][name]
+        ax.plot([t for t, _ in points], [s + 1 for _, s in points], linestyle="", **style)
+    events = {e["event"]: e["t_s"] for e in results["timeline"]}
+    for name, color in (("fault", "#c44e52"), ("detected", "#dd8452"), ("restarted", "#4c72b0"), ("resumed", "#55a868")):
+        if name in events:
+            ax.axvline(events[name], color=color, linestyle="--", linewidth=1)
+            ax.text(events[name], 0.02, f" {name}", color=color, rotation=90, va="bottom", transform=ax.get_xaxis_transform())
+    r = results["restart"]
+    if r["resumed_from_step"] is not None:
+        ax.axhspan(r["resumed_from_step"], r["previous_steps_done"], color="#c44e52", alpha=0.12,
+                   label=f"steps done twice ({r['steps_redone']})")
+    ax.set_xlabel("seconds since the launch (as each step's log line arrived)")
+    ax.set_ylabel("steps done")
+    cmp = results["comparison"]
+    ax.set_title(f"A rank dies, training resumes from the snapshot at step {r['resumed_from_step']}: final weights "
+                 f"{'bitwise equal' if cmp['bitwise_equal'] else 'NOT equal'} to the uninterrupted run's", fontsize=10)
+    ax.legend(loc="upper left", fontsize=8)
+    fig.tight_layout()
+    save_figure(fig, path)
+
+
+def load_results(path: str | Path = "") -> dict:
+    """A restart measurement's results: `path` is restart.json or its folder; empty: the committed ones."""
+    path = Path(path) if path else BEYOND_DIR
+    return json.loads((path / RESULT_NAME if path.is_dir() else path).read_text())
+
+
+def what_ran(results: dict) -> str:
+    p = results["plan"]
+    model = " ".join(p["model"]) or "the default MiniGPT"
+    return (f"{p['world_size']} ranks, {p['steps']} steps, a snapshot every {p['snapshot_every']}, {model}; "
+            f"fault {p['fault']} (STEP:RANK), --max-restarts={p['max_restarts']}")
+
+
+def snapshot_table(results: dict) -> str:
+    """What a snapshot file holds, item by item, and the COMPLETE marker written last."""
+    snap = results["snapshot"]
+    lines = [f"{snap['folder']}/rank-0.pt (every rank writes its own):"]
+    width = max(map(len, snap["items"]))
+    for name, item in snap["items"].items():
+        lines.append(f"  {name:<{width}}  {item['holds']}")
+        lines.append(f"  {'':<{width}}  why: {item['why']}")
+    lines.append(f"{snap['folder']}/{MARKER} (rank 0 writes it last, once every rank's file is on disk):")
+    lines += [f"  {line}" for line in json.dumps(snap["marker"], indent=2).splitlines()]
+    return "\n".join(lines)
+
+
+def predict_facts(results: dict) -> str:
+    """The fault and the snapshots of the committed run, for the prediction."""
+    p = results["plan"]
+    step, rank = p["fault"].split(":")[:2]
+    return (f"{p['steps']} steps, a snapshot after every {p['snapshot_every']} steps; rank {rank} dies as step {step} "
+            f"begins (steps are numbered from 0), and torchrun may restart the workers once")
+
+
+def log_excerpt(results: dict) -> str:
+    """The restarted run's log around the restart, each line with its second since the launch."""
+    return "\n".join(f"{e['t_s']:7.2f} s  {e['line']}" for e in results["log_excerpt"])
+
+
+def timeline_table(results: dict) -> str:
+    """The restart's events: seconds since the fault, and what happened."""
+    lines = [f"{'event':<11} {'after the fault':>15}  what"]
+    lines += [f"{e['event']:<11} {e['since_fault_s']:13.2f} s  {e['meaning']}" for e in results["timeline"]]
+    r = results["restart"]
+    lines.append(f"resumed from the snapshot at step {r['resumed_from_step']}; the failed attempt had done "
+                 f"{r['previous_steps_done']} steps, so {r['steps_redone']} were done again (attempt {r['attempt']} of "
+                 f"at most {r['max_restarts'] + 1})")
+    return "\n".join(lines)
+
+
+def verdict_table(results: dict) -> str:
+    """The bitwise comparison with the uninterrupted run, rank by rank, and the loss logs."""
+    cmp = results["comparison"]
+    lines = [f"rank {r['rank']}: {r['tensors']} tensors, bitwise equal: {r['bitwise_equal']}, "
+             f"largest difference {r['max_abs_diff']:.3e}" for r in cmp["ranks"]]
+    lines.append(f"losses of all {cmp['steps']} steps equal to the uninterrupted run's: {cmp['losses_equal']}")
+    lines.append(f"verdict: the restarted run ended with {'exactly' if cmp['bitwise_equal'] else 'NOT'} the weights "
+                 "of the run that never failed")
+    return "\n".join(lines)
+
+
+def second_fault_table(results: dict) -> str:
+    """The run with a second fault past --max-restarts: its end, its error line, what was left."""
+    s = results["second_fault"]
+    lines = [f"faults: {', '.join(s['faults'])} (STEP:RANK[:ATTEMPT]); --max-restarts=1",
+             f"attempts started: {s['attempts_started']}; the run failed: {s['failed']}, exit status {s['exit_status']}"]
+    lines += [f"its error line: {line}" for line in s["error_lines"]]
+    lines.append(f"processes of the run left {GONE_WITHIN_S} s later: {s['processes_left']}")
+    return "\n".join(lines)
+
+
+def takeaway(results: dict) -> str:
+    """The lesson, with this run's numbers."""
+    cmp, r, s = results["comparison"], results["restart"], results["second_fault"]
+    equal = ("bitwise equal to the uninterrupted run's on both ranks" if cmp["bitwise_equal"]
+             else f"NOT equal to the uninterrupted run's (largest difference {cmp['max_abs_diff']:.3e}): something "
+                  "the snapshot should hold is missing")
+    return "\n".join([
+        f"- A rank died at step {results['plan']['fault'].split(':')[0]}; torchrun's agent noticed in "
+        f"{event_time(results, 'detected'):.1f} s, started two new workers, and they trained again from the snapshot at "
+        f"step {r['resumed_from_step']} {event_time(results, 'resumed'):.1f} s after the fault.",
+        f"- The lost work was {r['steps_redone']} steps (done after the snapshot, done again): a snapshot every "
+        f"{r['snapshot_every']} steps costs at most {r['snapshot_every']} steps of work per failure.",
+        f"- Final weights: {equal}; the loss log of all {cmp['steps']} steps is "
+        f"{'identical' if cmp['losses_equal'] else 'different'}.",
+        f"- A second fault, past --max-restarts=1, ended the run with exit status {s['exit_status']}, one error line, "
+        f"and {s['processes_left']} processes left.",
+    ])
+
+
+MEASUREMENT = Measurement("restart", "A rank dies, training resumes: elastic restart from a snapshot, bitwise",
+                          "13-a-rank-dies.ipynb", run, (PLOT_NAME,))
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = parser(MEASUREMENT, "a tiny model and 12 steps: for tests and notebooks")
+    p.add_argument("--corpus-dir", type=Path, default=DEFAULT_CORPUS_DIR)
+    args = p.parse_args(argv)
+    results = run(args.out, args.quick, args.corpus_dir)
+    print(timeline_table(results))
+    print(verdict_table(results))
+    print(findings_table(results["findings"]))
+    print(f"wrote {RESULT_NAME} and {PLOT_NAME} to {args.out} in {results['provenance']['runtime_s']:.0f} s")
+
+
+if __name__ == "__main__":
+    main()

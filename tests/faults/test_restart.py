@@ -1,0 +1,138 @@
+"""A rank dies mid-run and torchrun's elastic agent restarts the workers (--max-restarts=1): they
+resume from the last snapshot and end with bitwise the weights of a run that never failed; a
+damaged newest snapshot is named and skipped; a second fault, past --max-restarts, ends the run
+with one error line and no process left. Real processes, a tiny model."""
+
+import json
+import os
+import re
+import shutil
+import signal
+
+import pytest
+
+from conftest import TRAIN, launch, wait_for_line
+from minitrain.measure.restart import leftovers
+from minitrain.snapshot import MARKER, step_folder
+from minitrain.verify import compare_state_files
+
+STEPS, EVERY = 40, 4
+SMALL = ["--n-layer", "1", "--n-embd", "32", "--steps", str(STEPS), "--warmup", "2", "--snapshot-every", str(EVERY)]
+
+
+def train(out, corpus_dir, *extra: str, restarts: int = 1):
+    """The lab's launcher on train.py, tiny and with snapshots; `extra` after train.py's arguments."""
+    return launch("--nproc-per-node=2", f"--max-restarts={restarts}", str(TRAIN), *SMALL, "--out", str(out),
+                  "--corpus-dir", str(corpus_dir), *extra)
+
+
+def finish(proc, timeout: float = 180) -> tuple[int, str]:
+    out, _ = proc.communicate(timeout=timeout)
+    return proc.returncode, out
+
+
+def run_json(folder) -> dict:
+    return json.loads((folder / "run.json").read_text())
+
+
+def losses(folder) -> list[float]:
+    return [json.loads(line)["loss"] for line in (folder / "timings.jsonl").read_text().splitlines()]
+
+
+def assert_same_weights(reference, folder) -> None:
+    """Both ranks' final state dicts bitwise equal to the reference run's, and the loss logs equal."""
+    for rank in range(2):
+        c = compare_state_files(reference / f"state-rank-{rank}.pt", folder / f"state-rank-{rank}.pt")
+        assert c.bitwise_equal, c.table()
+    assert losses(folder) == losses(reference)
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory, corpus_dir):
+    """The same run, uninterrupted."""
+    out = tmp_path_factory.mktemp("restart") / "uninterrupted"
+    proc = train(out, corpus_dir, restarts=0)
+    try:
+        status, log = finish(proc)
+    finally:
+        proc.kill()
+    assert status == 0, log
+    assert "attempt" not in log and run_json(out)["restart"]["attempt"] == 0
+    return out
+
+
+def test_a_rank_killed_by_the_fault_flag_restarts_and_ends_bitwise_equal(tmp_path, corpus_dir, reference, reap):
+    out = tmp_path / "restarted"
+    proc = train(out, corpus_dir, "--fail-at", "6:1")
+    reap(proc)
+    status, log = finish(proc)
+    assert status == 0, log
+    assert re.search(r"\[rank 1\] fault injected: pid \d+ kills itself with SIGKILL as step 6 begins", log)
+    assert log.count("torchrun's agent restarted the workers") == 2  # both workers are new
+    assert "resumed from " in log and "step-000004: step 4 of 40 (attempt 1; the previous attempt had done 6 steps: 2 redone)" in log
+    restart = run_json(out)["restart"]
+    assert {k: restart[k] for k in ("attempt", "max_restarts", "resumed_from_step", "previous_steps_done",
+                                    "steps_redone", "skipped")} == {
+        "attempt": 1, "max_restarts": 1, "resumed_from_step": 4, "previous_steps_done": 6, "steps_redone": 2,
+        "skipped": []}
+    assert_same_weights(reference, out)
+
+
+def test_an_outside_sigkill_restarts_the_same_way(tmp_path, corpus_dir, reference, reap):
+    out = tmp_path / "killed"
+    proc = train(out, corpus_dir)
+    reap(proc)
+    lines = wait_for_line(proc, "step    9 ")
+    rank1 = int(re.search(r"\[rank 1\] pid (\d+)", "".join(lines)).group(1))
+    os.kill(rank1, signal.SIGKILL)
+    status, log = finish(proc)
+    assert status == 0, "".join(lines) + log
+    assert f"failed (exitcode: -9) local_rank: 1 (pid: {rank1})" in log
+    restart = run_json(out)["restart"]
+    assert restart["attempt"] == 1 and restart["resumed_from_step"] % EVERY == 0
+    assert restart["resumed_from_step"] >= 8 and restart["steps_redone"] >= 0
+    assert_same_weights(reference, out)
+
+
+def test_a_snapshot_interrupted_mid_write_is_named_and_the_previous_one_used(tmp_path, corpus_dir, reference, reap):
+    """What a write interrupted by a kill leaves: the newest folder with rank 0's file, rank 1's still a
+    temporary file, no COMPLETE marker. The run names it, resumes from the one before, ends equal."""
+    out = tmp_path / "resumed"
+    shutil.copytree(reference / "snapshots", out / "snapshots")
+    newest = step_folder(out / "snapshots", STEPS)
+    (newest / MARKER).unlink()
+    (newest / "rank-1.pt").rename(newest / ".rank-1.pt.x1y2z3.tmp")
+    proc = train(out, corpus_dir, restarts=0)
+    reap(proc)
+    status, log = finish(proc)
+    assert status == 0, log
+    assert f"step-{STEPS:06d} skipped: no COMPLETE marker: interrupted while it was written" in log
+    assert f"step-{STEPS - EVERY:06d}: step {STEPS - EVERY} of {STEPS}" in log
+    assert run_json(out)["restart"]["resumed_from_step"] == STEPS - EVERY
+    assert_same_weights(reference, out)
+
+
+def test_a_snapshot_of_another_configuration_is_refused_in_one_line(tmp_path, corpus_dir, reference, reap):
+    out = tmp_path / "other"
+    shutil.copytree(reference / "snapshots", out / "snapshots")
+    proc = train(out, corpus_dir, "--batch-size", "8", restarts=0)
+    reap(proc)
+    status, log = finish(proc)
+    assert status == 2, log
+    assert "error: the script rejected its arguments or input" in log
+    assert re.search(r"\[rank 0\] error: \S*step-0000\d\d was taken with batch_size 16 \(this run: 8\)", log), log
+    assert not (out / "run.json").exists()
+
+
+def test_a_second_fault_past_max_restarts_ends_the_run_with_one_error_and_no_orphan(tmp_path, corpus_dir, reap):
+    out = tmp_path / "twice"
+    proc = train(out, corpus_dir, "--fail-at", "6:1", "--fail-at", "7:0:1")
+    reap(proc)
+    status, log = finish(proc)
+    assert status != 0 and status != 2, log
+    assert log.count("torchrun's agent restarted the workers") == 2  # one restart, then no more
+    assert re.search(r"\[rank 0\] fault injected: pid \d+ kills itself with SIGKILL as step 7 begins \(attempt 1\)", log)
+    errors = [line for line in log.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and re.match(r"error: the run failed, rank 0 \(pid \d+\) was killed by SIGKILL", errors[0]), log
+    assert leftovers(str(out)) == []  # the launcher has exited; no worker of either attempt runs
+    assert not (out / "run.json").exists()

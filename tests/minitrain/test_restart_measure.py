@@ -1,0 +1,88 @@
+"""The restart measurement: one real quick run (three launches: uninterrupted, one fault, two faults),
+and its timeline and log excerpt on a hand-made log. No timing assertions."""
+
+import json
+import sys
+
+import pytest
+
+from helpers import check_findings, check_provenance
+from minitrain.measure.restart import QUICK, Log, excerpt, progress, timeline
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory, corpus_dir):
+    from minitrain.measure.restart import run
+
+    out = tmp_path_factory.mktemp("restart")
+    return out, run(out, quick=True, corpus_dir=corpus_dir, echo=lambda _: None)
+
+
+def test_the_restarted_run_is_bitwise_the_uninterrupted_one(quick_run):
+    out, results = quick_run
+    fault_step, every = int(QUICK.fault.split(":")[0]), QUICK.snapshot_every
+    resumed = fault_step // every * every
+    assert results["restart"] | {"skipped": None} == {
+        "attempt": 1, "max_restarts": 1, "snapshot_every": every, "resumed_from_step": resumed,
+        "previous_steps_done": fault_step, "steps_redone": fault_step - resumed, "skipped": None}
+    assert results["comparison"]["bitwise_equal"] and results["comparison"]["losses_equal"]
+    assert [e["event"] for e in results["timeline"]][:1] == ["fault"]
+    assert {"detected", "restarted", "resumed", "first_step"} <= {e["event"] for e in results["timeline"]}
+    times = [e["since_fault_s"] for e in results["timeline"]]
+    assert times == sorted(times)  # the events in the order they happened
+    second = results["second_fault"]
+    assert second["failed"] and second["exit_status"] not in (0, 2) and second["processes_left"] == 0
+    assert len(second["error_lines"]) == 1 and second["error_lines"][0].startswith("error: the run failed, rank 0 ")
+    check_findings(results["findings"], {
+        "ranks_bitwise_equal": 2, "max_abs_diff": 0.0, "resumed_from_step": resumed,
+        "steps_redone": fault_step - resumed, "detected_after": results["findings"][4]["value"],
+        "resumed_after": results["findings"][5]["value"], "processes_left_after_second_fault": 0})
+    check_provenance(results, "minitrain.measure.restart")
+    assert json.loads((out / "restart.json").read_text()) == json.loads(json.dumps(results))
+    assert (out / "restart.png").stat().st_size > 0
+
+
+def test_the_logs_it_keeps_name_no_machine_path(quick_run):
+    out, results = quick_run
+    kept = "\n".join([e["line"] for e in results["log_excerpt"]] + results["second_fault"]["error_lines"])
+    assert "resumed from restarted/snapshots/step-" in kept  # the run's folder, by its name only
+    assert str(out) not in kept and sys.executable not in kept
+
+
+def made_up_log() -> Log:
+    log = Log(echo=lambda _: None)
+    log.lines = [(t, line) for t, line in enumerate([
+        "step    4 | loss 6.1 |  50.0 ms",
+        "[rank 1] fault injected: pid 7 kills itself with SIGKILL as step 5 begins (attempt 0)step    5 | loss 6.0 |  50.0 ms",
+        "",
+        "[rank0]: Traceback (most recent call last):",
+        '[rank0]:   File "x.py", line 1, in <module>',
+        "[rank0]: RuntimeError: Read error: Connection reset by peer.",
+        "W1201 api.py:1028] Sending process 6 closing signal SIGTERM",
+        "[rank 0] attempt 1: torchrun's agent restarted the workers (pid 8)",
+        "[rank 1] attempt 1: torchrun's agent restarted the workers (pid 9)",
+        "resumed from OUT/snapshots/step-000004: step 4 of 12 (attempt 1; ...)",
+        "step    4 | loss 6.1 |  60.0 ms",
+        "step    5 | loss 6.0 |  50.0 ms",
+    ])]
+    return log
+
+
+def test_the_timeline_takes_the_first_line_of_each_event_after_the_fault():
+    events = timeline(made_up_log())
+    assert [(e["event"], e["line_index"], e["since_fault_s"]) for e in events] == [
+        ("fault", 1, 0), ("peer_error", 5, 4), ("detected", 6, 5), ("restarted", 7, 6), ("resumed", 9, 8),
+        ("first_step", 10, 9)]
+
+
+def test_the_excerpt_drops_empty_lines_and_traceback_frames():
+    log = made_up_log()
+    lines = [e["line"] for e in excerpt(log, timeline(log), lambda line: line.replace("OUT/", ""))]
+    assert lines[0].startswith("step    4") and lines[-1].startswith("step    4")  # before the fault, after the resume
+    assert "" not in lines and not any("File " in line or "Traceback" in line for line in lines)
+    assert "[rank0]: RuntimeError: Read error: Connection reset by peer." in lines
+    assert "resumed from snapshots/step-000004: step 4 of 12 (attempt 1; ...)" in lines
+
+
+def test_progress_reads_the_step_lines():
+    assert progress(made_up_log()) == [[0, 4], [10, 4], [11, 5]]  # a step run together with another line is lost
