@@ -12,6 +12,7 @@ import signal
 import pytest
 
 from conftest import TRAIN, launch, wait_for_line
+from test_bad_arguments import train_script  # noqa: F401 (a fixture: train.py imported in this process)
 from minitrain.measure.restart import leftovers
 from minitrain.snapshot import MARKER, step_folder
 from minitrain.verify import compare_state_files
@@ -136,3 +137,23 @@ def test_a_second_fault_past_max_restarts_ends_the_run_with_one_error_and_no_orp
     assert len(errors) == 1 and re.match(r"error: the run failed, rank 0 \(pid \d+\) was killed by SIGKILL", errors[0]), log
     assert leftovers(str(out)) == []  # the launcher has exited; no worker of either attempt runs
     assert not (out / "run.json").exists()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--fail-at", "6"], "argument --fail-at: '6' is not STEP:RANK or STEP:RANK:ATTEMPT (whole numbers), e.g. 6:1"),
+    (["--fail-at", "6:-1"], "argument --fail-at: '6:-1' is not STEP:RANK"),
+    (["--snapshot-every", "0"], "argument --snapshot-every: 0 is not a whole number of at least 1"),
+])
+def test_a_bad_snapshot_or_fault_argument_is_refused_in_one_line(train_script, tmp_path, capsys, args, message):
+    out = tmp_path / "out"
+    with pytest.raises(SystemExit) as exit_:
+        train_script.main([*args, "--out", str(out)])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and err.count("\n") == 1 and message in err, err
+    assert not out.exists()
+
+
+def test_without_the_flags_nothing_changes(train_script):
+    args = train_script.parse_args([])
+    assert args.snapshot_every is None and args.fail_at is None  # no snapshot, no restart record, no fault
+    assert train_script.parse_args(["--fail-at", "6:1", "--fail-at", "7:0:1"]).fail_at == [(6, 1, 0), (7, 0, 1)]
