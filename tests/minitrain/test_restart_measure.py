@@ -1,5 +1,5 @@
-"""The restart measurement: one real quick run (three launches: uninterrupted, one fault, two faults),
-and its timeline and log excerpt on a hand-made log. No timing assertions."""
+"""The restart measurement: one real quick run (five launches: uninterrupted, one fault, two faults,
+two resumes done wrong), and its timeline and log excerpt on a hand-made log. No timing assertions."""
 
 import json
 import sys
@@ -33,10 +33,16 @@ def test_the_restarted_run_is_bitwise_the_uninterrupted_one(quick_run):
     second = results["second_fault"]
     assert second["failed"] and second["exit_status"] not in (0, 2) and second["processes_left"] == 0
     assert len(second["error_lines"]) == 1 and second["error_lines"][0].startswith("error: the run failed, rank 0 ")
+    wrong = {w["left_out"]: w for w in results["done_wrong"]["runs"]}
+    assert wrong.keys() == {"optimizer", "data"}
+    for w in wrong.values():  # done wrong, the resumed run ends elsewhere, silently
+        assert not w["bitwise_equal"] and w["max_abs_diff"] > 0 and not w["losses_equal"]
     check_findings(results["findings"], {
         "ranks_bitwise_equal": 2, "max_abs_diff": 0.0, "resumed_from_step": resumed,
         "steps_redone": fault_step - resumed, "detected_after": results["findings"][4]["value"],
-        "resumed_after": results["findings"][5]["value"], "processes_left_after_second_fault": 0})
+        "resumed_after": results["findings"][5]["value"], "processes_left_after_second_fault": 0,
+        "max_abs_diff_without_optimizer": wrong["optimizer"]["max_abs_diff"],
+        "max_abs_diff_without_data": wrong["data"]["max_abs_diff"]})
     check_provenance(results, "minitrain.measure.restart")
     assert json.loads((out / "restart.json").read_text()) == json.loads(json.dumps(results))
     assert (out / "restart.png").stat().st_size > 0

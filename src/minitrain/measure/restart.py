@@ -3,12 +3,14 @@ last snapshot, and the final weights are bitwise those of a run that never faile
 
     python -m minitrain.measure.restart [--out DIR] [--quick]
 
-The driver runs experiments/35-ddp-cpu/train.py three times under the lab's torchrun, with the same
-seeds and snapshots every K steps: uninterrupted; with rank 1 killed (SIGKILL) at a chosen step and
-`--max-restarts=1`; and with a second fault on the restarted attempt, past --max-restarts. It times
-each line of the restarted run's log as it arrives (fault, detection, restart, resume), compares the
-final state dicts tensor by tensor, and checks that the run past --max-restarts ends with one error
-line and no process left. Not a timing measurement: the seconds depend on the machine and its load.
+The driver runs experiments/35-ddp-cpu/train.py under the lab's torchrun, with the same seeds and
+snapshots every K steps: uninterrupted; with rank 1 killed (SIGKILL) at a chosen step and
+`--max-restarts=1`; with a second fault on the restarted attempt, past --max-restarts; and, done
+wrong, resumed from a copy of the uninterrupted run's snapshot with the optimizer's state or the data
+position left out. It times each line of the restarted run's log as it arrives (fault, detection,
+restart, resume), compares the final state dicts tensor by tensor, and checks that the run past
+--max-restarts ends with one error line and no process left. Not a timing measurement: the seconds
+depend on the machine and its load.
 """
 
 import json
@@ -27,7 +29,7 @@ from minitrain.launch import LaunchError, run_streaming, torchrun_command
 from minitrain.measure.measurement import (Measurement, command_line, finding, fresh_folder, parser, runs_folder,
                                            write_results)
 from minitrain.paths import BEYOND_DIR, REPO, TRAIN_SCRIPT, relative
-from minitrain.snapshot import MARKER, load_rank_state
+from minitrain.snapshot import MARKER, load_rank_state, mark_complete, save_rank_state, step_folder
 from minitrain.verify import compare_state_files
 
 RESULT_NAME, PLOT_NAME = "restart.json", "restart.png"
@@ -181,6 +183,27 @@ def snapshot_contents(folder: Path) -> dict:
             "marker": marker | {"files": [f | {"sha256": f["sha256"][:16] + "..."} for f in marker["files"]]}}
 
 
+# done wrong: a resume from the same snapshot with one item left out (what the resumed process then has)
+LEFT_OUT = {
+    "optimizer": "AdamW's state left out: a fresh AdamW, moments zero, step counts restarting at 1",
+    "data": "the data position left out: each rank's stream starts again at its first batch",
+}
+
+
+def leave_out(reference: Path, folder: Path, step: int, item: str) -> None:
+    """A copy of the reference run's snapshot at `step` into folder/snapshots with `item` left out,
+    marked complete: the resume that follows is what a snapshot without it gives."""
+    files = []
+    for rank in range(WORLD_SIZE):
+        state = load_rank_state(step_folder(reference / SNAPSHOTS, step), rank)
+        if item == "optimizer":
+            state["optimizer"] = {"state": {}, "param_groups": state["optimizer"]["param_groups"]}
+        elif item == "data":
+            state["data"] = state["data"] | {"batches": 0}
+        files.append(save_rank_state(folder / SNAPSHOTS, step, rank, state))
+    mark_complete(folder / SNAPSHOTS, step, files)
+
+
 def compare_runs(a: Path, b: Path) -> dict:
     """The two runs' final state dicts, rank by rank, and their loss logs, step by step."""
     ranks = []
@@ -191,11 +214,13 @@ def compare_runs(a: Path, b: Path) -> dict:
     losses = [[json.loads(line)["loss"] for line in (run / "timings.jsonl").read_text().splitlines()] for run in (a, b)]
     return {"ranks": ranks, "bitwise_equal": all(r["bitwise_equal"] for r in ranks),
             "max_abs_diff": max(r["max_abs_diff"] for r in ranks),
-            "losses_equal": losses[0] == losses[1], "steps": len(losses[1])}
+            "losses_equal": losses[0] == losses[1], "steps": len(losses[1]),
+            "final_loss": [losses[0][-1], losses[1][-1]]}
 
 
 def run(out: Path = BEYOND_DIR, quick: bool = False, corpus_dir: Path = DEFAULT_CORPUS_DIR, echo=print) -> dict:
-    """The three runs, then restart.json in `out`."""
+    """The runs (uninterrupted, one fault, two faults, and resumes with an item left out), then
+restart.json and restart.png in `out`."""
     started = time.perf_counter()
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -213,6 +238,15 @@ def run(out: Path = BEYOND_DIR, quick: bool = False, corpus_dir: Path = DEFAULT_
             raise RuntimeError(f"the restarted run failed: {error}")
         second, second_error = launch(runs / "second-fault", plan, corpus_dir, plan.fault, plan.second_fault, echo=echo)
         left = leftovers(str(runs / "second-fault"))
+        kept = sorted(f for f in (runs / "uninterrupted" / SNAPSHOTS).glob("step-*") if (f / MARKER).is_file())
+        resumed_at = int(kept[0].name.removeprefix("step-"))  # the older of the two it keeps: steps left to differ
+        wrong = []
+        for item, what in LEFT_OUT.items():  # the same resume, done wrong
+            leave_out(runs / "uninterrupted", runs / f"without-{item}", resumed_at, item)
+            _, wrong_error = launch(runs / f"without-{item}", plan, corpus_dir, echo=echo)
+            if wrong_error:
+                raise RuntimeError(f"the resume without {item} failed: {wrong_error}")
+            wrong.append({"left_out": item, "what": what} | compare_runs(runs / "uninterrupted", runs / f"without-{item}"))
         for name, log in (("uninterrupted", plain), ("restarted", restarted), ("second-fault", second)):
             (runs / f"{name}.log").write_text("".join(f"{t:8.3f}  {line}\n" for t, line in log.lines))
 
@@ -236,8 +270,10 @@ def run(out: Path = BEYOND_DIR, quick: bool = False, corpus_dir: Path = DEFAULT_
                              "attempts_started": 1 + sum(line.count("torchrun's agent restarted")
                                                          for _, line in second.lines) // WORLD_SIZE,
                              "processes_left": len(left)},
+            "done_wrong": {"resumed_from_step": resumed_at, "runs": wrong},
             "progress": {"uninterrupted": progress(plain), "restarted": progress(restarted)},
-            "runs": {name: relative(runs / name) for name in ("uninterrupted", "restarted", "second-fault")},
+            "runs": {name: relative(runs / name) for name in ("uninterrupted", "restarted", "second-fault",
+                                                               *(f"without-{item}" for item in LEFT_OUT))},
         }
     command = command_line(__spec__.name, out, quick,
                            corpus_dir=None if Path(corpus_dir).resolve() == DEFAULT_CORPUS_DIR.resolve() else corpus_dir)
@@ -270,6 +306,9 @@ def findings(results: dict) -> list[dict]:
                 "from the fault to both ranks training again from the snapshot (new processes, rendezvous, load)"),
         finding("processes_left_after_second_fault", second["processes_left"], "processes",
                 "after a second fault, past --max-restarts=1, the run ended with an error: what was left running"),
+        *(finding(f"max_abs_diff_without_{w['left_out']}", w["max_abs_diff"], "absolute",
+                  f"the same resume with {w['what']}: largest weight difference from the uninterrupted run")
+          for w in results["done_wrong"]["runs"]),
     ]
 
 
@@ -362,6 +401,22 @@ def verdict_table(results: dict) -> str:
     return "\n".join(lines)
 
 
+def done_wrong_table(results: dict) -> str:
+    """The same resume with one item of the snapshot left out, against the uninterrupted run."""
+    wrong = results["done_wrong"]
+    lines = [f"resumed from step {wrong['resumed_from_step']} of the uninterrupted run's snapshot, one item left out:"]
+    for w in wrong["runs"]:
+        lines.append(f"- {w['what']}:")
+        lines.append(f"  final weights bitwise equal: {w['bitwise_equal']}, largest difference {w['max_abs_diff']:.3e}; "
+                     f"final loss {w['final_loss'][1]:.4f} against {w['final_loss'][0]:.4f}; "
+                     f"the run ended without an error")
+    lower = [w["left_out"] for w in wrong["runs"] if w["final_loss"][1] < w["final_loss"][0]]
+    if lower:
+        lines.append(f"without the {' or the '.join(lower)} item the final training loss is even lower than the "
+                     "uninterrupted run's: a loss that looks good is no proof of a correct resume")
+    return "\n".join(lines)
+
+
 def second_fault_table(results: dict) -> str:
     """The run with a second fault past --max-restarts: its end, its error line, what was left."""
     s = results["second_fault"]
@@ -388,6 +443,10 @@ def takeaway(results: dict) -> str:
         f"{'identical' if cmp['losses_equal'] else 'different'}.",
         f"- A second fault, past --max-restarts=1, ended the run with exit status {s['exit_status']}, one error line, "
         f"and {s['processes_left']} processes left.",
+        *(f"- Done wrong, with {w['what']}, the same resume finished without a word of warning and ended "
+          f"{'bitwise equal (this item made no difference here)' if w['bitwise_equal'] else 'with other weights'} "
+          f"(largest difference {w['max_abs_diff']:.2e}, final loss {w['final_loss'][1]:.4f} instead of "
+          f"{w['final_loss'][0]:.4f})." for w in results["done_wrong"]["runs"]),
     ])
 
 
