@@ -180,20 +180,25 @@ def run(args: argparse.Namespace) -> None:
         if args.snapshot_every:
             snapshot_step(args, step + 1, model, optimizer, shard, records, world_size, attempt)
 
+    # Each rank stages its own files and moves them into place once every rank has written: the
+    # folder may be shared (one machine) or each machine's own disk (two machines).
     staging = args.out / f".staging-{world_size}proc"
     if is_main_process():
-        shutil.rmtree(staging, ignore_errors=True)
-        staging.mkdir(parents=True)
+        shutil.rmtree(staging, ignore_errors=True)  # a crashed run's leftovers
     barrier()
-    torch.save(unwrap(model).state_dict(), staging / f"state-rank-{rank}.pt")
+    staging.mkdir(parents=True, exist_ok=True)
+    mine = [f"state-rank-{rank}.pt"] + (["timings.jsonl", "run.json"] if is_main_process() else [])
+    torch.save(unwrap(model).state_dict(), staging / mine[0])
     if is_main_process():
         write_rank0_files(staging, args, records, model, hook, world_size,
                           shards | {"ranks": ranks} | ({"restart": restart} if restart else {}))
-    barrier()  # every rank's state is on disk before anything moves into place
-    if is_main_process():
-        for f in sorted(staging.iterdir()):
-            os.replace(f, args.out / f.name)
+    barrier()  # every rank's files are on disk before anything moves into place
+    for name in mine:
+        os.replace(staging / name, args.out / name)
+    barrier()
+    with contextlib.suppress(FileNotFoundError):  # on a shared folder another rank may have removed it
         staging.rmdir()
+    if is_main_process():
         print(f"wrote {', '.join(sorted(p.name for p in args.out.glob('*') if p.suffix in ('.pt', '.jsonl', '.json')))} "
               f"to {relative(args.out)}", flush=True)
     cleanup()

@@ -2,6 +2,7 @@
 and a worker's (or launcher's) life tied to its parent's."""
 
 import os
+import re
 import socket
 import sys
 import threading
@@ -134,6 +135,14 @@ def wrap_for_ddp(model: torch.nn.Module, bucket_cap_mb: float | None = None) -> 
     if not dist.is_initialized():
         raise RuntimeError("wrap_for_ddp() needs a process group: call init_distributed() first")
     return TorchDDP(model, bucket_cap_mb=bucket_cap_mb)
+
+
+def rebuilt_buckets(ddp_model: TorchDDP) -> tuple[list[int], list[int]]:
+    """DDP's own record of its buckets after the rebuild at step 1: each bucket's bytes, and the
+    parameter indices in bucket order (DDP logs them as text: "148608, 148992")."""
+    data = ddp_model._get_ddp_logging_data()
+    numbers = lambda key: [int(n) for n in re.findall(r"\d+", str(data.get(key, "")))]  # noqa: E731
+    return numbers("rebuilt_bucket_sizes"), numbers("rebuilt_per_bucket_param_indices")
 
 
 def unwrap(model: torch.nn.Module) -> torch.nn.Module:

@@ -34,6 +34,13 @@ def test_two_nodes_end_bitwise_equal_to_one_host(two_hosts):
 
 
 @needs_namespaces
+def test_each_node_writes_into_its_own_folder_as_on_two_disks(two_hosts):
+    # each node had its own --out: rank 1 staged and moved its state file there, with no shared folder
+    files = two_hosts[1]["two_hosts"]["files"]
+    assert files == {"a": ["run.json", "state-rank-0.pt", "timings.jsonl"], "b": ["state-rank-1.pt"]}
+
+
+@needs_namespaces
 def test_every_socket_listens_on_its_nodes_own_address_and_the_host_sees_none(two_hosts):
     _, results = two_hosts
     a, b = (n["address"] for n in results["network"]["nodes"])

@@ -6,14 +6,15 @@ import json
 import pytest
 
 from minitrain.measure import registry
-from minitrain.measure.measurement import Measurement, command_line, finding, write_results
+from minitrain.measure.measurement import Measurement, command_line, finding, provenance_line, write_results
 from minitrain.measure.trace import ALLREDUCE, BACKWARD_OP, STEP, overlap_table
 from minitrain.paths import BEYOND_DIR, NOTEBOOKS_DIR, REPO
 
-MEASUREMENTS = {"allreduce_bench", "scaling_matrix", "controls", "wire"}
+MEASUREMENTS = {"allreduce_bench", "scaling_matrix", "controls", "wire", "buckets", "compression", "restart",
+                "two_hosts"}
 
 
-def test_registry_finds_the_four_measurements():
+def test_registry_finds_every_measurement():
     found = registry()
     assert found.keys() == MEASUREMENTS
     for name, m in found.items():
@@ -44,7 +45,10 @@ def test_write_results_adds_provenance_and_findings(tmp_path, corpus_dir):
     assert records == [{"name": "answer", "value": 42, "unit": "things", "meaning": "the number that answers it"}]
     prov = results["provenance"]
     assert prov["command"] == "python -m demo --quick" and "corpus_sha256" in prov and "cores" in prov
-    assert "corpus_sha256" not in write_results(tmp_path, m, {}, [], "c", 0.0)["provenance"]
+    again = write_results(tmp_path, m, {}, [], "c", 0.0)["provenance"]
+    assert "corpus_sha256" not in again
+    assert len(prov["run_id"]) == 8 and again["run_id"] != prov["run_id"]  # every run its own id
+    assert provenance_line(results).startswith(f"run id {prov['run_id']}, measured ")
 
 
 def span(name: str, start_us: float, end_us: float) -> dict:

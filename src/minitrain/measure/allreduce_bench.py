@@ -394,7 +394,7 @@ MEASUREMENT = Measurement("allreduce_bench", "gloo's all-reduce between 2 local 
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = parser(MEASUREMENT, "3 sizes, 5 iterations: a few seconds, for tests")
+    p = parser(MEASUREMENT, "3 sizes, 5 iterations: a few seconds, for tests", corpus=False)
     p.add_argument("--gradient-bytes", type=positive_int, default=None,
                    help="message size to mark and predict (default: the default MiniGPT's gradients)")
     args = p.parse_args(argv)

@@ -14,7 +14,6 @@ Writes buckets.json, buckets.png and one cap's traces (buckets-trace-rank-{r}.js
 
 import argparse
 import json
-import re
 import shutil
 import statistics
 import tempfile
@@ -29,7 +28,7 @@ from torch.autograd.profiler import record_function
 from minitrain.artifacts import save_figure
 from minitrain.corpus import DEFAULT_CORPUS_DIR, ensure_corpus
 from minitrain.data import SEED_BASE, make_shard
-from minitrain.ddp import barrier, cleanup, init_distributed, wrap_for_ddp
+from minitrain.ddp import barrier, cleanup, init_distributed, rebuilt_buckets, wrap_for_ddp
 from minitrain.lab.report import findings_table
 from minitrain.launch import run_streaming, torchrun_command
 from minitrain.measure import allreduce_bench
@@ -128,13 +127,11 @@ class Trainer:
 
     def buckets(self) -> dict:
         """The buckets as the comm hook saw them in the last step, and as DDP records them."""
-        data = self.ddp._get_ddp_logging_data()  # DDP's own record of its (rebuilt) buckets
+        ddp_sizes, ddp_order = rebuilt_buckets(self.ddp)  # DDP's own record of its (rebuilt) buckets
         first = dist._DEFAULT_FIRST_BUCKET_BYTES if self.ddp.bucket_bytes_cap_default else self.ddp.bucket_bytes_cap
         names = list(self.hook.names.values())
-        numbers = lambda key: [int(n) for n in re.findall(r"\d+", str(data.get(key, "")))]  # noqa: E731 ("1, 2")
         return {"hook": [self.hook.buckets[i] for i in sorted(self.hook.buckets)],
-                "ddp_sizes": numbers("rebuilt_bucket_sizes"),
-                "ddp_params_in_order": [names[i] for i in numbers("rebuilt_per_bucket_param_indices")],
+                "ddp_sizes": ddp_sizes, "ddp_params_in_order": [names[i] for i in ddp_order],
                 "first_cap_bytes": int(first), "cap_bytes": int(self.ddp.bucket_bytes_cap),
                 "caps_as_stated": ddp_caps(self.cap) == (first, self.ddp.bucket_bytes_cap),
                 "sizes": {name: p.numel() * p.element_size() for name, p in self.ddp.module.named_parameters()}}
@@ -416,8 +413,7 @@ def plot(results: dict, path: Path) -> None:
 
 def load_results(path: str | Path = "") -> dict:
     """A buckets run's results: `path` is buckets.json or the folder holding it; empty: the committed ones."""
-    path = Path(path) if path else BEYOND_DIR
-    return json.loads((path / RESULT_NAME if path.is_dir() else path).read_text())
+    return MEASUREMENT.load(path)
 
 
 def what_ran(results: dict) -> str:
@@ -571,10 +567,7 @@ MEASUREMENT = Measurement("buckets", "Buckets and overlap: DDP's bucket_cap_mb s
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = parser(MEASUREMENT, "2 caps, a few steps each: for tests and notebooks")
-    p.add_argument("--corpus-dir", type=Path, default=DEFAULT_CORPUS_DIR)
-    p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)  # one rank, under torchrun
-    p.add_argument("--work", type=Path, help=argparse.SUPPRESS)
+    p = parser(MEASUREMENT, "2 caps, a few steps each: for tests and notebooks", workers=True)
     args = p.parse_args(argv)
     if args.worker:
         worker(args)

@@ -424,8 +424,7 @@ def findings(results: dict) -> list[dict]:
 
 def load_results(path: str | Path = "") -> dict:
     """A compression run's results: `path` is compression.json or its folder; empty: the committed ones."""
-    path = Path(path) if path else BEYOND_DIR
-    return json.loads((path / RESULT_NAME if path.is_dir() else path).read_text())
+    return MEASUREMENT.load(path)
 
 
 def what_ran(results: dict) -> str:
@@ -637,10 +636,7 @@ MEASUREMENT = Measurement("compression", "Gradient compression on gloo: fp16, bf
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = parser(MEASUREMENT, f"{QUICK.steps} steps of {', '.join(QUICK.variants)}: seconds, for tests")
-    p.add_argument("--corpus-dir", type=Path, default=DEFAULT_CORPUS_DIR)
-    p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)  # one rank, under torchrun
-    p.add_argument("--work", type=Path, help=argparse.SUPPRESS)
+    p = parser(MEASUREMENT, f"{QUICK.steps} steps of {', '.join(QUICK.variants)}: seconds, for tests", workers=True)
     args = p.parse_args(argv)
     if args.worker:
         worker(args)

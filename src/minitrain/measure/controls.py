@@ -202,10 +202,7 @@ def findings(results: dict) -> list[dict]:
 
 def load_results(path: str | Path = "") -> dict:
     """The controls' results: `path` is controls.json or the folder holding it; empty: the committed ones."""
-    import json
-
-    path = Path(path) if path else BEYOND_DIR
-    return json.loads((path / MEASUREMENT.result_file if path.is_dir() else path).read_text())
+    return MEASUREMENT.load(path)
 
 
 def what_ran(results: dict) -> str:
@@ -358,7 +355,6 @@ MEASUREMENT = Measurement("controls", "Negative controls (drift without the all-
 def main(argv: list[str] | None = None) -> None:
     p = parser(MEASUREMENT, f"{QUICK['steps']} steps, {QUICK['pairs']} pairs: seconds, for tests")
     p.add_argument("--steps", type=positive_int, default=300)
-    p.add_argument("--corpus-dir", type=Path, default=DEFAULT_CORPUS_DIR)
     p.add_argument("--runs-dir", type=Path, default=None,
                    help="keep the runs' files here (default: build/controls/, or beside --out)")
     args = p.parse_args(argv)

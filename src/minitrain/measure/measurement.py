@@ -5,8 +5,11 @@ Each measurement module defines `MEASUREMENT = Measurement(...)`; `minitrain.mea
 finds them. The lab's report reads the findings from the JSON files, never from this code.
 """
 
+import argparse
 import contextlib
+import json
 import os
+import secrets
 import shlex
 import shutil
 import time
@@ -16,7 +19,7 @@ from pathlib import Path
 
 from minitrain.artifacts import write_json
 from minitrain.cli import LabArgumentParser, output_folder
-from minitrain.paths import BEYOND_DIR, BUILD_DIR, relative
+from minitrain.paths import BEYOND_DIR, BUILD_DIR, DEFAULT_CORPUS_DIR, relative
 from minitrain.provenance import machine_provenance, provenance
 
 
@@ -31,6 +34,11 @@ class Measurement:
     @property
     def result_file(self) -> str:
         return f"{self.name}.json"
+
+    def load(self, path: str | Path = "") -> dict:
+        """Results of a run: `path` is NAME.json or the folder holding it; empty: the committed ones."""
+        path = Path(path) if path else BEYOND_DIR
+        return json.loads((path / self.result_file if path.is_dir() else path).read_text())
 
 
 def finding(name: str, value: float | int | None, unit: str, meaning: str) -> dict:
@@ -54,7 +62,8 @@ def write_results(out: Path, measurement: Measurement, results: dict, findings: 
     results = results | {
         "measurement": measurement.name,
         "findings": findings,
-        "provenance": machine | {"command": command, "runtime_s": round(time.perf_counter() - started, 1)},
+        "provenance": machine | {"run_id": secrets.token_hex(4),  # names this run wherever it is shown
+                                 "command": command, "runtime_s": round(time.perf_counter() - started, 1)},
     }
     write_json(Path(out) / measurement.result_file, results)
     return results
@@ -63,17 +72,24 @@ def write_results(out: Path, measurement: Measurement, results: dict, findings: 
 def provenance_line(results: dict, what: str = "") -> str:
     """Where, when and under what load a result was measured, and the command that repeats it."""
     p = results["provenance"]
-    return ((f"{what}\n" if what else "") + f"measured {p['date']} on {p['cores']} cores of {p['cpu_model']}, "
+    run_id = f"run id {p['run_id']}, " if "run_id" in p else ""  # results written before run ids: none
+    return ((f"{what}\n" if what else "") + f"{run_id}measured {p['date']} on {p['cores']} cores of {p['cpu_model']}, "
             f"torch {p['torch']}, load average {p['load_average_1min']:.1f} at the end, {p['runtime_s']:.0f} s\n"
             f"command: {p['command']}")
 
 
-def parser(measurement: Measurement, quick_help: str) -> LabArgumentParser:
-    """The options every measurement takes: --out and --quick; a module adds its own."""
+def parser(measurement: Measurement, quick_help: str, corpus: bool = True, workers: bool = False) -> LabArgumentParser:
+    """The options every measurement takes: --out and --quick; --corpus-dir for those that train;
+    with `workers`, the hidden --worker/--work of a module that starts itself again under torchrun."""
     p = LabArgumentParser(prog=f"python -m minitrain.measure.{measurement.name}", description=measurement.title)
     p.add_argument("--out", type=output_folder, default=BEYOND_DIR,
                    help=f"output folder (default: {relative(BEYOND_DIR)})")
     p.add_argument("--quick", action="store_true", help=quick_help)
+    if corpus:
+        p.add_argument("--corpus-dir", type=Path, default=DEFAULT_CORPUS_DIR)
+    if workers:
+        p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)  # one rank, under torchrun
+        p.add_argument("--work", type=Path, help=argparse.SUPPRESS)  # where the ranks leave their notes
     return p
 
 

@@ -342,8 +342,7 @@ def plot(results: dict, path: Path) -> None:
 
 def load_results(path: str | Path = "") -> dict:
     """A restart measurement's results: `path` is restart.json or its folder; empty: the committed ones."""
-    path = Path(path) if path else BEYOND_DIR
-    return json.loads((path / RESULT_NAME if path.is_dir() else path).read_text())
+    return MEASUREMENT.load(path)
 
 
 def what_ran(results: dict) -> str:
@@ -456,7 +455,6 @@ MEASUREMENT = Measurement("restart", "A rank dies, training resumes: elastic res
 
 def main(argv: list[str] | None = None) -> None:
     p = parser(MEASUREMENT, "a tiny model and 12 steps: for tests and notebooks")
-    p.add_argument("--corpus-dir", type=Path, default=DEFAULT_CORPUS_DIR)
     args = p.parse_args(argv)
     results = run(args.out, args.quick, args.corpus_dir)
     print(timeline_table(results))

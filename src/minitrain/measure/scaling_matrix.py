@@ -322,10 +322,7 @@ def results_table(results: dict) -> str:
 
 def load_results(path: str | Path = "") -> dict:
     """A matrix's results: `path` is its JSON file or the folder holding it; empty: the committed ones."""
-    import json
-
-    path = Path(path) if path else BEYOND_DIR
-    return json.loads((path / MEASUREMENT.result_file if path.is_dir() else path).read_text())
+    return MEASUREMENT.load(path)
 
 
 def what_ran(results: dict) -> str:
@@ -466,7 +463,6 @@ MEASUREMENT = Measurement("scaling_matrix", "When do 2 processes win? Threads, p
 def main(argv: list[str] | None = None) -> None:
     p = parser(MEASUREMENT, "one size, one repeat, few steps, 2 configurations, weak scaling only")
     p.add_argument("--repeats", type=positive_int, default=3, help="runs per point (at least 1)")
-    p.add_argument("--corpus-dir", type=Path, default=DEFAULT_CORPUS_DIR)
     args = p.parse_args(argv)
     results = run(args.out, args.quick, args.repeats, args.corpus_dir)
     print(results_table(results))

@@ -20,7 +20,6 @@ import secrets
 import shutil
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
@@ -148,12 +147,13 @@ def as_typed(command: list[str]) -> str:
     return " ".join(words)
 
 
-def run_two_nodes(hosts: tuple[Host, Host], script_args: list[str], logs: Path) -> dict:
-    """Both nodes of a run, node A hosting the rendezvous; while they run, every listening TCP
+def run_two_nodes(hosts: tuple[Host, Host], script_args: list[str], outs: list[Path], logs: Path) -> dict:
+    """Both nodes of a run, each writing into its own `--out` (as two machines' own disks), node A
+    hosting the rendezvous; while they run, every listening TCP
     socket in each node's namespace (`ss` inside it) and every socket of the machine's own namespace
     that touches the nodes' addresses. Returns the commands, exit codes, sockets and seconds."""
     endpoint = f"{hosts[0].address}:{RDZV_PORT}"
-    commands = [node_command(h, endpoint, script_args) for h in hosts]
+    commands = [node_command(h, endpoint, [*script_args, "--out", str(o)]) for h, o in zip(hosts, outs)]
     env = {**os.environ, "OMP_NUM_THREADS": THREADS}
     started = time.perf_counter()
     procs = []
@@ -224,12 +224,12 @@ def run(out: Path = BEYOND_DIR, quick: bool = False, corpus_dir: Path = DEFAULT_
     ensure_corpus(corpus_dir)
     with fresh_folder(runs_folder(out, "two_hosts")) as runs:
         two, one = runs / "two-hosts", runs / "one-host"
-        # one --out for both nodes: here they share a filesystem (on two laptops, see the README)
+        # each node its own --out, as on two laptops: rank 0's files land in a/, rank 1's in b/
         train = [str(TRAIN_SCRIPT), *plan.train_args(), "--corpus-dir", str(corpus_dir)]
         with two_namespaces() as hosts:
             echo(f"namespaces {hosts[0].namespace} ({hosts[0].address}) and {hosts[1].namespace} "
                  f"({hosts[1].address}), joined by veth {hosts[0].interface} <-> {hosts[1].interface}")
-            two_nodes = run_two_nodes(hosts, train + ["--out", str(two)], runs)
+            two_nodes = run_two_nodes(hosts, train, [two / "a", two / "b"], runs)
         if two_nodes["exit_codes"] != [0, 0]:
             logs = "\n".join((runs / f"{n}.log").read_text()[-2000:] for n in ("a", "b"))
             raise RuntimeError(f"the two-node run failed, exit codes {two_nodes['exit_codes']}:\n{logs}")
@@ -250,11 +250,13 @@ def run(out: Path = BEYOND_DIR, quick: bool = False, corpus_dir: Path = DEFAULT_
 
 def analyse(two: Path, one: Path, two_nodes: dict, one_host: dict, hosts: tuple[Host, Host], plan: Plan) -> dict:
     """two_hosts.json's content (without provenance): the runs, the sockets, the weights compared."""
-    runs = {name: json.loads((folder / "run.json").read_text()) for name, folder in (("two", two), ("one", one))}
+    rank0 = {"two": two / "a", "one": one}  # where each run's rank 0 wrote run.json and timings.jsonl
+    runs = {name: json.loads((folder / "run.json").read_text()) for name, folder in rank0.items()}
     losses = {name: [json.loads(line)["loss"] for line in (folder / "timings.jsonl").read_text().splitlines()]
-              for name, folder in (("two", two), ("one", one))}
-    pairs = {f"two-hosts rank {r} vs one-host rank {r}": (two / f"state-rank-{r}.pt", one / f"state-rank-{r}.pt")
-             for r in (0, 1)} | {"two-hosts rank 0 vs rank 1": (two / "state-rank-0.pt", two / "state-rank-1.pt")}
+              for name, folder in rank0.items()}
+    states = {0: two / "a" / "state-rank-0.pt", 1: two / "b" / "state-rank-1.pt"}
+    pairs = {f"two-hosts rank {r} vs one-host rank {r}": (states[r], one / f"state-rank-{r}.pt")
+             for r in (0, 1)} | {"two-hosts rank 0 vs rank 1": (states[0], states[1])}
     compared = {name: compare_state_files(a, b) for name, (a, b) in pairs.items()}
     addresses = {h.namespace[-1]: h.address for h in hosts}
     listeners = [row | {"bound_to": "its veth address" if row["address"] == addresses[row["node"]]
@@ -265,7 +267,8 @@ def analyse(two: Path, one: Path, two_nodes: dict, one_host: dict, hosts: tuple[
         "network": {"nodes": [asdict(h) | {"node": h.namespace[-1]} for h in hosts], "prefix": 30,
                     "rendezvous": f"{hosts[0].address}:{RDZV_PORT}", "link": "a veth pair, one end in each namespace"},
         "two_hosts": {k: v for k, v in two_nodes.items() if k != "listeners"}
-                     | {"threads_per_rank": runs["two"]["threads_per_rank"], "world_size": runs["two"]["world_size"],
+                     | {"files": {node: sorted(p.name for p in (two / node).iterdir()) for node in ("a", "b")},
+                        "threads_per_rank": runs["two"]["threads_per_rank"], "world_size": runs["two"]["world_size"],
                         "step_ms_median": runs["two"]["summary"]["step_ms"]["median"],
                         "allreduce_ms_median": runs["two"]["summary"]["allreduce_ms"]["median"]},
         "one_host": one_host | {"threads_per_rank": runs["one"]["threads_per_rank"],
@@ -326,8 +329,7 @@ def plot(results: dict, path: Path) -> None:
 
 def load_results(path: str | Path = "") -> dict:
     """A two-hosts run's results: `path` is two_hosts.json or its folder; empty: the committed ones."""
-    path = Path(path) if path else BEYOND_DIR
-    return json.loads((path / RESULT_NAME if path.is_dir() else path).read_text())
+    return MEASUREMENT.load(path)
 
 
 def what_ran(results: dict) -> str:
@@ -388,7 +390,6 @@ MEASUREMENT = Measurement("two_hosts", "Two hosts: the lab's launcher across two
 
 def main(argv: list[str] | None = None) -> None:
     p = parser(MEASUREMENT, "a tiny model and 6 steps: for tests and notebooks")
-    p.add_argument("--corpus-dir", type=Path, default=DEFAULT_CORPUS_DIR)
     args = p.parse_args(argv)
     reason = cannot_run()
     if reason:

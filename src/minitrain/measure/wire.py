@@ -26,7 +26,7 @@ from torch.autograd.profiler import record_function
 from minitrain.artifacts import save_figure
 from minitrain.corpus import DEFAULT_CORPUS_DIR, ensure_corpus
 from minitrain.data import SEED_BASE, make_shard
-from minitrain.ddp import barrier, cleanup, init_distributed, wrap_for_ddp
+from minitrain.ddp import barrier, cleanup, init_distributed, rebuilt_buckets, wrap_for_ddp
 from minitrain.lab.report import findings_table
 from minitrain.launch import run_streaming, torchrun_command
 from minitrain.measure import allreduce_bench
@@ -113,7 +113,7 @@ def worker(args: argparse.Namespace) -> None:
 
     barrier()
     profile_steps(train_step, plan.profiled, Path(args.work) / f"trace-rank-{rank}.json.gz")
-    ddp_data = ddp._get_ddp_logging_data()  # DDP's own record of its (rebuilt) buckets
+    ddp_sizes, ddp_order = rebuilt_buckets(ddp)  # DDP's own record of its (rebuilt) buckets
     note = {
         "rank": rank, "world_size": world_size, "threads": torch.get_num_threads(),
         "plan": plan.__dict__, "param_names": list(hook.names.values()),
@@ -121,8 +121,7 @@ def worker(args: argparse.Namespace) -> None:
         "buckets": buckets, "standalone_ms": {str(k): v for k, v in standalone.items()},
         "pair_endpoints": endpoints, "bytes_before": before, "bytes_after": after,
         "events": events, "blocks": blocks,
-        "ddp_bucket_sizes": [int(s) for s in str(ddp_data.get("rebuilt_bucket_sizes", "")).split()],
-        "ddp_param_order": [int(i) for i in str(ddp_data.get("rebuilt_per_bucket_param_indices", "")).split()],
+        "ddp_bucket_sizes": ddp_sizes, "ddp_param_order": ddp_order,
     }
     (Path(args.work) / f"rank-{rank}.json").write_text(json.dumps(note))
     cleanup()
@@ -359,8 +358,7 @@ def bucket_table(results: dict) -> str:
 
 def load_results(path: str | Path = "") -> dict:
     """A wire run's results: `path` is wire.json or the folder holding it; empty: the committed ones."""
-    path = Path(path) if path else BEYOND_DIR
-    return json.loads((path / RESULT_NAME if path.is_dir() else path).read_text())
+    return MEASUREMENT.load(path)
 
 
 def what_ran(results: dict) -> str:
@@ -450,10 +448,7 @@ MEASUREMENT = Measurement("wire", "The wire during training: buckets, socket byt
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = parser(MEASUREMENT, "a few steps per phase: for tests and notebooks")
-    p.add_argument("--corpus-dir", type=Path, default=DEFAULT_CORPUS_DIR)
-    p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)  # one rank, under torchrun
-    p.add_argument("--work", type=Path, help=argparse.SUPPRESS)
+    p = parser(MEASUREMENT, "a few steps per phase: for tests and notebooks", workers=True)
     args = p.parse_args(argv)
     if args.worker:
         worker(args)
