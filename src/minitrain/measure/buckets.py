@@ -542,11 +542,13 @@ def takeaway(results: dict) -> str:
                      f"({most['step_ms'] / default['step_ms']:.2f}x the default): {cost}. "
                      + (f"Backward's own nodes took longer, {m_o['backward_ms']:.1f} ms against "
                         f"{d_o['backward_ms']:.1f} ms "
-                        "(profiled): what overlaps backward also slows it, gloo's threads and DDP's per-bucket work "
-                        "taking the cores backward computes on."
+                        f"(medians of both ranks' {results['config']['plan']['profiled']} profiled steps): "
+                        "what overlaps backward also slows it, as expected when gloo's threads and DDP's per-bucket work run on the cores "
+                        "backward computes on (the figure shows the trend over every cap)."
                         if m_o["backward_ms"] > 1.1 * d_o["backward_ms"] else
                         f"Backward's own nodes took about as long, {m_o['backward_ms']:.1f} ms against "
-                        f"{d_o['backward_ms']:.1f} ms (profiled): the extra time is outside backward's compute."))
+                        f"{d_o['backward_ms']:.1f} ms (medians of both ranks' "
+                        f"{results['config']['plan']['profiled']} profiled steps): the extra time is outside backward's compute."))
     elif most["step_ms_range"][1] < default["step_ms_range"][0]:
         lines.append(f"- Cost: even with {most['count']} buckets the step was shorter, {most['step_ms']:.1f} ms against "
                      f"{default['step_ms']:.1f} ms by default: what overlap hid outweighed the extra all-reduces' "
