@@ -91,7 +91,7 @@ def test_findings_hold_the_runs_numbers(quick_run):
     check_findings(results["findings"], {
         "buckets_at_default": 1,
         "most_buckets": traced["count"],
-        "fastest_cap_speedup": default["step_ms"] / min(default["step_ms"], traced["step_ms"]),
+        "default_over_fastest_cap_step": default["step_ms"] / min(default["step_ms"], traced["step_ms"]),
         "step_most_buckets_over_default": traced["step_ms"] / default["step_ms"],
         "overlapped_share_default": default["overlap"]["overlapped_share"],
         "overlapped_share_most_buckets": traced["overlap"]["overlapped_share"],
@@ -124,32 +124,58 @@ def test_overlap_rows_per_bucket_on_hand_made_events():
     assert overlapped_share(rows) == pytest.approx(0.25 / 0.6)
 
 
-def made_up(default_ms: tuple[float, float, float], most_ms: tuple[float, float, float]) -> dict:
-    """Results with a default cap (1 bucket) and a small one (8 buckets): (median, min, max) step ms."""
-    def cap(name: str, count: int, ms: tuple[float, float, float], share: float) -> dict:
+def made_up(default_ms: tuple[float, float, float], most_ms: tuple[float, float, float],
+            most_backward_ms: float = 20.0) -> dict:
+    """Results with the default cap and cap 25 (the same 1 bucket), and a small cap (8 buckets):
+    (median, min, max) step ms; cap 25 sits 1 ms above the default."""
+    def cap(name: str, count: int, ms: tuple[float, float, float], share: float, backward_ms: float) -> dict:
+        params = [["w"]] if count == 1 else [[f"w{i}"] for i in range(count)]
         return {"cap": name, "count": count, "step_ms": ms[0], "step_ms_range": list(ms[1:]),
+                "buckets": [{"params": p} for p in params],
                 "tokens_per_s": 2048 / ms[0] * 1e3, "predicted_ms": 0.3 * count + 0.7, "rule_agrees": True,
                 "ranks_equal": True, "same_as_first_block": True, "repeats": [{}] * 3,
-                "overlap": {"overlapped_share": share, "after_backward_ms": 1.0, "backward_ms": 20.0}}
-    return {"gradient_bytes": 1_094_016, "caps": [cap("default", 1, default_ms, 0.02), cap("0.01", 8, most_ms, 0.8)]}
+                "overlap": {"overlapped_share": share, "after_backward_ms": 1.0, "backward_ms": backward_ms}}
+    return {"gradient_bytes": 1_094_016, "config": {"world_size": 2, "plan": {"profiled": 4}},
+            "provenance": {"cores": 2},
+            "benchmark": {"fit": {"max_relative_error": 0.25}, "date": "2026-11-30T08:45:36+00:00"},
+            "caps": [cap("default", 1, default_ms, 0.02, 20.0),
+                     cap("25", 1, tuple(x + 1 for x in default_ms), 0.03, 22.0),
+                     cap("0.01", 8, most_ms, 0.8, most_backward_ms)]}
 
 
 def test_takeaway_follows_the_data():
     slower = takeaway(made_up((30, 29, 31), (40, 38, 42)))
     assert "no cap with more buckets was faster" in slower and "with 8 buckets the step took 40.0 ms" in slower
-    assert "10.0 ms more a step, where the benchmark's alpha-beta fit adds 2.1 ms" in slower
+    assert ("10.0 ms more a step, where the benchmark's alpha-beta fit (measured on 2026-11-30, worst miss 25% "
+            "against its own medians) adds 2.1 ms") in slower
+    assert "took about as long, 20.0 ms against 20.0 ms" in slower and "correlation" not in slower
+    # backward's nodes much longer: reported as a correlation, with the same-bucket caps' spread beside it
+    hedged = takeaway(made_up((30, 29, 31), (40, 38, 42), most_backward_ms=30.0))
+    assert "took longer, 30.0 ms against 20.0 ms" in hedged and "With 8 samples per cap, and 20.0-22.0 ms" in hedged
+    assert "a correlation, not a measured cause" in hedged
     faster = takeaway(made_up((30, 29, 31), (25, 24, 26)))
     assert "8 buckets (cap 0.01) gave the shortest median step" in faster and "1.20x" in faster
     assert "even with 8 buckets the step was shorter, 25.0 ms" in faster
+    assert "every cap with more buckets overlapped more than the default (8 buckets 80%)" in faster
+    # the fastest cap's repeats overlap the default's: no gain, and the same-bucket caps show the noise
     unclear = takeaway(made_up((30, 27, 33), (29, 28, 30)))
-    assert "within the repeats' spread of the default" in unclear and "no clear difference" in unclear
+    assert "(8 buckets, median 29.0 ms, repeats 28.0-30.0 ms), overlaps the default's repeats (27.0-33.0 ms" in unclear
+    assert "same single bucket as the default (default and 25) have medians of 30.0 and 31.0 ms" in unclear
+    assert "no clear difference, the repeats' ranges overlap" in unclear
 
 
 def test_findings_on_made_up_numbers():
     results = made_up((30, 29, 31), (25, 24, 26))
     found = check_findings(findings(results), {
-        "buckets_at_default": 1, "most_buckets": 8, "fastest_cap_speedup": 1.2,
+        "buckets_at_default": 1, "most_buckets": 8, "default_over_fastest_cap_step": 1.2,
         "step_most_buckets_over_default": 25 / 30, "overlapped_share_default": 0.02,
-        "overlapped_share_most_buckets": 0.8, "caps_with_ranks_equal": 2})
+        "overlapped_share_most_buckets": 0.8, "caps_with_ranks_equal": 3})
     assert "1.09 MB of gradients" in found["buckets_at_default"]["meaning"]
-    assert found["caps_with_ranks_equal"]["unit"] == "of 2 caps"
+    assert found["caps_with_ranks_equal"]["unit"] == "of 3 caps"
+    assert found["default_over_fastest_cap_step"]["meaning"].endswith(
+        "repeats 24.0-26.0 ms against the default's 29.0-31.0 ms: every repeat faster")
+    unclear = check_findings(findings(made_up((30, 27, 33), (29, 28, 30))), {
+        "buckets_at_default": 1, "most_buckets": 8, "default_over_fastest_cap_step": 30 / 29,
+        "step_most_buckets_over_default": 29 / 30, "overlapped_share_default": 0.02,
+        "overlapped_share_most_buckets": 0.8, "caps_with_ranks_equal": 3})
+    assert unclear["default_over_fastest_cap_step"]["meaning"].endswith("within the spread, no clear gain")

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from helpers import check_findings, check_provenance
-from minitrain.measure.compression import QUICK, findings, powersgd_matrices, run, theory
+from minitrain.measure.compression import QUICK, findings, powersgd_matrices, run, step_verdict, theory
 
 
 @pytest.fixture(scope="module")
@@ -114,3 +114,15 @@ def test_byte_theory_per_variant():
     psgd = theory("powersgd-2", shapes, 2)
     assert (psgd["p"], psgd["q"], psgd["uncompressed"], psgd["allreduces_per_bucket"]) == (192, 192, 96, 3)
     assert psgd["bytes"] == 4 * (192 + 192 + 96)
+
+
+def test_a_step_verdict_needs_every_repeat_and_ranges_apart():
+    plain = {"step_ms_per_repeat": [61.5, 53.3, 59.5]}
+    # slower in each of 3 repeats (one time in four by chance), but the ranges overlap: no verdict
+    close = step_verdict({"step_ms_per_repeat": [62.4, 55.7, 63.3]}, plain)
+    assert (close["verdict"], close["count"], close["apart"]) == ("no clear difference", "slower in 3 of 3", False)
+    assert close["ranges"] == "repeats 55.7-63.3 ms against plain's 53.3-61.5 ms"
+    assert step_verdict({"step_ms_per_repeat": [73.0, 62.7, 68.4]}, plain)["verdict"] == "slower"
+    assert step_verdict({"step_ms_per_repeat": [50.0, 45.0, 52.0]}, plain)["verdict"] == "faster"
+    mixed = step_verdict({"step_ms_per_repeat": [54.7, 61.1, 49.2]}, plain)
+    assert (mixed["verdict"], mixed["count"]) == ("no clear difference", "faster in 2 of 3")

@@ -138,8 +138,8 @@ class Trainer:
 
 
 def block_steps(trainer: Trainer, steps: int) -> dict:
-    """`steps` timed steps: each step's time, its all-reduces summed (bucket ready to done), and the
-    time from its last bucket ready to its last all-reduce done (what backward could not hide)."""
+    """`steps` timed steps: each step's time, its all-reduces summed (hook called to all-reduce done),
+    and the time from its last bucket's hook call to its last all-reduce done (what backward could not hide)."""
     trainer.hook.events = []
     step_ms = [trainer.step() for _ in range(steps)]
     per_step: dict[int, list[dict]] = {}
@@ -258,10 +258,11 @@ def analyse(notes: list[dict], overlap: dict[str, list[dict]], fit: dict | None)
             "step_ms": "per block, the median over its timed steps of the slower rank's step time; per cap, "
                        "the median over the repeats' blocks (range: their min and max). Blocks run the caps "
                        "in order, then reversed, repeat after repeat",
-            "allreduce_ms": "comm hook, each bucket's ready to its all-reduce done, summed over the step's "
-                            "buckets (all-reduces in flight together count each), median over steps and ranks",
-            "after_last_ready_ms": "from the step's last bucket ready to its last all-reduce done: the "
-                                   "communication backward did not hide (median over steps and ranks)",
+            "allreduce_ms": "comm hook, from DDP's call of the hook (the bucket's launch: its gradients are in "
+                            "and every earlier bucket has been launched) to its all-reduce done, summed over the "
+                            "step's buckets (all-reduces in flight together count each), median over steps and ranks",
+            "after_last_ready_ms": "from DDP's call of the hook for the step's last bucket to its last all-reduce "
+                                   "done: the communication backward did not hide (median over steps and ranks)",
             "predicted_ms": "the benchmark's alpha-beta fit: buckets x alpha + gradient bytes x beta, "
                             "every all-reduce alone, one after another",
             "overlapped_share": "profiler traces of both ranks: all-reduce time while an autograd node ran, "
@@ -299,11 +300,12 @@ def run(out: Path = BEYOND_DIR, quick: bool = False, corpus_dir: Path = DEFAULT_
         for r in range(WORLD_SIZE):  # one cap's traces are kept; the others go with the work folder
             traces.append(TRACE_NAME.format(rank=r))
             shutil.move(Path(work) / f"trace-{label(TRACE_CAP)}-rank-{r}.json.gz", out / traces[-1])
-    fit = allreduce_bench.load_results(bench)["fit"] if Path(bench).is_file() else None
+    benchmark = allreduce_bench.load_results(bench) if Path(bench).is_file() else None
+    fit = benchmark["fit"] if benchmark else None
     results = analyse(notes, overlap, fit)
     results["traces"] = {"cap": label(TRACE_CAP), "files": traces,
                          "open_with": "https://ui.perfetto.dev (Open trace file; .json.gz is read as is)"}
-    results["benchmark"] = ({"file": relative(bench), "fit": fit} if fit
+    results["benchmark"] = ({"file": relative(bench), "fit": fit, "date": benchmark["provenance"]["date"]} if fit
                             else {"file": None, "note": "run python -m minitrain.measure.allreduce_bench first"})
     default_corpus = Path(corpus_dir).resolve() == DEFAULT_CORPUS_DIR.resolve()
     command = command_line(__spec__.name, out, quick, corpus_dir=None if default_corpus else corpus_dir)
@@ -326,18 +328,43 @@ def most_buckets(results: dict) -> dict:
     return max(reversed(results["caps"]), key=lambda c: c["count"])
 
 
+def same_buckets_as_default(results: dict) -> list[dict]:
+    """The caps whose buckets hold the same parameters as the default's: what differs between them is noise."""
+    params = lambda c: [b["params"] for b in c["buckets"]]  # noqa: E731
+    default = params(by_cap(results)["default"])
+    return [c for c in results["caps"] if params(c) == default]
+
+
+def ranges_apart(a: dict, b: dict) -> bool:
+    """Do two caps' repeat ranges (min-max of the block medians) not overlap?"""
+    return a["step_ms_range"][1] < b["step_ms_range"][0] or b["step_ms_range"][1] < a["step_ms_range"][0]
+
+
+def ms_range(c: dict) -> str:
+    """A cap's repeat range: 'min-max ms' of its block medians."""
+    return f"{c['step_ms_range'][0]:.1f}-{c['step_ms_range'][1]:.1f} ms"
+
+
+def and_list(items: list[str]) -> str:
+    """'a, b and c'."""
+    return ", ".join(items[:-1]) + " and " + items[-1] if len(items) > 1 else "".join(items)
+
+
 def findings(results: dict) -> list[dict]:
     """The headline numbers: buckets, the fastest cap against the default, overlap, equality."""
     caps, default = results["caps"], by_cap(results)["default"]
     best, most = fastest(results), most_buckets(results)
+    verdict = ("the default is the fastest cap" if best is default
+               else "every repeat faster" if ranges_apart(best, default) else "within the spread, no clear gain")
     return [
         finding("buckets_at_default", default["count"], "buckets",
                 f"DDP's default caps put MiniGPT's {results['gradient_bytes'] / 1e6:.2f} MB of gradients in this "
                 "many buckets"),
         finding("most_buckets", most["count"], "buckets", f"buckets at the smallest cap swept, {most['cap']} MiB"),
-        finding("fastest_cap_speedup", default["step_ms"] / best["step_ms"], "x",
+        finding("default_over_fastest_cap_step", default["step_ms"] / best["step_ms"], "x",
                 f"median step at the default caps over that at the fastest cap, {best['cap']} "
-                f"({best['count']} bucket(s)); medians of {len(best['repeats'])} alternating repeats"),
+                f"({best['count']} bucket(s)); medians of {len(best['repeats'])} alternating repeats; repeats "
+                f"{ms_range(best)} against the default's {ms_range(default)}: {verdict}"),
         finding("step_most_buckets_over_default", most["step_ms"] / default["step_ms"], "ratio",
                 f"median step with {most['count']} buckets over the default's 1 bucket"
                 if default["count"] == 1 else f"median step with {most['count']} buckets over the default's"),
@@ -372,10 +399,10 @@ def plot(results: dict, path: Path) -> None:
     ax2.errorbar(x, steps, yerr=[low, high], fmt="o-", color="#c44e52", capsize=4,
                  label="median step (bars: min-max of the repeats)")
     ax2.plot(x, [c["overlap"]["backward_ms"] for c in caps], "s--", color="0.5",
-             label="backward's autograd nodes (profiled steps, median)")
+             label="backward's autograd nodes, DDP's hooks included (profiled steps, median)")
     ax2.set_ylim(0, 1.2 * max(c["step_ms_range"][1] for c in caps))
     ax2.set_ylabel("ms per step")
-    ax2.set_title("Step time (slower rank) and backward's compute")
+    ax2.set_title("Step time (slower rank) and backward's autograd nodes")
     ax2.legend(fontsize=8, loc="lower left")
 
     ax3.plot(x, [c["allreduce_ms"] for c in caps], "o-", color="#8172b2",
@@ -485,7 +512,9 @@ def per_bucket_table(results: dict, cap: str = label(TRACE_CAP)) -> str:
     """One cap's all-reduces in launch order, medians over the profiled steps and both ranks: length,
     overlapped part, and start against backward's end (negative: while backward still ran)."""
     rows = by_cap(results)[cap]["overlap"]["rows"]
-    lines = [f"bucket_cap_mb={cap}, medians over {len({(r['rank'], r['step']) for r in rows})} profiled steps x ranks:",
+    pairs = len({(r["step"], r["rank"]) for r in rows})
+    steps, ranks = len({r["step"] for r in rows}), len({r["rank"] for r in rows})
+    lines = [f"bucket_cap_mb={cap}, medians over {pairs} (step, rank) pairs: {steps} profiled steps x {ranks} ranks:",
              f"{'all-reduce':>10} {'ms':>6} {'overlapped ms':>13} {'starts vs backward end, ms':>26}"]
     for k in sorted({r["allreduce"] for r in rows}):
         mine = [r for r in rows if r["allreduce"] == k]
@@ -506,56 +535,84 @@ def equality_table(results: dict) -> str:
 
 def takeaway(results: dict) -> str:
     """What this run shows, in sentences with its numbers; each verdict follows the data."""
-    caps = results["caps"]
+    caps, config = results["caps"], results["config"]
     default, best, most = by_cap(results)["default"], fastest(results), most_buckets(results)
     d_o, m_o = default["overlap"], most["overlap"]
+    alike = same_buckets_as_default(results)  # same buckets, so their differences are the run's noise
+    alike_what = "single bucket" if default["count"] == 1 else f"{default['count']} buckets"
+    profiled = f"medians of both ranks' {config['plan']['profiled']} profiled steps"
     lines = [f"- Buckets: DDP's default caps put all {results['gradient_bytes']:,} gradient bytes in "
              f"{default['count']} bucket(s); the caps swept ({', '.join(c['cap'] for c in caps)} MiB) made "
              f"{min(c['count'] for c in caps)} to {most['count']}, as the closing rule predicts"
              + ("." if all(c["rule_agrees"] for c in caps) else " (except where rule_table says False).")]
+
+    more = [c for c in caps if c["count"] > default["count"]]
+    shares = [c["overlap"]["overlapped_share"] for c in more]
+    above = sum(s > d_o["overlapped_share"] for s in shares)
+    trend = ("" if len(more) < 2 else "; rising with the bucket count" if shares == sorted(shares)
+             else "; not rising steadily with the bucket count")
+    compared = ("every cap with more buckets overlapped more than the default" if above == len(more) else
+                "no cap with more buckets overlapped more than the default" if not above else
+                f"{above} of the {len(more)} caps with more buckets overlapped more than the default")
     lines.append(f"- Overlap: {d_o['overlapped_share']:.0%} of the all-reduce time ran while backward computed "
-                 f"with the default caps, {m_o['overlapped_share']:.0%} with {most['count']} buckets"
-                 + (" (more buckets, more overlap)" if m_o["overlapped_share"] > d_o["overlapped_share"]
-                    else " (no more overlap with more buckets)")
-                 + f"; after backward the step waited {d_o['after_backward_ms']:.1f} ms against "
-                 f"{m_o['after_backward_ms']:.1f} ms (medians of the profiled steps).")
-    speed = f"{default['tokens_per_s']:,.0f} tokens/s by default"
+                 f"with the default caps, {m_o['overlapped_share']:.0%} with {most['count']} buckets; {compared}"
+                 + (" (" + ", ".join(f"{c['count']} buckets {c['overlap']['overlapped_share']:.0%}" for c in more)
+                    + f"{trend})" if more else "")
+                 + f". After backward the step waited {d_o['after_backward_ms']:.1f} ms against "
+                 f"{m_o['after_backward_ms']:.1f} ms ({profiled}).")
+
+    speed = f"median {default['step_ms']:.1f} ms, {default['tokens_per_s']:,.0f} tokens/s"
     if best["count"] == default["count"]:
         lines.append(f"- Speed: no cap with more buckets was faster. The shortest median step, "
                      f"{best['step_ms']:.1f} ms ({best['tokens_per_s']:,.0f} tokens/s), came with {best['count']} "
                      f"bucket(s) (cap {best['cap']}).")
-    elif best["step_ms_range"][1] < default["step_ms_range"][0]:
+    elif ranges_apart(best, default):
         lines.append(f"- Speed: {best['count']} buckets (cap {best['cap']}) gave the shortest median step, "
                      f"{best['step_ms']:.1f} ms against {default['step_ms']:.1f} ms by default "
                      f"({default['step_ms'] / best['step_ms']:.2f}x, every repeat faster than every default one; "
-                     f"{best['tokens_per_s']:,.0f} against {speed}).")
+                     f"{best['tokens_per_s']:,.0f} against {default['tokens_per_s']:,.0f} tokens/s).")
     else:
-        lines.append(f"- Speed: the fastest cap, {best['cap']} ({best['count']} buckets, {best['step_ms']:.1f} ms), "
-                     f"is within the repeats' spread of the default ({default['step_ms_range'][0]:.1f}-"
-                     f"{default['step_ms_range'][1]:.1f} ms, {speed}): no clear gain.")
+        lines.append(f"- Speed: the fastest cap, {best['cap']} ({best['count']} buckets, median {best['step_ms']:.1f} "
+                     f"ms, repeats {ms_range(best)}), overlaps the default's repeats ({ms_range(default)}, {speed}): "
+                     "no clear gain.")
+    if len(alike) > 1:
+        medians = and_list([f"{c['step_ms']:.1f}" for c in alike])
+        lines[-1] += (f" The caps that make the same {alike_what} as the default "
+                      f"({and_list([c['cap'] for c in alike])}) have medians of {medians} ms: differences of that "
+                      "size are this run's noise.")
+
     extra_step = most["step_ms"] - default["step_ms"]
     if most["step_ms_range"][0] > default["step_ms_range"][1]:
-        cost = (f"{extra_step:.1f} ms more a step, where the benchmark's alpha-beta fit adds "
-                f"{most['predicted_ms'] - default['predicted_ms']:.1f} ms for the extra all-reduces"
-                if most["predicted_ms"] is not None else f"{extra_step:.1f} ms more a step")
+        bench = results.get("benchmark") or {}
+        fit_from = ", ".join(([f"measured on {bench['date'][:10]}"] if bench.get("date") else [])
+                             + ([f"worst miss {bench['fit']['max_relative_error']:.0%} against its own medians"]
+                                if bench.get("fit") else []))
+        cost = (f"{extra_step:.1f} ms more a step, where the benchmark's alpha-beta fit"
+                f"{f' ({fit_from})' if fit_from else ''} adds {most['predicted_ms'] - default['predicted_ms']:.1f} ms "
+                "for the extra all-reduces" if most["predicted_ms"] is not None else f"{extra_step:.1f} ms more a step")
+        backward = f"{m_o['backward_ms']:.1f} ms against {d_o['backward_ms']:.1f} ms ({profiled})"
+        if m_o["backward_ms"] > 1.1 * d_o["backward_ms"]:
+            alike_backward = [c["overlap"]["backward_ms"] for c in alike]
+            samples = config["plan"]["profiled"] * config["world_size"]
+            spread = (f", and {min(alike_backward):.1f}-{max(alike_backward):.1f} ms across the caps that make the "
+                      f"same {alike_what}" if len(alike) > 1 else "")
+            why = (f"Backward's autograd nodes took longer, {backward}, consistent with the all-reduces that overlap "
+                   f"backward slowing it: gloo's threads run on the same {results['provenance']['cores']} cores, and "
+                   "DDP's per-bucket work (copying gradients into buckets, calling the comm hook) runs inside "
+                   f"backward's autograd nodes, where the profiler counts it. With {samples} samples per cap{spread}, "
+                   "this is a correlation, not a measured cause (the figure shows the trend over every cap).")
+        else:
+            why = (f"Backward's autograd nodes took about as long, {backward}: the extra time is outside "
+                   "backward's autograd nodes.")
         lines.append(f"- Cost: with {most['count']} buckets the step took {most['step_ms']:.1f} ms "
-                     f"({most['step_ms'] / default['step_ms']:.2f}x the default): {cost}. "
-                     + (f"Backward's own nodes took longer, {m_o['backward_ms']:.1f} ms against "
-                        f"{d_o['backward_ms']:.1f} ms "
-                        f"(medians of both ranks' {results['config']['plan']['profiled']} profiled steps): "
-                        "what overlaps backward also slows it, as expected when gloo's threads and DDP's per-bucket work run on the cores "
-                        "backward computes on (the figure shows the trend over every cap)."
-                        if m_o["backward_ms"] > 1.1 * d_o["backward_ms"] else
-                        f"Backward's own nodes took about as long, {m_o['backward_ms']:.1f} ms against "
-                        f"{d_o['backward_ms']:.1f} ms (medians of both ranks' "
-                        f"{results['config']['plan']['profiled']} profiled steps): the extra time is outside backward's compute."))
+                     f"({most['step_ms'] / default['step_ms']:.2f}x the default): {cost}. {why}")
     elif most["step_ms_range"][1] < default["step_ms_range"][0]:
         lines.append(f"- Cost: even with {most['count']} buckets the step was shorter, {most['step_ms']:.1f} ms against "
                      f"{default['step_ms']:.1f} ms by default: what overlap hid outweighed the extra all-reduces' "
                      "fixed costs.")
     else:
         lines.append(f"- Cost: with {most['count']} buckets the step took {most['step_ms']:.1f} ms against "
-                     f"{default['step_ms']:.1f} ms by default: no clear difference, within the spread of the repeats.")
+                     f"{default['step_ms']:.1f} ms by default: no clear difference, the repeats' ranges overlap.")
     equal = sum(c["ranks_equal"] for c in caps)
     same = all(c["same_as_first_block"] for c in caps)
     lines.append(f"- Equality: both ranks held bitwise-equal weights after every block for {equal} of {len(caps)} "
