@@ -4,15 +4,17 @@ and say why); its bad input in one line, which needs neither."""
 
 import subprocess
 import sys
+import time
 
 import pytest
 
 from conftest import WORKERS, launch
+from minitrain.launch import hosts
 from minitrain.measure.two_hosts import RDZV_PORT, RESULT_NAME, cannot_run, findings, run, two_namespaces
 
 REASON = cannot_run()
 needs_namespaces = pytest.mark.skipif(REASON is not None, reason=f"needs root and iproute2's ip netns: {REASON}")
-WARNING = "are unauthenticated and unencrypted"
+WARNING = "are unauthenticated and unencrypted: anyone who can reach this network can run code on this machine"
 
 
 @pytest.fixture(scope="module")
@@ -81,6 +83,11 @@ def test_a_failure_inside_still_removes_the_namespaces_and_their_processes():
     with pytest.raises(RuntimeError, match="on purpose"):
         with two_namespaces() as (a, b):
             sleeper = subprocess.Popen(["ip", "netns", "exec", a.namespace, "sleep", "300"])
+            for _ in range(200):  # the failure comes once the sleeper is inside (under load, ip takes a moment)
+                if str(sleeper.pid) in subprocess.run(["ip", "netns", "pids", a.namespace], capture_output=True,
+                                                      text=True).stdout.split():
+                    break
+                time.sleep(0.05)
             raise RuntimeError("on purpose")
     assert sleeper.wait(timeout=10) != 0  # killed, not finished
     assert a.namespace not in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
@@ -102,6 +109,17 @@ def test_a_bad_address_or_node_option_is_one_line_and_exit_2(args, says):
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert proc.stderr.startswith(f"error: {says}") and proc.stderr.count("\n") == 1, proc.stderr
     assert proc.stdout == ""
+
+
+def test_a_secondary_address_is_refused_because_gloo_would_listen_on_the_first(monkeypatch):
+    # gloo binds GLOO_SOCKET_IFNAME's first IPv4 address: a secondary --host-address would split the run
+    monkeypatch.setattr(hosts, "ipv4_addresses", lambda: {"eth0": ["192.0.2.2", "192.0.2.3"], "lo": ["127.0.0.1"]})
+    assert hosts.resolve("192.0.2.2", None) == ("192.0.2.2", "eth0")
+    with pytest.raises(hosts.HostError) as refused:
+        hosts.resolve("192.0.2.3", None)
+    message = str(refused.value)
+    assert message.startswith("--host-address 192.0.2.3 is a secondary address of eth0, whose first is 192.0.2.2")
+    assert "give --host-address 192.0.2.2" in message and "\n" not in message
 
 
 def test_a_node_whose_rendezvous_host_never_comes_says_so(reap):

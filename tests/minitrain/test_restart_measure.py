@@ -5,9 +5,11 @@ import json
 import sys
 
 import pytest
+import torch
 
 from helpers import check_findings, check_provenance
-from minitrain.measure.restart import QUICK, Log, excerpt, progress, timeline
+from minitrain.measure.restart import (QUICK, Log, excerpt, log_excerpt, model_contents, progress, sigterm_lead_ms,
+                                      timeline)
 
 
 @pytest.fixture(scope="module")
@@ -92,3 +94,22 @@ def test_the_excerpt_drops_empty_lines_and_traceback_frames():
 
 def test_progress_reads_the_step_lines():
     assert progress(made_up_log()) == [[0, 4], [10, 4], [11, 5]]  # a step run together with another line is lost
+
+
+def test_a_tied_matrix_is_counted_once():
+    shared = torch.zeros(5, 3)
+    state = {"tok_emb.weight": shared, "head.weight": shared, "ln.bias": torch.zeros(3)}
+    assert model_contents(state) == "3 tensors (head.weight and tok_emb.weight are one tied matrix), 18 values"
+    assert model_contents({"a": torch.zeros(5, 3), "b": torch.zeros(5, 3)}) == "2 tensors, 30 values"
+
+
+def test_the_sigterm_lead_and_the_peer_error_note_come_from_the_log():
+    lines = ["W1201 13:50:29.081000 21028 api.py:1028] Sending process 21035 closing signal SIGTERM",
+             "E1201 13:50:29.146000 21028 api.py:1002] failed (exitcode: -9) local_rank: 1 (pid: 21036)"]
+    results = {"log_excerpt": [{"t_s": 8.66, "line": line} for line in lines],
+               "timeline": [{"event": "fault", "since_fault_s": 0.0}]}
+    assert sigterm_lead_ms(results) == pytest.approx(65.0)
+    assert log_excerpt(results).endswith("no `Connection reset by peer` line)")
+    results["timeline"].append({"event": "peer_error", "since_fault_s": 0.1})
+    assert "its `Connection reset by peer` is above" in log_excerpt(results)
+    assert sigterm_lead_ms({"log_excerpt": results["log_excerpt"][1:]}) is None  # no SIGTERM sent: no lead

@@ -24,7 +24,8 @@ def _listing(addresses: dict[str, list[str]]) -> str:
 
 def resolve(host_address: str | None, interface: str | None) -> tuple[str, str]:
     """(address, interface) for `--host-address` or `--interface`: the address must be one of this
-    machine's IPv4 addresses, the interface must exist and hold one (its first is taken)."""
+    machine's IPv4 addresses and its interface's first (the one gloo binds), the interface must exist
+    and hold one (its first is taken)."""
     addresses = ipv4_addresses()
     if interface is not None:
         if interface not in psutil.net_if_addrs():
@@ -41,6 +42,10 @@ def resolve(host_address: str | None, interface: str | None) -> tuple[str, str]:
                         f"machine's address on the network the others reach it by ({_listing(addresses)})") from None
     for name, held in sorted(addresses.items()):
         if host_address in held:
+            if host_address != held[0]:  # GLOO_SOCKET_IFNAME: gloo binds the interface's first IPv4 address
+                raise HostError(f"--host-address {host_address} is a secondary address of {name}, whose first is "
+                                f"{held[0]}: gloo would listen on {held[0]}; give --host-address {held[0]}, or make "
+                                f"{host_address} {name}'s first address")
             return host_address, name
     raise HostError(f"--host-address {host_address} is not an address of this machine (its IPv4 addresses: "
                     f"{_listing(addresses)}): give one of them, or --interface NAME")

@@ -31,8 +31,8 @@ ON_WINDOWS = ("torchrun does not run with PyTorch's Windows wheels: its rendezvo
 LOOPBACK = "127.0.0.1"
 LAB_OPTIONS = ("--host-address", "--interface")
 UNAUTHENTICATED = ("warning: the rendezvous and gloo on {address} are unauthenticated and unencrypted: anyone who "
-                   "can reach this network can join the run,\nfeed it data or read the gradients. Use it only on "
-                   "a network you trust (README: Security: what listens where).")
+                   "can reach this network can run code on this machine,\njoin the run, feed it data or read the "
+                   "gradients. Use it only on a network you trust (README: Security: what listens where).")
 REJECTED = "the script rejected its arguments or input (see the line above)"
 
 

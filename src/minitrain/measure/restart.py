@@ -65,9 +65,10 @@ EVENTS = [
     ("peer_error", lambda line: "Connection reset by peer" in line,
      "the other rank's all-reduce fails: its peer's socket is gone"),
     ("detected", lambda line: "closing signal" in line or "failed (exitcode" in line,
-     "torchrun's agent sees the dead worker and stops the other"),
+     "torchrun reports the dead worker, the other one stopped"),
     ("restarted", lambda line: "torchrun's agent restarted the workers" in line, "the agent's new workers run (Python and torch imported)"),
-    ("resumed", lambda line: line.startswith("resumed from"), "both ranks have loaded the snapshot"),
+    ("resumed", lambda line: line.startswith("resumed from"),
+     "rank 0 has loaded the snapshot and says which (rank 1 loads its own file alongside)"),
     ("first_step", lambda line: line.startswith("step "), "the first step after the resume is done"),
 ]
 
@@ -160,6 +161,17 @@ def leftovers(marker: str) -> list[int]:
         time.sleep(0.2)
 
 
+def model_contents(model: dict) -> str:
+    """A state dict's tensors and values, each storage counted once: a tied matrix is one matrix."""
+    by_storage: dict[int, list[str]] = {}
+    for name, tensor in model.items():
+        by_storage.setdefault(tensor.untyped_storage().data_ptr(), []).append(name)
+    values = sum(model[names[0]].numel() for names in by_storage.values())
+    tied = [" and ".join(sorted(names)) for names in by_storage.values() if len(names) > 1]
+    note = "".join(f" ({names} are one tied matrix)" for names in tied)
+    return f"{len(model)} tensors{note}, {values:,} values"
+
+
 def snapshot_contents(folder: Path) -> dict:
     """What rank 0's file of a snapshot holds, item by item, and the COMPLETE marker's record."""
     state = load_rank_state(folder, 0)
@@ -167,8 +179,7 @@ def snapshot_contents(folder: Path) -> dict:
     per_param = next(iter(optimizer["state"].values()))
     items = {
         "step": {"holds": state["step"], "why": "where the loop goes on, and how many steps are left"},
-        "model": {"holds": f"{len(model)} tensors, {sum(t.numel() for t in model.values()):,} values",
-                  "why": "the weights after that step"},
+        "model": {"holds": model_contents(model), "why": "the weights after that step"},
         "optimizer": {"holds": f"AdamW state of {len(optimizer['state'])} parameters: {', '.join(sorted(per_param))}",
                       "why": "AdamW's two moments per weight, and the step counts of its bias correction"},
         "data": {"holds": state["data"], "why": "this rank's shard stream: its seed and the batches drawn"},
@@ -301,9 +312,9 @@ def findings(results: dict) -> list[dict]:
         finding("resumed_from_step", restart["resumed_from_step"], "step", "the newest complete snapshot when rank 1 died"),
         finding("steps_redone", restart["steps_redone"], "steps", "work lost: steps done after that snapshot, done again"),
         finding("detected_after", event_time(results, "detected"), "s",
-                "from the fault to torchrun's agent stopping the other worker"),
+                "from the fault to torchrun's report of the dead worker, the other one stopped"),
         finding("resumed_after", event_time(results, "resumed"), "s",
-                "from the fault to both ranks training again from the snapshot (new processes, rendezvous, load)"),
+                "from the fault to rank 0 having loaded the snapshot (new processes, rendezvous, gloo, corpus, model, load)"),
         finding("processes_left_after_second_fault", second["processes_left"], "processes",
                 "after a second fault, past --max-restarts=1, the run ended with an error: what was left running"),
         *(finding(f"max_abs_diff_without_{w['left_out']}", w["max_abs_diff"], "absolute",
@@ -374,14 +385,37 @@ def predict_facts(results: dict) -> str:
 
 
 def log_excerpt(results: dict) -> str:
-    """The restarted run's log around the restart, each line with its second since the launch."""
-    return "\n".join(f"{e['t_s']:7.2f} s  {e['line']}" for e in results["log_excerpt"])
+    """The restarted run's log around the restart, each line with its second since the launch, and
+    whether rank 0's all-reduce met the dead peer before the agent's SIGTERM reached it."""
+    lines = [f"{e['t_s']:7.2f} s  {e['line']}" for e in results["log_excerpt"]]
+    if event_time(results, "peer_error") is not None:
+        lines.append("(in this run rank 0's all-reduce reached the dead peer's socket first: "
+                     "its `Connection reset by peer` is above)")
+    else:
+        lines.append("(in this run the agent's SIGTERM reached rank 0 first: no `Connection reset by peer` line)")
+    return "\n".join(lines)
+
+
+def sigterm_lead_ms(results: dict) -> float | None:
+    """By torchrun's own log timestamps, how long before its failure report it sent the SIGTERM (None
+    if the excerpt lacks either line). The lab's launcher holds the SIGTERM line back until that report."""
+    def stamp(text: str) -> float | None:
+        line = next((e["line"] for e in results["log_excerpt"] if text in e["line"]), None)
+        m = re.search(r" (\d\d):(\d\d):(\d\d\.\d+) ", line or "")
+        return (int(m.group(1)) * 60 + int(m.group(2))) * 60 + float(m.group(3)) if m else None
+
+    sent, reported = stamp("closing signal SIGTERM"), stamp("failed (exitcode")
+    return None if sent is None or reported is None else (reported - sent) * 1000
 
 
 def timeline_table(results: dict) -> str:
     """The restart's events: seconds since the fault, and what happened."""
     lines = [f"{'event':<11} {'after the fault':>15}  what"]
     lines += [f"{e['event']:<11} {e['since_fault_s']:13.2f} s  {e['meaning']}" for e in results["timeline"]]
+    if (lead := sigterm_lead_ms(results)) is not None:
+        lines.append(f"detected: when torchrun's failure report arrived, after rank 0 had exited; by the log's own "
+                     f"timestamps its SIGTERM to rank 0 went out {lead:.0f} ms earlier (the lab's launcher holds "
+                     "that line back until the report)")
     r = results["restart"]
     lines.append(f"resumed from the snapshot at step {r['resumed_from_step']}; the failed attempt had done "
                  f"{r['previous_steps_done']} steps, so {r['steps_redone']} were done again (attempt {r['attempt']} of "
@@ -422,7 +456,7 @@ def second_fault_table(results: dict) -> str:
     lines = [f"faults: {', '.join(s['faults'])} (STEP:RANK[:ATTEMPT]); --max-restarts=1",
              f"attempts started: {s['attempts_started']}; the run failed: {s['failed']}, exit status {s['exit_status']}"]
     lines += [f"its error line: {line}" for line in s["error_lines"]]
-    lines.append(f"processes of the run left {GONE_WITHIN_S} s later: {s['processes_left']}")
+    lines.append(f"processes of the run left (checked for up to {GONE_WITHIN_S} s): {s['processes_left']}")
     return "\n".join(lines)
 
 
@@ -433,9 +467,10 @@ def takeaway(results: dict) -> str:
              else f"NOT equal to the uninterrupted run's (largest difference {cmp['max_abs_diff']:.3e}): something "
                   "the snapshot should hold is missing")
     return "\n".join([
-        f"- A rank died at step {results['plan']['fault'].split(':')[0]}; torchrun's agent noticed in "
-        f"{event_time(results, 'detected'):.1f} s, started two new workers, and they trained again from the snapshot at "
-        f"step {r['resumed_from_step']} {event_time(results, 'resumed'):.1f} s after the fault.",
+        f"- A rank died at step {results['plan']['fault'].split(':')[0]}; torchrun reported it "
+        f"{event_time(results, 'detected'):.1f} s later with the other worker stopped, then started two new workers, which loaded the snapshot at step "
+        f"{r['resumed_from_step']} {event_time(results, 'resumed'):.1f} s after the fault and finished their first "
+        f"step {event_time(results, 'first_step'):.1f} s after it.",
         f"- The lost work was {r['steps_redone']} steps (done after the snapshot, done again): a snapshot every "
         f"{r['snapshot_every']} steps costs at most {r['snapshot_every']} steps of work per failure.",
         f"- Final weights: {equal}; the loss log of all {cmp['steps']} steps is "

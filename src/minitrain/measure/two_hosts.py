@@ -355,7 +355,9 @@ def listeners_table(results: dict) -> str:
     lines = [f"node {r['node']} {r['role']:<8} listens on {r['address']}:{r['port']:<5}  ({r['bound_to']})"
              for r in results["listeners"]]
     two = results["two_hosts"]
-    lines.append(f"the machine's own namespace, read {two['polls']} times during the run: the nodes' addresses on its "
+    every = f", about every {two['seconds'] / two['polls']:.2f} s" if two["polls"] else ""
+    lines.append(f"the sockets read {two['polls']} times during the run{every} (a 0.1 s pause between reads)")
+    lines.append(f"the machine's own namespace, read as often: the nodes' addresses on its "
                  f"interfaces: {two['host_namespace_addresses'] or 'none'}; its sockets touching them: "
                  f"{two['host_namespace_sockets'] or 'none'}")
     return "\n".join(lines)
