@@ -9,8 +9,8 @@ import time
 import pytest
 
 from conftest import WORKERS, launch
-from minitrain.launch import hosts
-from minitrain.measure.two_hosts import RDZV_PORT, RESULT_NAME, cannot_run, findings, run, two_namespaces
+from minitrain.launch import free_port, hosts
+from minitrain.measure.two_hosts import RDZV_PORT, RESULT_NAME, cannot_run, checks, findings, run, two_namespaces
 
 REASON = cannot_run()
 needs_namespaces = pytest.mark.skipif(REASON is not None, reason=f"needs root and iproute2's ip netns: {REASON}")
@@ -33,6 +33,14 @@ def test_two_nodes_end_bitwise_equal_to_one_host(two_hosts):
         assert pair["bitwise_equal"] and pair["max_abs_diff"] == 0.0, name
     assert results["bitwise_equal"]
     assert results["losses_identical"] and len(results["losses"]["two"]) == results["plan"]["steps"]
+
+
+@needs_namespaces
+def test_the_live_runs_checks_hold_and_name_a_broken_fact(two_hosts):
+    _, results = two_hosts
+    assert "False" not in checks(results)  # what notebook 14's live run asserts
+    broken = results | {"listeners": [*results["listeners"], {"bound_to": "ELSEWHERE"}]}
+    assert "every listening socket on its node's own address or loopback: False" in checks(broken)
 
 
 @needs_namespaces
@@ -125,10 +133,11 @@ def test_a_secondary_address_is_refused_because_gloo_would_listen_on_the_first(m
 def test_a_node_whose_rendezvous_host_never_comes_says_so(reap):
     """The joining side alone, its endpoint an address where nothing listens (127.0.0.2, loopback):
     after --rdzv-conf read_timeout seconds, one line naming the endpoint and what to check."""
-    proc = launch("--nnodes=2", "--host-address=127.0.0.1", "--rdzv-endpoint=127.0.0.2:29400",
+    port = free_port()  # nothing listens there, on 127.0.0.1 nor on every interface
+    proc = launch("--nnodes=2", "--host-address=127.0.0.1", f"--rdzv-endpoint=127.0.0.2:{port}",
                   "--rdzv-conf=read_timeout=3", "--nproc-per-node=1", str(WORKERS), "clean")
     reap(proc)
     out, _ = proc.communicate(timeout=120)
     assert proc.returncode == 1, out
-    assert "error: no rendezvous at 127.0.0.2:29400 within 3 s" in out, out
+    assert f"error: no rendezvous at 127.0.0.2:{port} within 3 s" in out, out
     assert "Traceback" not in out, out

@@ -3,13 +3,14 @@ sends what its P and Q hold, the ranks stay bitwise equal, gloo's float16 sum is
 file and findings; PowerSGD's compression rule and the byte theory on hand-made shapes. No timing
 assertions: this machine's speed is not under test."""
 
+import copy
 import json
 import sys
 
 import pytest
 
 from helpers import check_findings, check_provenance
-from minitrain.measure.compression import QUICK, findings, powersgd_matrices, run, step_verdict, theory
+from minitrain.measure.compression import QUICK, checks, findings, powersgd_matrices, run, step_verdict, theory
 
 
 @pytest.fixture(scope="module")
@@ -92,6 +93,14 @@ def test_findings_hold_the_runs_numbers(quick_run):
         "variants_with_bitwise_equal_ranks": len(QUICK.variants),
         "gloo_fp16_allreduce_mismatches": 0})
     assert f"of {len(QUICK.variants)} variants" == found["variants_with_bitwise_equal_ranks"]["unit"]
+
+
+def test_the_live_runs_checks_hold_and_name_a_broken_fact(quick_run):
+    _, results = quick_run
+    assert "False" not in checks(results)  # what notebook 12's live run asserts
+    broken = copy.deepcopy(results)
+    broken["variants"][1]["ranks_bitwise_equal"] = False
+    assert "both ranks bitwise equal with every hook: False" in checks(broken)
 
 
 def test_powersgd_compresses_only_matrices_that_shrink_enough():

@@ -1,6 +1,7 @@
 """The restart measurement: one real quick run (five launches: uninterrupted, one fault, two faults,
 two resumes done wrong), and its timeline and log excerpt on a hand-made log. No timing assertions."""
 
+import copy
 import json
 import sys
 
@@ -8,7 +9,7 @@ import pytest
 import torch
 
 from helpers import check_findings, check_provenance
-from minitrain.measure.restart import (QUICK, Log, excerpt, log_excerpt, model_contents, progress, sigterm_lead_ms,
+from minitrain.measure.restart import (QUICK, Log, checks, excerpt, log_excerpt, model_contents, progress, sigterm_lead_ms,
                                       timeline)
 
 
@@ -39,15 +40,24 @@ def test_the_restarted_run_is_bitwise_the_uninterrupted_one(quick_run):
     assert wrong.keys() == {"optimizer", "data"}
     for w in wrong.values():  # done wrong, the resumed run ends elsewhere, silently
         assert not w["bitwise_equal"] and w["max_abs_diff"] > 0 and not w["losses_equal"]
+    at = {e["event"]: e["since_fault_s"] for e in results["timeline"]}  # the findings quote the timeline
     check_findings(results["findings"], {
         "ranks_bitwise_equal": 2, "max_abs_diff": 0.0, "resumed_from_step": resumed,
-        "steps_redone": fault_step - resumed, "detected_after": results["findings"][4]["value"],
-        "resumed_after": results["findings"][5]["value"], "processes_left_after_second_fault": 0,
+        "steps_redone": fault_step - resumed, "detected_after": at["detected"],
+        "resumed_after": at["resumed"], "processes_left_after_second_fault": 0,
         "max_abs_diff_without_optimizer": wrong["optimizer"]["max_abs_diff"],
         "max_abs_diff_without_data": wrong["data"]["max_abs_diff"]})
     check_provenance(results, "minitrain.measure.restart")
     assert json.loads((out / "restart.json").read_text()) == json.loads(json.dumps(results))
     assert (out / "restart.png").stat().st_size > 0
+
+
+def test_the_live_runs_checks_hold_and_name_a_broken_fact(quick_run):
+    _, results = quick_run
+    assert "False" not in checks(results)  # what notebook 13's live run asserts
+    broken = copy.deepcopy(results)
+    broken["second_fault"]["processes_left"] = 1
+    assert "the second fault ended the run, no process left: False" in checks(broken)
 
 
 def test_the_logs_it_keeps_name_no_machine_path(quick_run):

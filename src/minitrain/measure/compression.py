@@ -611,6 +611,16 @@ def plot(results: dict, path: Path) -> None:
     save_figure(fig, path)
 
 
+def checks(results: dict) -> str:
+    """The facts a run must show on any machine, one line each (a live run asserts none says False)."""
+    fp16 = by_name(results)["fp16"]
+    halved = ("socket counters not available on this OS" if fp16["sent"] is None
+              else f"fp16 sent about half of plain's bytes ({fp16['sent_over_plain']:.3f}x): "
+                   f"{0.49 < fp16['sent_over_plain'] < 0.52}")
+    return "\n".join([halved, "both ranks bitwise equal with every hook: "
+                       f"{all(v['ranks_bitwise_equal'] for v in results['variants'])}"])
+
+
 def takeaway(results: dict) -> str:
     """The notebook's takeaway sentences, with this run's numbers and verdicts."""
     rows = by_name(results)

@@ -460,6 +460,16 @@ def second_fault_table(results: dict) -> str:
     return "\n".join(lines)
 
 
+def checks(results: dict) -> str:
+    """The facts a run must show on any machine, one line each (a live run asserts none says False)."""
+    cmp, second = results["comparison"], results["second_fault"]
+    return "\n".join([
+        f"after the restart, bitwise equal to the uninterrupted run, losses too: {cmp['bitwise_equal'] and cmp['losses_equal']}",
+        f"the second fault ended the run, no process left: {second['failed'] and second['processes_left'] == 0}",
+        "each resume done wrong ended with other weights: "
+        f"{not any(w['bitwise_equal'] for w in results['done_wrong']['runs'])}"])
+
+
 def takeaway(results: dict) -> str:
     """The lesson, with this run's numbers."""
     cmp, r, s = results["comparison"], results["restart"], results["second_fault"]

@@ -373,6 +373,14 @@ def weights_table(results: dict) -> str:
     return "\n".join(lines)
 
 
+def checks(results: dict) -> str:
+    """The facts a run must show on any machine, one line each (a live run asserts none says False)."""
+    return "\n".join([
+        f"two nodes bitwise equal to one host: {results['bitwise_equal']}",
+        "every listening socket on its node's own address or loopback: "
+        f"{all(r['bound_to'] != 'ELSEWHERE' for r in results['listeners'])}"])
+
+
 def takeaway(results: dict) -> str:
     """The run's verdict in sentences, every number from the results."""
     two, one = results["two_hosts"], results["one_host"]
