@@ -42,13 +42,12 @@ from minitrain.launch import spawn_workers
 from minitrain.model import MiniGPTConfig, count_parameters
 from minitrain.paths import relative
 from minitrain.provenance import provenance, rank_facts
-from minitrain.snapshot import agree_on_snapshot, load_rank_state, save_snapshot
+from minitrain.snapshot import SNAPSHOTS, agree_on_snapshot, load_rank_state, save_snapshot
 from minitrain.timing import (BY_NAME, VARIANTS, InstrumentedHook, attach_instrumented_hook, summarize,
                              timed_backward)
 from minitrain.train import build_model_for_corpus, log_step, seed_everything
 
 HERE = Path(__file__).resolve().parent
-SNAPSHOTS = "snapshots"  # under --out
 PROGRESS = "progress.json"  # in SNAPSHOTS: rank 0's steps done so far, to count the steps a restart redoes
 
 

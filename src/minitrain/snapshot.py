@@ -24,6 +24,7 @@ import torch.distributed as dist
 from minitrain.artifacts import write_atomic
 from minitrain.paths import relative
 
+SNAPSHOTS = "snapshots"  # train.py's folder for them, under --out
 MARKER = "COMPLETE"
 KEEP = 2  # complete snapshots kept: the newest, and the one before in case the newest turns out bad
 

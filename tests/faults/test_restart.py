@@ -14,7 +14,7 @@ import pytest
 from conftest import TRAIN, launch, wait_for_line
 from test_bad_arguments import train_script  # noqa: F401 (a fixture: train.py imported in this process)
 from minitrain.measure.restart import leftovers
-from minitrain.snapshot import MARKER, step_folder
+from minitrain.snapshot import MARKER, SNAPSHOTS, step_folder
 from minitrain.verify import compare_state_files
 
 STEPS, EVERY = 40, 4
@@ -64,18 +64,21 @@ def reference(tmp_path_factory, corpus_dir):
 
 def test_a_rank_killed_by_the_fault_flag_restarts_and_ends_bitwise_equal(tmp_path, corpus_dir, reference, reap):
     out = tmp_path / "restarted"
-    proc = train(out, corpus_dir, "--fail-at", "6:1")
+    fault = 6
+    resumed = fault // EVERY * EVERY  # the newest snapshot before the fault
+    proc = train(out, corpus_dir, "--fail-at", f"{fault}:1")
     reap(proc)
     status, log = finish(proc)
     assert status == 0, log
-    assert re.search(r"\[rank 1\] fault injected: pid \d+ kills itself with SIGKILL as step 6 begins", log)
+    assert re.search(rf"\[rank 1\] fault injected: pid \d+ kills itself with SIGKILL as step {fault} begins", log)
     assert log.count("torchrun's agent restarted the workers") == 2  # both workers are new
-    assert "resumed from " in log and "step-000004: step 4 of 40 (attempt 1; the previous attempt had done 6 steps: 2 redone)" in log
+    assert (f"{step_folder(SNAPSHOTS, resumed).name}: step {resumed} of {STEPS} (attempt 1; the previous attempt "
+            f"had done {fault} steps: {fault - resumed} redone)") in log
     restart = run_json(out)["restart"]
     assert {k: restart[k] for k in ("attempt", "max_restarts", "resumed_from_step", "previous_steps_done",
                                     "steps_redone", "skipped")} == {
-        "attempt": 1, "max_restarts": 1, "resumed_from_step": 4, "previous_steps_done": 6, "steps_redone": 2,
-        "skipped": []}
+        "attempt": 1, "max_restarts": 1, "resumed_from_step": resumed, "previous_steps_done": fault,
+        "steps_redone": fault - resumed, "skipped": []}
     assert_same_weights(reference, out)
 
 
@@ -99,8 +102,8 @@ def test_a_snapshot_interrupted_mid_write_is_named_and_the_previous_one_used(tmp
     """What a write interrupted by a kill leaves: the newest folder with rank 0's file, rank 1's still a
     temporary file, no COMPLETE marker. The run names it, resumes from the one before, ends equal."""
     out = tmp_path / "resumed"
-    shutil.copytree(reference / "snapshots", out / "snapshots")
-    newest = step_folder(out / "snapshots", STEPS)
+    shutil.copytree(reference / SNAPSHOTS, out / SNAPSHOTS)
+    newest = step_folder(out / SNAPSHOTS, STEPS)
     (newest / MARKER).unlink()
     (newest / "rank-1.pt").rename(newest / ".rank-1.pt.x1y2z3.tmp")
     proc = train(out, corpus_dir, restarts=0)
@@ -115,7 +118,7 @@ def test_a_snapshot_interrupted_mid_write_is_named_and_the_previous_one_used(tmp
 
 def test_a_snapshot_of_another_configuration_is_refused_in_one_line(tmp_path, corpus_dir, reference, reap):
     out = tmp_path / "other"
-    shutil.copytree(reference / "snapshots", out / "snapshots")
+    shutil.copytree(reference / SNAPSHOTS, out / SNAPSHOTS)
     proc = train(out, corpus_dir, "--batch-size", "8", restarts=0)
     reap(proc)
     status, log = finish(proc)

@@ -22,10 +22,6 @@ def quick_run(tmp_path_factory, corpus_dir):
     return out, run(out, quick=True, corpus_dir=corpus_dir, echo=lines.append)
 
 
-def test_the_quick_plan_sweeps_the_default_and_the_traced_cap():
-    assert QUICK.caps == (None, TRACE_CAP)
-
-
 def test_bucket_counts_for_each_cap(quick_run, corpus_dir):
     _, results = quick_run
     caps = {c["cap"]: c for c in results["caps"]}

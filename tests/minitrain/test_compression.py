@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from helpers import check_findings, check_provenance
-from minitrain.measure.compression import QUICK, checks, findings, powersgd_matrices, run, step_verdict, theory
+from minitrain.measure.compression import QUICK, checks, powersgd_matrices, run, step_verdict, theory
 
 
 @pytest.fixture(scope="module")
@@ -82,7 +82,6 @@ def test_results_on_disk(quick_run):
 def test_findings_hold_the_runs_numbers(quick_run):
     _, results = quick_run
     by = rows(results)
-    assert results["findings"] == findings(results)
     shifts = [v["val_loss_shift_in_spreads"] for v in results["variants"][1:]]
     found = check_findings(results["findings"], {
         "fp16_bytes_over_plain": by["fp16"]["sent_over_plain"],

@@ -8,7 +8,7 @@ import pytest
 from minitrain.measure import registry
 from minitrain.measure.measurement import Measurement, command_line, finding, provenance_line, write_results
 from minitrain.measure.trace import ALLREDUCE, BACKWARD_OP, STEP, overlap_table
-from minitrain.paths import BEYOND_DIR, NOTEBOOKS_DIR, REPO
+from minitrain.paths import BEYOND_DIR, DEFAULT_CORPUS_DIR, NOTEBOOKS_DIR, REPO
 
 MEASUREMENTS = {"allreduce_bench", "scaling_matrix", "controls", "wire", "buckets", "compression", "restart",
                 "two_hosts"}
@@ -30,8 +30,10 @@ def test_command_line_is_what_a_reader_types(tmp_path):
     assert command_line("minitrain.measure.wire", BEYOND_DIR, True, corpus_dir=None) == (
         "python -m minitrain.measure.wire --out experiments/35-ddp-cpu/beyond --quick")
     assert command_line("minitrain.measure.controls", REPO / "build" / "x", False, steps=300,
-                        corpus_dir=REPO / "data" / "corpus", runs_dir=None) == (
-        "python -m minitrain.measure.controls --out build/x --steps 300 --corpus-dir data/corpus")
+                        corpus_dir=REPO / "build" / "corpus", runs_dir=None) == (
+        "python -m minitrain.measure.controls --out build/x --steps 300 --corpus-dir build/corpus")
+    assert command_line("minitrain.measure.wire", BEYOND_DIR, False, corpus_dir=DEFAULT_CORPUS_DIR) == (
+        "python -m minitrain.measure.wire --out experiments/35-ddp-cpu/beyond")  # the default corpus: left out
     outside = tmp_path / "my out"  # outside the repository: as given, quoted for the shell
     assert command_line("m", outside, False, gradient_bytes=4096) == f"python -m m --out '{outside}' --gradient-bytes 4096"
 

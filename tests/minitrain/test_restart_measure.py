@@ -31,8 +31,9 @@ def test_the_restarted_run_is_bitwise_the_uninterrupted_one(quick_run):
     assert results["comparison"]["bitwise_equal"] and results["comparison"]["losses_equal"]
     assert [e["event"] for e in results["timeline"]][:1] == ["fault"]
     assert {"detected", "restarted", "resumed", "first_step"} <= {e["event"] for e in results["timeline"]}
-    times = [e["since_fault_s"] for e in results["timeline"]]
-    assert times == sorted(times)  # the events in the order they happened
+    # the restart's events in the order they must happen (the peer's error, if any, may come anywhere)
+    assert [e["event"] for e in results["timeline"] if e["event"] != "peer_error"] == [
+        "fault", "detected", "restarted", "resumed", "first_step"]
     second = results["second_fault"]
     assert second["failed"] and second["exit_status"] not in (0, 2) and second["processes_left"] == 0
     assert len(second["error_lines"]) == 1 and second["error_lines"][0].startswith("error: the run failed, rank 0 ")

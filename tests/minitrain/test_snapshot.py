@@ -8,7 +8,7 @@ import random
 import pytest
 import torch
 
-from minitrain.data import make_shard
+from minitrain.data import SEED_BASE, make_shard
 from minitrain.snapshot import (KEEP, MARKER, check, load_rank_state, mark_complete, newest_complete,
                                 save_rank_state, step_folder, write_durable)
 
@@ -123,7 +123,7 @@ def test_a_shard_resumes_at_the_same_batch(corpus_dir, drawn):
     for _ in range(drawn):
         next(original)
     state = original.state_dict()
-    assert state == {"seed": 35001, "batches": drawn}
+    assert state == {"seed": SEED_BASE + 1, "batches": drawn}  # rank 1's seed
     resumed = make_shard(1, 2, corpus_dir, **kw)
     next(resumed)  # whatever it drew before is forgotten: the position is the saved one
     resumed.load_state_dict(state)
@@ -135,5 +135,5 @@ def test_a_shard_resumes_at_the_same_batch(corpus_dir, drawn):
 
 def test_a_shard_refuses_a_position_taken_with_another_seed(corpus_dir):
     state = make_shard(0, 2, corpus_dir).state_dict()
-    with pytest.raises(ValueError, match="taken with seed 35000, this shard has seed 35001"):
+    with pytest.raises(ValueError, match=f"taken with seed {SEED_BASE}, this shard has seed {SEED_BASE + 1}"):
         make_shard(1, 2, corpus_dir).load_state_dict(state)

@@ -24,6 +24,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 from torch.autograd.profiler import record_function
+from torch.nn.parallel.distributed import _DEFAULT_BUCKET_CAP_MB
 
 from minitrain.artifacts import save_figure
 from minitrain.corpus import DEFAULT_CORPUS_DIR, ensure_corpus
@@ -37,16 +38,14 @@ from minitrain.measure.measurement import (Measurement, command_line, finding, p
 from minitrain.measure.trace import load_trace, overlap_table, overlapped_share, profile_steps
 from minitrain.paths import BEYOND_DIR, relative
 from minitrain.timing import attach_instrumented_hook
-from minitrain.train import build_model_for_corpus, seed_everything
+from minitrain.train import TrainConfig, build_model_for_corpus, seed_everything
 from minitrain.verify import compare_states
 
 RESULT_NAME, PLOT_NAME = "buckets.json", "buckets.png"
 TRACE_NAME = "buckets-trace-rank-{rank}.json.gz"
 WORLD_SIZE = 2
-BATCH_SIZE, BLOCK_SIZE, LR = 16, 64, 3e-4  # train.py's defaults: the lab's run
+BATCH_SIZE, BLOCK_SIZE, LR = TrainConfig.batch_size, TrainConfig.block_size, TrainConfig.lr  # the lab's run
 MiB = 1024 * 1024  # bucket_cap_mb counts MiB: DDP multiplies it by 1024 * 1024
-DEFAULT_FIRST_BUCKET_BYTES = MiB  # torch.distributed._DEFAULT_FIRST_BUCKET_BYTES
-DEFAULT_CAP_MB = 25  # torch/nn/parallel/distributed.py's _DEFAULT_BUCKET_CAP_MB
 TRACE_CAP = 0.1  # the cap whose traces are kept: several buckets, few enough to follow in Perfetto
 PROGRESS = "buckets progress: "  # the line rank 0 prints after each block; the driver's bar counts them
 
@@ -79,7 +78,7 @@ def ddp_caps(cap: float | None) -> tuple[int, int]:
     """(first bucket's cap, later buckets' cap) in bytes, as torch 2.13's DDP sets them: without
     bucket_cap_mb, 1 MiB then 25 MiB; with it, bucket_cap_mb MiB for every bucket, the first too."""
     if cap is None:
-        return DEFAULT_FIRST_BUCKET_BYTES, DEFAULT_CAP_MB * MiB
+        return dist._DEFAULT_FIRST_BUCKET_BYTES, int(_DEFAULT_BUCKET_CAP_MB * MiB)
     return int(cap * MiB), int(cap * MiB)
 
 
@@ -307,8 +306,7 @@ def run(out: Path = BEYOND_DIR, quick: bool = False, corpus_dir: Path = DEFAULT_
                          "open_with": "https://ui.perfetto.dev (Open trace file; .json.gz is read as is)"}
     results["benchmark"] = ({"file": relative(bench), "fit": fit, "date": benchmark["provenance"]["date"]} if fit
                             else {"file": None, "note": "run python -m minitrain.measure.allreduce_bench first"})
-    default_corpus = Path(corpus_dir).resolve() == DEFAULT_CORPUS_DIR.resolve()
-    command = command_line(__spec__.name, out, quick, corpus_dir=None if default_corpus else corpus_dir)
+    command = command_line(__spec__.name, out, quick, corpus_dir=corpus_dir)
     results = write_results(out, MEASUREMENT, results, findings(results), command, started, corpus_dir)
     plot(results, out / PLOT_NAME)
     return results

@@ -41,12 +41,12 @@ from minitrain.measure.sockets import gloo_pair_endpoints, my_connections, pair_
 from minitrain.paths import BEYOND_DIR
 from minitrain.probe import load_pairs
 from minitrain.timing import HookTimer, attach_instrumented_hook
-from minitrain.train import build_model_for_corpus, seed_everything
+from minitrain.train import TrainConfig, build_model_for_corpus, seed_everything
 from minitrain.verify import Comparison, compare_state_files
 
 RESULT_NAME, PLOT_NAME = "compression.json", "compression.png"
 WORLD_SIZE = 2
-BATCH_SIZE, BLOCK_SIZE, LR = 16, 64, 3e-4  # train.py's defaults: 2 x 16 = the controls' global batch of 32
+BATCH_SIZE, BLOCK_SIZE, LR = TrainConfig.batch_size, TrainConfig.block_size, TrainConfig.lr  # 2 x 16 = the controls' global batch of 32
 MIN_COMPRESSION_RATE = 2  # PowerSGDState's default: compress a matrix only if it shrinks more than 2x
 CONTROL_SEED_STEP = 1000  # the seed controls' seed bases: SEED_BASE + 1000 k
 RUN_MARK = "compression: finished"  # rank 0's line after each run; the driver's progress bar counts them
@@ -371,7 +371,7 @@ def run(out: Path = BEYOND_DIR, quick: bool = False, corpus_dir: Path = DEFAULT_
             results = analyse(notes, *score_runs(notes[0]["runs"], Path(work), corpus_dir, quick))
     results["quick"] = quick
     command = command_line(__spec__.name, out, quick,
-                           corpus_dir=None if corpus_dir.resolve() == DEFAULT_CORPUS_DIR.resolve() else corpus_dir)
+                           corpus_dir=corpus_dir)
     results = write_results(out, MEASUREMENT, results, findings(results), command, started, corpus_dir)
     plot(results, out / PLOT_NAME)
     return results

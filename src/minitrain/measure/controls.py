@@ -153,7 +153,7 @@ def run(out: Path = BEYOND_DIR, quick: bool = False, steps: int = 300,
         "runtime_s": {case: round(c["seconds"], 1) for case, c in cases.items()},
     }
     command = command_line(__spec__.name, out, quick, steps=None if quick else steps,
-                           corpus_dir=None if corpus_dir == DEFAULT_CORPUS_DIR.resolve() else corpus_dir)
+                           corpus_dir=corpus_dir)
     results = write_results(out, MEASUREMENT, results, findings(results), command, started, corpus_dir)
     plot_drift(results, out / "controls_drift.png")
     plot_learning(results, out / "controls_learning.png")

@@ -47,9 +47,12 @@ def finding(name: str, value: float | int | None, unit: str, meaning: str) -> di
 
 
 def command_line(module: str, out: Path, quick: bool, **options: object) -> str:
-    """The command that repeats a measurement, as a reader types it (paths relative to the repository)."""
+    """The command that repeats a measurement, as a reader types it (paths relative to the repository;
+    the default corpus left out)."""
     words = ["python", "-m", module, "--out", relative(out)] + (["--quick"] if quick else [])
     for key, value in options.items():
+        if key == "corpus_dir" and value is not None and Path(value).resolve() == DEFAULT_CORPUS_DIR.resolve():
+            continue  # the default: left out, as a reader would
         if value is not None:
             words += [f"--{key.replace('_', '-')}", relative(value) if isinstance(value, Path) else str(value)]
     return shlex.join(words)

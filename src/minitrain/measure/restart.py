@@ -25,18 +25,18 @@ import psutil
 from minitrain.artifacts import save_figure
 from minitrain.corpus import DEFAULT_CORPUS_DIR, ensure_corpus
 from minitrain.lab.report import findings_table
+from minitrain.lab.runs import read_timings
 from minitrain.launch import LaunchError, run_streaming, torchrun_command
 from minitrain.measure.measurement import (Measurement, command_line, finding, fresh_folder, parser, runs_folder,
                                            write_results)
 from minitrain.paths import BEYOND_DIR, REPO, TRAIN_SCRIPT, relative
-from minitrain.snapshot import MARKER, load_rank_state, mark_complete, save_rank_state, step_folder
+from minitrain.snapshot import MARKER, SNAPSHOTS, load_rank_state, mark_complete, save_rank_state, step_folder
 from minitrain.verify import compare_state_files
 
 RESULT_NAME, PLOT_NAME = "restart.json", "restart.png"
 WORLD_SIZE = 2
 RUN_TIMEOUT_S = 600
 GONE_WITHIN_S = 10  # how long the processes of a failed run get to disappear before one counts as an orphan
-SNAPSHOTS = "snapshots"  # train.py's folder under --out
 
 
 @dataclass(frozen=True)
@@ -222,7 +222,7 @@ def compare_runs(a: Path, b: Path) -> dict:
         c = compare_state_files(a / f"state-rank-{rank}.pt", b / f"state-rank-{rank}.pt")
         ranks.append({"rank": rank, "tensors": len(c.per_tensor), "bitwise_equal": c.bitwise_equal,
                       "max_abs_diff": c.max_abs_diff})
-    losses = [[json.loads(line)["loss"] for line in (run / "timings.jsonl").read_text().splitlines()] for run in (a, b)]
+    losses = [[r["loss"] for r in read_timings(run / "timings.jsonl")] for run in (a, b)]
     return {"ranks": ranks, "bitwise_equal": all(r["bitwise_equal"] for r in ranks),
             "max_abs_diff": max(r["max_abs_diff"] for r in ranks),
             "losses_equal": losses[0] == losses[1], "steps": len(losses[1]),
@@ -287,7 +287,7 @@ restart.json and restart.png in `out`."""
                                                                *(f"without-{item}" for item in LEFT_OUT))},
         }
     command = command_line(__spec__.name, out, quick,
-                           corpus_dir=None if Path(corpus_dir).resolve() == DEFAULT_CORPUS_DIR.resolve() else corpus_dir)
+                           corpus_dir=corpus_dir)
     results = write_results(out, MEASUREMENT, results, findings(results), command, started, corpus_dir)
     plot(results, out / PLOT_NAME)
     return results

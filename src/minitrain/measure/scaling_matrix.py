@@ -174,7 +174,7 @@ def run(out: Path = BEYOND_DIR, quick: bool = False, repeats: int = 3,
     results["points"] = points(runs)
     results["summary"] = summary(results)
     command = command_line(__spec__.name, out, quick, repeats=repeats,
-                           corpus_dir=None if Path(corpus_dir).resolve() == DEFAULT_CORPUS_DIR.resolve() else corpus_dir)
+                           corpus_dir=corpus_dir)
     results = write_results(out, MEASUREMENT, results, findings(results), command, started, corpus_dir)
     plot_matrix(results, out / PLOT_NAME)
     return results

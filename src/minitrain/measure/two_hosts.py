@@ -13,7 +13,6 @@ and two_hosts.png.
 """
 
 import contextlib
-import json
 import os
 import re
 import secrets
@@ -30,15 +29,17 @@ import psutil
 from minitrain.artifacts import save_figure
 from minitrain.corpus import DEFAULT_CORPUS_DIR, ensure_corpus
 from minitrain.lab.report import findings_table
+from minitrain.lab.runs import read_run
 from minitrain.launch import run_streaming, stop_process_tree, torchrun_command
 from minitrain.launch.hosts import ipv4_addresses
+from minitrain.launch.rendezvous import DEFAULT_RDZV_PORT
 from minitrain.measure.measurement import (Measurement, command_line, finding, fresh_folder, parser, runs_folder,
                                            write_results)
 from minitrain.paths import BEYOND_DIR, TRAIN_SCRIPT, relative
 from minitrain.verify import compare_state_files
 
 RESULT_NAME, PLOT_NAME = "two_hosts.json", "two_hosts.png"
-RDZV_PORT = 29400  # a fixed port is safe: nothing else lives in namespaces made for this run
+RDZV_PORT = DEFAULT_RDZV_PORT  # a fixed port is safe: nothing else lives in namespaces made for this run
 RUN_TIMEOUT_S = 300
 THREADS = "1"  # what torchrun gives each of 2 ranks on one host; the two-host run gets the same
 
@@ -235,14 +236,13 @@ def run(out: Path = BEYOND_DIR, quick: bool = False, corpus_dir: Path = DEFAULT_
             raise RuntimeError(f"the two-node run failed, exit codes {two_nodes['exit_codes']}:\n{logs}")
         echo(f"two nodes: done in {two_nodes['seconds']:.1f} s")
         one_started = time.perf_counter()
-        run_streaming(torchrun_command(TRAIN_SCRIPT, 2, *train[1:], "--out", str(one)), timeout=RUN_TIMEOUT_S,
-                      echo=lambda line: None)
-        one_host = {"command": as_typed(torchrun_command(TRAIN_SCRIPT, 2, *train[1:], "--out", str(one))),
+        one_command = torchrun_command(TRAIN_SCRIPT, 2, *train[1:], "--out", str(one))
+        run_streaming(one_command, timeout=RUN_TIMEOUT_S, echo=lambda line: None)
+        one_host = {"command": as_typed(one_command),
                     "seconds": time.perf_counter() - one_started}
         echo(f"one host: done in {one_host['seconds']:.1f} s")
         results = analyse(two, one, two_nodes, one_host, hosts, plan)
-    command = command_line(__spec__.name, out, quick, corpus_dir=None if Path(corpus_dir).resolve()
-                           == DEFAULT_CORPUS_DIR.resolve() else corpus_dir)
+    command = command_line(__spec__.name, out, quick, corpus_dir=corpus_dir)
     results = write_results(out, MEASUREMENT, results, findings(results), command, started, corpus_dir)
     plot(results, out / PLOT_NAME)
     return results
@@ -251,9 +251,10 @@ def run(out: Path = BEYOND_DIR, quick: bool = False, corpus_dir: Path = DEFAULT_
 def analyse(two: Path, one: Path, two_nodes: dict, one_host: dict, hosts: tuple[Host, Host], plan: Plan) -> dict:
     """two_hosts.json's content (without provenance): the runs, the sockets, the weights compared."""
     rank0 = {"two": two / "a", "one": one}  # where each run's rank 0 wrote run.json and timings.jsonl
-    runs = {name: json.loads((folder / "run.json").read_text()) for name, folder in rank0.items()}
-    losses = {name: [json.loads(line)["loss"] for line in (folder / "timings.jsonl").read_text().splitlines()]
-              for name, folder in rank0.items()}
+    runs, losses = {}, {}
+    for name, folder in rank0.items():
+        runs[name], timings = read_run(folder)
+        losses[name] = [r["loss"] for r in timings]
     states = {0: two / "a" / "state-rank-0.pt", 1: two / "b" / "state-rank-1.pt"}
     pairs = {f"two-hosts rank {r} vs one-host rank {r}": (states[r], one / f"state-rank-{r}.pt")
              for r in (0, 1)} | {"two-hosts rank 0 vs rank 1": (states[0], states[1])}

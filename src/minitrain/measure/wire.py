@@ -33,7 +33,7 @@ from minitrain.measure import allreduce_bench
 from minitrain.measure.measurement import (Measurement, command_line, finding, parser,
                                            write_results)
 from minitrain.measure.sockets import gloo_pair_endpoints, my_connections, pair_bytes
-from minitrain.measure.trace import load_trace, overlap_table, profile_steps
+from minitrain.measure.trace import load_trace, overlap_table, overlapped_share, profile_steps
 from minitrain.model import MiniGPTConfig
 from minitrain.paths import BEYOND_DIR, relative
 from minitrain.timing import attach_instrumented_hook, summarize
@@ -253,14 +253,13 @@ def run(out: Path = BEYOND_DIR, quick: bool = False, corpus_dir: Path = DEFAULT_
     overlap_rows = [row | {"rank": r} for r, t in enumerate(traces) for row in t["rows"]]
     results["overlap"] = {
         "rows": overlap_rows,
-        "overlapped_share": (sum(r["overlapped_ms"] for r in overlap_rows)
-                             / sum(r["allreduce_ms"] for r in overlap_rows)),
+        "overlapped_share": overlapped_share(overlap_rows),
         "traces": [t["file"] for t in traces],
         "open_with": "https://ui.perfetto.dev (Open trace file; .json.gz is read as is)",
     }
     results["benchmark"] = ({"file": relative(bench), "fit": fit} if fit
                             else {"file": None, "note": "run python -m minitrain.measure.allreduce_bench first"})
-    command = command_line(__spec__.name, out, quick, corpus_dir=None if Path(corpus_dir).resolve() == DEFAULT_CORPUS_DIR.resolve() else corpus_dir)
+    command = command_line(__spec__.name, out, quick, corpus_dir=corpus_dir)
     results = write_results(out, MEASUREMENT, results, findings(results), command, started, corpus_dir)
     plot(results, out / PLOT_NAME)
     return results
