@@ -3,8 +3,11 @@ in one line that names it and the fix, with exit status 2, before anything is wr
 process is started."""
 
 import argparse
+import contextlib
 import math
 import os
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 BAD_USAGE = 2  # the exit status of a bad argument, input or setting reported in one line (argparse's)
@@ -34,6 +37,17 @@ class LabArgumentParser(argparse.ArgumentParser):
         if os.environ.get("RANK", "0") == "0":  # every rank parses the same argv: one report is enough
             self._print_message(f"{self.prog}: error: {message}\n", None)
         self.exit(BAD_USAGE)
+
+
+@contextlib.contextmanager
+def exit_on_bad_input(who: str) -> Iterator[None]:
+    """Bad input read inside (a missing or malformed file, a bad value): one line on stderr naming
+    `who` and the problem, then exit status 2, without a traceback."""
+    try:
+        yield
+    except (OSError, ValueError) as e:  # a CorpusError is a ValueError whose message names the fix
+        print(f"[{who}] error: {e}", file=sys.stderr, flush=True)
+        sys.exit(BAD_USAGE)
 
 
 def positive_int(text: str) -> int:

@@ -1,10 +1,12 @@
 """Load the corpus, give each rank its shard, and pack sentences into training batches."""
 
 import json
+import os
 import random
 from pathlib import Path
 
 import torch
+import torch.distributed as dist
 
 from minitrain.corpus import DEFAULT_CORPUS_DIR, ensure_corpus
 from minitrain.tokenizer import Tokenizer
@@ -129,3 +131,19 @@ def make_shard(rank: int, world_size: int, corpus_dir: str | Path = DEFAULT_CORP
                          f"{len(sentences)} processes")
     tokenizer = Tokenizer.load(corpus_dir / "vocab.json")
     return Shard(mine, tokenizer, batch_size, block_size, SEED_BASE + rank if seed is None else seed)
+
+
+def check_shards(shard: Shard, rank: int, world_size: int, corpus_total: int) -> dict:
+    """Block B's sanity checks, a collective: every rank logs its shard's size and first sentence; the
+    counts must add up to the corpus and the first sentences must differ. Returns both lists."""
+    print(f"[rank {rank}] pid {os.getpid()}, shard: {shard.num_sentences} sentences, first it trains on: {shard.first_sentence!r}",
+          flush=True)
+    reports = [None] * world_size
+    dist.all_gather_object(reports, (shard.num_sentences, shard.first_sentence))
+    counts, firsts = [c for c, _ in reports], [f for _, f in reports]
+    if sum(counts) != corpus_total or len(set(firsts)) != world_size:
+        raise RuntimeError(f"sharding is broken: counts {counts} (corpus {corpus_total}), firsts {firsts}")
+    if rank == 0:
+        print(f"shards ok: {' + '.join(map(str, counts))} = {corpus_total} sentences, "
+              f"{world_size} different first sentences", flush=True)
+    return {"shard_sentences": counts, "first_sentences": firsts}

@@ -23,7 +23,7 @@ import torch
 import torch.distributed as dist
 
 from minitrain.cli import SettingError, master_port
-from minitrain.ddp import loopback_interface
+from minitrain.gloo_setup import loopback_interface
 from minitrain.launch import preferred_launcher
 from minitrain.provenance import usable_cores
 

@@ -14,14 +14,17 @@ from the same step. The folder must be one all ranks see (one machine here).
 import hashlib
 import json
 import os
+import random
 import shutil
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 import torch.distributed as dist
 
-from minitrain.artifacts import write_atomic
+from minitrain.artifacts import write_atomic, write_json
+from minitrain.cli import positive_int
 from minitrain.paths import relative
 
 SNAPSHOTS = "snapshots"  # train.py's folder for them, under --out
@@ -155,3 +158,93 @@ def save_snapshot(root: Path, step: int, state: dict) -> Path:
 def load_rank_state(folder: Path, rank: int) -> dict:
     """This rank's state from a complete snapshot (tensors and plain values only: weights_only)."""
     return torch.load(Path(folder) / rank_file(rank), map_location="cpu", weights_only=True)
+
+
+# ------------------------------------------------------------------------------------------------
+# train.py's use of them: --snapshot-every K, and the resume after torchrun's agent restarts the workers
+
+PROGRESS = "progress.json"  # in SNAPSHOTS: rank 0's steps done so far, to count the steps a restart redoes
+
+
+def add_arguments(parser) -> None:
+    """train.py's --snapshot-every flag."""
+    parser.add_argument("--snapshot-every", type=positive_int, default=None, metavar="K",
+                        help="write a snapshot every K steps into OUT/snapshots and resume from the newest complete one")
+
+
+def restart_attempt() -> int:
+    """torchrun's restarts of the workers so far (0 on the first attempt)."""
+    return int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
+
+
+class Snapshots:
+    """A run's snapshots (every `every` steps into OUT/snapshots) and its resume from the newest complete
+    one; `record` says what happened, for run.json. With `every` None it does nothing."""
+
+    def __init__(self, out: Path, every: int | None, steps: int, config: dict, faults: list | None) -> None:
+        self.root, self.every, self.steps, self.config = Path(out) / SNAPSHOTS, every, steps, config
+        self.attempt, self.rank = restart_attempt(), dist.get_rank()
+        self.record = None
+        if every or faults or self.attempt:
+            self.record = {"attempt": self.attempt, "max_restarts": int(os.environ.get("TORCHELASTIC_MAX_RESTARTS", "0")),
+                           "snapshot_every": every, "faults": faults}
+        if self.attempt:
+            print(f"[rank {self.rank}] attempt {self.attempt}: torchrun's agent restarted the workers "
+                  f"(pid {os.getpid()})", flush=True)
+
+    def resume(self, model, optimizer, shard) -> tuple[list[dict], int]:
+        """Load the newest complete snapshot into the model, optimizer, data stream and RNGs; return the
+        step records so far and the step to go on from ([] and 0 without one)."""
+        if not self.every:
+            return [], 0
+        if self.rank == 0:
+            self.root.mkdir(parents=True, exist_ok=True)
+        dist.barrier()
+        previous = json.loads((self.root / PROGRESS).read_text()) if (self.root / PROGRESS).is_file() else None
+        found = agree_on_snapshot(self.root)
+        say = print if self.rank == 0 else (lambda *a, **k: None)
+        for line in found.skipped:
+            say(line, flush=True)
+        self.record.update({"skipped": found.skipped, "resumed_from": relative(found.folder) if found.folder else None,
+                            "resumed_from_step": found.step,
+                            "previous_steps_done": previous["steps_done"] if previous else None,
+                            "steps_redone": previous["steps_done"] - (found.step or 0) if previous else 0})
+        if found.folder is None:
+            if previous:
+                say(f"no complete snapshot in {relative(self.root)}: starting again at step 0 "
+                    f"({previous['steps_done']} steps redone)", flush=True)
+            return [], 0
+        state = load_rank_state(found.folder, self.rank)
+        wrong = {k: (state["config"].get(k), v) for k, v in self.config.items() if state["config"].get(k) != v}
+        if wrong or found.step > self.steps:
+            what = (", ".join(f"{k} {old} (this run: {new})" for k, (old, new) in wrong.items()) if wrong
+                    else f"step {found.step}, past --steps {self.steps}")
+            if self.rank == 0:  # every rank stops; one line says why
+                print(f"[rank {self.rank}] error: {relative(found.folder)} was taken with {what}: use another --out, "
+                      f"or delete {relative(self.root)} to start afresh", file=sys.stderr, flush=True)
+            sys.exit(2)
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        shard.load_state_dict(state["data"])
+        torch.set_rng_state(state["rng"]["torch"])
+        random.setstate(state["rng"]["python"])
+        redone = (f"the previous attempt had done {previous['steps_done']} steps: {self.record['steps_redone']} redone"
+                  if previous else "no record of a previous attempt")
+        say(f"resumed from {relative(found.folder)}: step {found.step} of {self.steps} "
+            f"(attempt {self.attempt}; {redone})", flush=True)
+        return state["records"], found.step
+
+    def after_step(self, done: int, model, optimizer, shard, records: list[dict]) -> None:
+        """After each step: rank 0 notes the steps done; every K steps (and at the end) every rank writes
+        everything the next steps depend on: weights, AdamW's moments, its data position, the RNGs."""
+        if not self.every:
+            return
+        if done % self.every == 0 or done == self.steps:
+            state = {"step": done, "config": self.config, "model": model.state_dict(),
+                     "optimizer": optimizer.state_dict(), "data": shard.state_dict(),
+                     "rng": {"torch": torch.get_rng_state(), "python": random.getstate()}, "records": records}
+            folder = save_snapshot(self.root, done, state)
+            if self.rank == 0:
+                print(f"snapshot {relative(folder)}: step {done}, {dist.get_world_size()} ranks", flush=True)
+        if self.rank == 0:
+            write_json(self.root / PROGRESS, {"attempt": self.attempt, "steps_done": done})

@@ -48,6 +48,8 @@ def log_step(step: int, loss: float, seconds: float, **extra: float) -> str:
 def build_model_for_corpus(corpus_dir: Path, block_size: int,
                            **config: int | float) -> tuple[MiniGPT, Tokenizer]:
     """A MiniGPT sized to the corpus's vocabulary (other config fields as given), and its tokenizer."""
+    if Path(corpus_dir) == DEFAULT_CORPUS_DIR:
+        ensure_corpus(corpus_dir)  # generated on first use (atomically: two ranks at once are harmless)
     tokenizer = Tokenizer.load(Path(corpus_dir) / "vocab.json")
     model = build_minigpt(tokenizer.vocab_size, block_size=block_size, **config)
     return model, tokenizer

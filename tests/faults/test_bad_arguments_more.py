@@ -40,7 +40,7 @@ def test_a_bad_collective_timeout_is_named_by_train_py(tmp_path, value):
 def test_a_bad_collective_timeout_fails_where_it_is_used_not_at_import():
     env = {"MINITRAIN_COLLECTIVE_TIMEOUT": "abc"}
     assert run([sys.executable, "-c", "import minitrain.ddp, minitrain.launch"], env=env).returncode == 0
-    proc = run([sys.executable, "-c", "from minitrain.ddp import collective_timeout; collective_timeout()"], env=env)
+    proc = run([sys.executable, "-c", "from minitrain.gloo_setup import collective_timeout; collective_timeout()"], env=env)
     assert proc.stderr.splitlines()[-1] == (
         "minitrain.cli.SettingError: MINITRAIN_COLLECTIVE_TIMEOUT=abc is not a number of seconds above 0: "
         "unset it for the default (60 s), or set e.g. MINITRAIN_COLLECTIVE_TIMEOUT=120")

@@ -10,6 +10,7 @@ import torch.multiprocessing as mp
 
 import ddp_workers
 from minitrain import ddp
+from minitrain.gloo_setup import TORCHRUN_VARS
 from minitrain.launch import free_port
 
 STEPS = 5
@@ -72,7 +73,7 @@ def test_two_half_batches_match_one_process_on_the_whole_batch(tmp_path, dtype_n
 
 
 def test_init_distributed_outside_torchrun_fails_clearly(monkeypatch):
-    for var in ddp.TORCHRUN_VARS:
+    for var in TORCHRUN_VARS:
         monkeypatch.delenv(var, raising=False)
     with pytest.raises(RuntimeError, match="torchrun --standalone"):
         ddp.init_distributed()

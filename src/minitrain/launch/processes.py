@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import psutil
 
-from minitrain.ddp import running
+from minitrain.parent_watch import running
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from torch.distributed.elastic.rendezvous.c10d_rendezvous_backend import C10dRen
 from torch.distributed.elastic.rendezvous.dynamic_rendezvous import DynamicRendezvousHandler
 from torch.distributed.elastic.rendezvous.utils import parse_rendezvous_endpoint
 
-from minitrain.ddp import use_libuv
+from minitrain.gloo_setup import use_libuv
 
 # torchrun's own stores listen on every interface, whatever --master-addr or --rdzv-endpoint says
 # (pytorch/pytorch#173909). The lab's launcher is torchrun itself, with a rendezvous backend whose
@@ -38,7 +38,7 @@ class RendezvousUnreachable(RuntimeError):
 
 def bound_store(address: str, port: int = 0, hint: str = "", **kwargs) -> dist.TCPStore:
     """A TCPStore server listening on `address`:`port` (0: a free port) and nowhere else; with libuv
-    where torch would use it (`minitrain.ddp.use_libuv`: not on Windows, nor with USE_LIBUV=0).
+    where torch would use it (`minitrain.gloo_setup.use_libuv`: not on Windows, nor with USE_LIBUV=0).
     `hint` ends the message of the PortInUseError raised when the port is taken."""
     sock = socket.socket()
     try:

@@ -10,7 +10,8 @@ import torch
 import torch.multiprocessing as mp
 
 from minitrain.cli import master_port
-from minitrain.ddp import WATCH_PID, collective_timeout, use_libuv
+from minitrain.gloo_setup import collective_timeout, use_libuv
+from minitrain.parent_watch import WATCH_PID
 from minitrain.launch.rendezvous import loopback_store
 
 

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 
 from minitrain.cli import BAD_USAGE
-from minitrain.ddp import WATCH_PID
+from minitrain.parent_watch import WATCH_PID
 from minitrain.launch.processes import alive, process_tree
 
 

@@ -19,7 +19,8 @@ from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 from torch.distributed.elastic.rendezvous.utils import parse_rendezvous_endpoint
 
 from minitrain.cli import BAD_USAGE, SettingError, check_environment, master_port
-from minitrain.ddp import WATCH_PID, exit_with_parent, loopback_interface, on_windows
+from minitrain.gloo_setup import loopback_interface, on_windows
+from minitrain.parent_watch import WATCH_PID, exit_with_parent
 from minitrain.launch.hosts import HostError, resolve
 from minitrain.launch.rendezvous import (DEFAULT_RDZV_PORT, LAB_RDZV, PortInUseError, RendezvousUnreachable,
                                          register_lab_rendezvous)

@@ -14,6 +14,7 @@ Writes buckets.json, buckets.png and one cap's traces (buckets-trace-rank-{r}.js
 
 import argparse
 import json
+import re
 import shutil
 import statistics
 import tempfile
@@ -29,7 +30,7 @@ from torch.nn.parallel.distributed import _DEFAULT_BUCKET_CAP_MB
 from minitrain.artifacts import save_figure
 from minitrain.corpus import DEFAULT_CORPUS_DIR, ensure_corpus
 from minitrain.data import SEED_BASE, make_shard
-from minitrain.ddp import barrier, cleanup, init_distributed, rebuilt_buckets, wrap_for_ddp
+from minitrain.ddp import barrier, cleanup, init_distributed, wrap_for_ddp
 from minitrain.lab.report import findings_table
 from minitrain.launch import run_streaming, torchrun_command
 from minitrain.measure import allreduce_bench
@@ -67,6 +68,14 @@ class Plan:
 
 
 QUICK = Plan(caps=(None, TRACE_CAP), warmup=2, measured=4, repeats=2, profiled=2)
+
+
+def rebuilt_buckets(ddp_model: torch.nn.parallel.DistributedDataParallel) -> tuple[list[int], list[int]]:
+    """DDP's own record of its buckets after the rebuild at step 1: each bucket's bytes, and the
+    parameter indices in bucket order (DDP logs them as text: "148608, 148992")."""
+    data = ddp_model._get_ddp_logging_data()
+    numbers = lambda key: [int(n) for n in re.findall(r"\d+", str(data.get(key, "")))]  # noqa: E731
+    return numbers("rebuilt_bucket_sizes"), numbers("rebuilt_per_bucket_param_indices")
 
 
 def label(cap: float | None) -> str:

@@ -26,7 +26,8 @@ from torch.autograd.profiler import record_function
 from minitrain.artifacts import save_figure
 from minitrain.corpus import DEFAULT_CORPUS_DIR, ensure_corpus
 from minitrain.data import SEED_BASE, make_shard
-from minitrain.ddp import barrier, cleanup, init_distributed, rebuilt_buckets, wrap_for_ddp
+from minitrain.ddp import barrier, cleanup, init_distributed, wrap_for_ddp
+from minitrain.measure.buckets import rebuilt_buckets
 from minitrain.lab.report import findings_table
 from minitrain.launch import run_streaming, torchrun_command
 from minitrain.measure import allreduce_bench
