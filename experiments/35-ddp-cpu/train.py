@@ -64,7 +64,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def train(args: argparse.Namespace) -> None:
-    """One rank of the run: the sheet's setup, 100 steps, the files, cleanup."""
+    """One rank of the run: the sheet's setup, the steps, the files, cleanup."""
+    # What the code below needs from the setup: rank, world_size, model (wrapped in DDP), shard, optimizer.
+    ### BEGIN SOLUTION: Block C: the setup (init gloo, seed 35000 + rank, model, shard, wrap, AdamW)
     rank, world_size = init_distributed("gloo")
     seed_everything(SEED_BASE + rank)  # different per rank; DDP broadcasts rank 0's weights anyway
     with exit_on_bad_input(f"rank {rank}"):  # a missing or broken corpus: one line, exit 2
@@ -72,22 +74,26 @@ def train(args: argparse.Namespace) -> None:
                                           n_head=args.n_head, n_embd=args.n_embd)
         shard = make_shard(rank, world_size, args.corpus_dir, batch_size=args.batch_size,
                            block_size=args.block_size)
-    shards = check_shards(shard, rank, world_size, len(load_corpus(args.corpus_dir / "train.jsonl")))
     model = wrap_for_ddp(model)
-    hook = attach_instrumented_hook(model, comm=args.comm)  # DDP's own all-reduce, with a stopwatch
-    timers = {v.field: v.attach(hook) for v in VARIANTS if v.name in args.timing}
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)
+    ### END SOLUTION
+    shards = check_shards(shard, rank, world_size, len(load_corpus(args.corpus_dir / "train.jsonl")))
+    hook = attach_instrumented_hook(model, comm=args.comm)  # DDP's own all-reduce, with a stopwatch
+    timers = {v.field: v.attach(hook) for v in VARIANTS if v.name in args.timing}  # Block D's variants
     tokens = args.batch_size * args.block_size * world_size  # global tokens per step
-
     config = {k: vars(args)[k] for k in ("batch_size", "block_size", "lr", "n_layer", "n_head", "n_embd",
                                          "comm", "no_sync")} | {"world_size": world_size}
     snapshots = snapshot.Snapshots(args.out, args.snapshot_every, args.steps, config, args.fail_at)
     records, start = snapshots.resume(unwrap(model), optimizer, shard)  # [], 0 without --snapshot-every
+
     for step in range(start, args.steps):
-        fault.kill_if_due(args.fail_at, step, rank)
+        fault.kill_if_due(args.fail_at, step, rank)  # --fail-at
+        # One step: next batch, forward, timed_backward (loss.backward() inside the timers' brackets),
+        # optimizer step, zero_grad; then its record for timings.jsonl, times in ms.
+        ### BEGIN SOLUTION: Block C: one training step and its record
         t0 = time.perf_counter()
         batch = next(shard)
-        with controls.maybe_no_sync(model, args.no_sync):
+        with controls.maybe_no_sync(model, args.no_sync):  # --no-sync: no all-reduce at all
             loss = model(batch).loss
             t1 = time.perf_counter()
             timed_backward(loss, list(timers.values()))  # DDP's all-reduce fires in here
@@ -97,11 +103,13 @@ def train(args: argparse.Namespace) -> None:
         t3 = time.perf_counter()
         record = {"step": step, "loss": loss.item(), "step_ms": (t3 - t0) * 1e3, "forward_ms": (t1 - t0) * 1e3,
                   "backward_ms": (t2 - t1) * 1e3, "optimizer_ms": (t3 - t2) * 1e3, "tokens": tokens}
+        ### END SOLUTION
         record |= {v.field: timers[v.field].pop_ms() if v.field in timers else None for v in VARIANTS}
-        records.append(record | controls.drift(unwrap(model), args.track_drift))
+        records.append(record | controls.drift(unwrap(model), args.track_drift))  # --track-drift
         if is_main_process():
-            log_step(step, record["loss"], t3 - t0, **{k: record[k] for k in timers if record[k] is not None})
-        snapshots.after_step(step + 1, unwrap(model), optimizer, shard, records)
+            log_step(step, record["loss"], record["step_ms"] / 1e3,
+                     **{k: record[k] for k in timers if record[k] is not None})
+        snapshots.after_step(step + 1, unwrap(model), optimizer, shard, records)  # --snapshot-every
 
     write_run_files(args, unwrap(model), records, hook, shards, snapshots.record)
     cleanup()
