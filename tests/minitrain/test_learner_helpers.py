@@ -1,0 +1,38 @@
+"""The notebooks' helpers for the learner: their own code shown from disk, and predictions recorded
+then shown beside the measurement."""
+
+import pytest
+
+from minitrain.lab import predictions
+from minitrain.lab.yourcode import your_code
+
+
+def test_your_code_reads_the_file_as_it_is_now(tmp_path):
+    path = tmp_path / "mine.py"
+    path.write_text("import os\n\n\ndef f():\n    ### BEGIN SOLUTION: f\n    return 1\n    ### END SOLUTION\n\n\nx = 2\n")
+    shown = your_code(path, "f")
+    assert shown.splitlines()[0].endswith("lines 4-7")
+    assert shown.splitlines()[-1] == "    ### END SOLUTION" and "x = 2" not in shown
+    path.write_text(path.read_text().replace("return 1", "return 41 + 1"))  # the learner edits it
+    assert "return 41 + 1" in your_code(path, "f")
+    with pytest.raises(LookupError, match="no top-level g"):
+        your_code(path, "g")
+
+
+def test_the_sheets_functions_are_found_where_the_notebooks_show_them():
+    for path, names in [("src/minitrain/ddp.py", ("init_distributed", "wrap_for_ddp", "is_main_process",
+                                                  "barrier", "cleanup")),
+                        ("experiments/35-ddp-cpu/train.py", ("train",))]:
+        shown = your_code(path, *names)
+        assert shown.count(f"# {path}, lines ") == len(names)
+
+
+def test_a_prediction_is_shown_beside_the_measurement(tmp_path, monkeypatch):
+    monkeypatch.setenv("MINITRAIN_LAB_SCRATCH", str(tmp_path))
+    assert "no prediction" in predictions.reveal("wrap", "equal")
+    assert "no prediction for 'wrap' yet" in predictions.predict("wrap", "  ")
+    assert predictions.predict("wrap", "rank 1 keeps its own") == "your prediction for 'wrap': 'rank 1 keeps its own'"
+    assert predictions.reveal("wrap", "rank 0's weights") == \
+        "wrap: you predicted: 'rank 1 keeps its own'\nmeasured: rank 0's weights"
+    with pytest.raises(TypeError, match="in quotes"):
+        predictions.predict("wrap", 3)
