@@ -28,7 +28,7 @@ from minitrain.launch import spawn_workers
 from minitrain.measure.allreduce import predict_allreduce_ms, ring_factor, time_allreduce
 from minitrain.measure.measurement import WORLD_SIZE, Measurement, finding
 from minitrain.model import count_parameters
-from minitrain.paths import BEYOND_DIR  # noqa: F401 (the notebook shows the committed figure from here)
+from minitrain.paths import BEYOND_DIR  # noqa: F401 (for the notebook)
 from minitrain.timing import summarize
 from minitrain.train import TrainConfig, build_model_for_corpus
 

@@ -28,7 +28,7 @@ from minitrain.measure.allreduce import bench_option, benchmark_fit, predict_all
 from minitrain.measure.measurement import Measurement, WORLD_SIZE, apart, finding, progress, relaunch
 from minitrain.measure.trace import load_trace, overlap_table, overlapped_share, profile_steps
 from minitrain.rank import DDPRank, rebuilt_buckets
-from minitrain.paths import BEYOND_DIR  # noqa: F401 (the notebook shows the committed figure from here)
+from minitrain.paths import BEYOND_DIR  # noqa: F401 (for the notebook)
 from minitrain.train import TrainConfig
 from minitrain.verify import compare_states
 

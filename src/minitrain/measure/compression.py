@@ -33,7 +33,7 @@ from minitrain.measure.measurement import Measurement, apart, finding, progress,
 from minitrain.measure.scoring import (QUICK_PAIRS, QUICK_VAL_BATCHES, VAL_BATCHES, final_metrics,
                                        one_thread_per_process, scoring_pairs)
 from minitrain.measure.sockets import gloo_pair_endpoints, my_connections, pair_bytes
-from minitrain.paths import BEYOND_DIR  # noqa: F401 (the notebook shows the committed figure from here)
+from minitrain.paths import BEYOND_DIR  # noqa: F401 (for the notebook)
 from minitrain.rank import DDPRank
 from minitrain.train import TrainConfig
 from minitrain.verify import Comparison, compare_state_files

@@ -23,18 +23,14 @@ from pathlib import Path
 import psutil
 
 from minitrain.artifacts import save_figure
-from minitrain.corpus import DEFAULT_CORPUS_DIR, ensure_corpus
-from minitrain.lab.report import findings_table
 from minitrain.lab.runs import read_timings
 from minitrain.launch import LaunchError, run_streaming, torchrun_command
-from minitrain.measure.measurement import (Measurement, command_line, finding, fresh_folder, parser, runs_folder,
-                                           write_results)
-from minitrain.paths import BEYOND_DIR, REPO, TRAIN_SCRIPT, relative
+from minitrain.measure.measurement import WORLD_SIZE, Measurement, finding, fresh_folder, runs_folder
+from minitrain.paths import BEYOND_DIR, REPO, TRAIN_SCRIPT, relative  # noqa: F401 (BEYOND_DIR: for the notebook)
 from minitrain.snapshot import MARKER, SNAPSHOTS, load_rank_state, mark_complete, save_rank_state, step_folder
 from minitrain.verify import compare_state_files
 
-RESULT_NAME, PLOT_NAME = "restart.json", "restart.png"
-WORLD_SIZE = 2
+PLOT_NAME = "restart.png"
 RUN_TIMEOUT_S = 600
 GONE_WITHIN_S = 10  # how long the processes of a failed run get to disappear before one counts as an orphan
 
@@ -50,13 +46,18 @@ class Plan:
     second_fault: str = "27:0:1"  # STEP:RANK:ATTEMPT, on the restarted attempt
     model: tuple[str, ...] = ()
 
+    @classmethod
+    def quick(cls) -> "Plan":
+        """A tiny model and 12 steps: for tests and notebooks."""
+        return cls(steps=12, warmup=2, snapshot_every=4, fault="6:1", second_fault="7:0:1",
+                   model=("--n-layer", "1", "--n-embd", "32"))
+
     def train_args(self) -> list[str]:
         return ["--steps", str(self.steps), "--warmup", str(self.warmup),
                 "--snapshot-every", str(self.snapshot_every), *self.model]
 
 
-QUICK = Plan(steps=12, warmup=2, snapshot_every=4, fault="6:1", second_fault="7:0:1",
-             model=("--n-layer", "1", "--n-embd", "32"))
+QUICK = Plan.quick()  # the tests' plan
 
 # the restart's events as the log shows them (train.py's lines and torchrun's agent's), each the first
 # matching line after the fault; the first step, the first after the resume
@@ -229,14 +230,8 @@ def compare_runs(a: Path, b: Path) -> dict:
             "final_loss": [losses[0][-1], losses[1][-1]]}
 
 
-def run(out: Path = BEYOND_DIR, quick: bool = False, corpus_dir: Path = DEFAULT_CORPUS_DIR, echo=print) -> dict:
-    """The runs (uninterrupted, one fault, two faults, and resumes with an item left out), then
-restart.json and restart.png in `out`."""
-    started = time.perf_counter()
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    ensure_corpus(corpus_dir)
-    plan = QUICK if quick else Plan()
+def measure(out: Path, plan: Plan, corpus_dir: Path, echo) -> dict:
+    """The runs (uninterrupted, one fault, two faults, and resumes with an item left out): restart.json's content."""
     with fresh_folder(runs_folder(out, "restart")) as runs:
         def scrub(line: str) -> str:  # no machine paths in the committed results
             for prefix in (f"{runs}/", f"{relative(runs)}/", f"{REPO}/"):
@@ -286,10 +281,6 @@ restart.json and restart.png in `out`."""
             "runs": {name: relative(runs / name) for name in ("uninterrupted", "restarted", "second-fault",
                                                                *(f"without-{item}" for item in LEFT_OUT))},
         }
-    command = command_line(__spec__.name, out, quick,
-                           corpus_dir=corpus_dir)
-    results = write_results(out, MEASUREMENT, results, findings(results), command, started, corpus_dir)
-    plot(results, out / PLOT_NAME)
     return results
 
 
@@ -323,7 +314,7 @@ def findings(results: dict) -> list[dict]:
     ]
 
 
-def plot(results: dict, path: Path) -> None:
+def plot(results: dict, out: Path) -> None:
     """Steps done against seconds since the launch, both runs, with the restart's events marked."""
     import matplotlib.pyplot as plt
 
@@ -348,12 +339,7 @@ def plot(results: dict, path: Path) -> None:
                  f"{'bitwise equal' if cmp['bitwise_equal'] else 'NOT equal'} to the uninterrupted run's", fontsize=10)
     ax.legend(loc="upper left", fontsize=8)
     fig.tight_layout()
-    save_figure(fig, path)
-
-
-def load_results(path: str | Path = "") -> dict:
-    """A restart measurement's results: `path` is restart.json or its folder; empty: the committed ones."""
-    return MEASUREMENT.load(path)
+    save_figure(fig, out / PLOT_NAME)
 
 
 def what_ran(results: dict) -> str:
@@ -494,19 +480,15 @@ def takeaway(results: dict) -> str:
     ])
 
 
+def report(results: dict) -> str:
+    """What `python -m` prints: the restart's timeline and the verdict."""
+    return timeline_table(results) + "\n" + verdict_table(results)
+
+
 MEASUREMENT = Measurement("restart", "A rank dies, training resumes: elastic restart from a snapshot, bitwise",
-                          "13-a-rank-dies.ipynb", run, (PLOT_NAME,))
-
-
-def main(argv: list[str] | None = None) -> None:
-    p = parser(MEASUREMENT, "a tiny model and 12 steps: for tests and notebooks")
-    args = p.parse_args(argv)
-    results = run(args.out, args.quick, args.corpus_dir)
-    print(timeline_table(results))
-    print(verdict_table(results))
-    print(findings_table(results["findings"]))
-    print(f"wrote {RESULT_NAME} and {PLOT_NAME} to {args.out} in {results['provenance']['runtime_s']:.0f} s")
-
+                          "13-a-rank-dies.ipynb", (PLOT_NAME,), measure, findings, plot, report,
+                          Plan.quick.__doc__, Plan)
+run, main = MEASUREMENT.run, MEASUREMENT.main
 
 if __name__ == "__main__":
     main()

@@ -17,7 +17,7 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -27,17 +27,18 @@ from minitrain.cli import positive_int
 from minitrain.corpus import DEFAULT_CORPUS_DIR, ensure_corpus
 from minitrain.lab.runs import phase_medians, read_run
 from minitrain.launch import run_streaming, torchrun_command
-from minitrain.measure.measurement import (Measurement, command_line, finding, fresh_folder,
-                                           parser, progress, runs_folder, write_results)
-from minitrain.paths import BEYOND_DIR, REPO, TRAIN_SCRIPT
+from minitrain.measure.measurement import Measurement, finding, fresh_folder, progress, runs_folder
+from minitrain.paths import BEYOND_DIR, REPO, TRAIN_SCRIPT  # noqa: F401 (BEYOND_DIR: for the notebook)
 from minitrain.provenance import usable_cores
 from minitrain.timing import summarize
+from minitrain.train import TrainConfig
 
 RUN_TIMEOUT_S = 900
+PLOT_NAME = "scaling_matrix.png"
 
-BLOCK_SIZE = 64
-WEAK_BATCH = 16  # sequences per rank, whatever the number of processes (the sheet's setting)
-STRONG_GLOBAL_BATCH = 16  # sequences per step in total, split across the processes
+BLOCK_SIZE = TrainConfig.block_size
+WEAK_BATCH = TrainConfig.batch_size  # sequences per rank, whatever the number of processes (the sheet's setting)
+STRONG_GLOBAL_BATCH = TrainConfig.batch_size  # sequences per step in total, split across the processes
 SCALINGS = ("weak", "strong")
 
 ONE_THREAD, ALL_CORES, TWO_PROCS, PINNED = "1proc-1thread", "1proc-allcores", "2proc-1thread", "2proc-pinned"
@@ -70,6 +71,21 @@ class Size:
 # made single points jump (0.86M once read 35% all-reduce from 12 steps). About 13 minutes on 2 cores.
 SIZES = (Size(2, 96, 60, 20), Size(4, 128, 45, 15), Size(4, 192, 40, 12), Size(6, 256, 35, 10))
 QUICK_SIZE = Size(2, 96, 4, 2)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The configurations (by name), model sizes, scalings and repeats of a matrix."""
+
+    configs: tuple[str, ...] = (ONE_THREAD, ALL_CORES, TWO_PROCS, PINNED)
+    sizes: tuple[Size, ...] = SIZES
+    scalings: tuple[str, ...] = SCALINGS
+    repeats: int = 3
+
+    @classmethod
+    def quick(cls) -> "Plan":
+        """One size, one repeat, few steps, 2 configurations, weak scaling only."""
+        return cls(configs=(ALL_CORES, PINNED), sizes=(QUICK_SIZE,), scalings=("weak",), repeats=1)
 
 
 def configurations() -> list[Config]:
@@ -134,16 +150,12 @@ def measure(config: Config, size: Size, batch: int, scalings: list[str], out: Pa
     }
 
 
-def run(out: Path = BEYOND_DIR, quick: bool = False, repeats: int = 3,
-        corpus_dir: Path = DEFAULT_CORPUS_DIR) -> dict:
-    """Run the matrix, write scaling_matrix.json and .png into `out`, return the results."""
+def measure(out: Path, plan: Plan, corpus_dir: Path, echo, repeats: int | None = None) -> dict:
+    """Run the matrix (`repeats`: instead of the plan's): scaling_matrix.json's content."""
+    plan = replace(plan, repeats=repeats) if repeats else plan
     out = Path(out).resolve()
-    out.mkdir(parents=True, exist_ok=True)
-    ensure_corpus(corpus_dir)
-    configs, sizes, scalings = configurations(), SIZES, SCALINGS
-    if quick:  # seconds, not minutes: the 1-process baseline against the contended pair
-        configs = [c for c in configs if c.name in (ALL_CORES, PINNED)]
-        sizes, scalings, repeats = (QUICK_SIZE,), ("weak",), 1
+    configs = [c for c in configurations() if c.name in plan.configs]
+    sizes, scalings, repeats = plan.sizes, plan.scalings, plan.repeats
     load_before, started = os.getloadavg(), time.perf_counter()
     runs = []
     # repeats outermost: a change in the machine's load hits every configuration alike
@@ -161,7 +173,7 @@ def run(out: Path = BEYOND_DIR, quick: bool = False, repeats: int = 3,
                       f"{run['allreduce_share']:.0%} of the step ({run['wall_s']:.0f} s)")
             bar.update()
     results = {
-        "quick": quick, "repeats": repeats, "block_size": BLOCK_SIZE,
+        "quick": plan == Plan.quick(), "repeats": repeats, "block_size": BLOCK_SIZE,
         "weak_batch_per_rank": WEAK_BATCH, "strong_global_batch": STRONG_GLOBAL_BATCH,
         "timing": "hook (comm hook; no barriers around backward)",
         "configurations": [asdict(c) for c in configs],
@@ -173,10 +185,6 @@ def run(out: Path = BEYOND_DIR, quick: bool = False, repeats: int = 3,
     }
     results["points"] = points(runs)
     results["summary"] = summary(results)
-    command = command_line(__spec__.name, out, quick, repeats=repeats,
-                           corpus_dir=corpus_dir)
-    results = write_results(out, MEASUREMENT, results, findings(results), command, started, corpus_dir)
-    plot_matrix(results, out / PLOT_NAME)
     return results
 
 
@@ -320,11 +328,6 @@ def results_table(results: dict) -> str:
     return "\n".join(lines)
 
 
-def load_results(path: str | Path = "") -> dict:
-    """A matrix's results: `path` is its JSON file or the folder holding it; empty: the committed ones."""
-    return MEASUREMENT.load(path)
-
-
 def what_ran(results: dict) -> str:
     """How many runs, how long, and the machine's load before and after, for the provenance line."""
     load = results["load_average"]
@@ -385,7 +388,7 @@ def ranks_table(run: dict) -> str:
                      f"thread(s), OMP_NUM_THREADS={rank['omp_num_threads']}" for rank in run["ranks"])
 
 
-def plot_matrix(results: dict, path: Path) -> None:
+def plot_matrix(results: dict, out: Path) -> None:
     """scaling_matrix.png: tokens/s against model size (weak, strong), and the all-reduce share."""
     labels = {c["name"]: c["label"] for c in results["configurations"]}
     pts = results["points"]
@@ -435,7 +438,7 @@ def plot_matrix(results: dict, path: Path) -> None:
     fig.suptitle(f"When do 2 processes win? MiniGPT on {prov['cores']} core(s) ({prov['cpu_model']}), "
                  f"gloo; median of {results['repeats']} repeat(s), bars: min-max{busy}", fontsize=11)
     fig.tight_layout()
-    save_figure(fig, path, dpi=100)
+    save_figure(fig, out / PLOT_NAME, dpi=100)
 
 
 def tokens_axis(ax: plt.Axes) -> None:
@@ -455,19 +458,14 @@ def size_axis(ax: plt.Axes, sizes: list[int]) -> None:
     ax.set_xlabel("model parameters")
 
 
-PLOT_NAME = "scaling_matrix.png"
+def options(p) -> None:
+    p.add_argument("--repeats", type=positive_int, default=None, help=f"runs per point (default: {Plan.repeats})")
+
+
 MEASUREMENT = Measurement("scaling_matrix", "When do 2 processes win? Threads, processes, pinning; weak and strong "
-                          "scaling; model sizes", "08-when-two-processes-win.ipynb", run, (PLOT_NAME,))
-
-
-def main(argv: list[str] | None = None) -> None:
-    p = parser(MEASUREMENT, "one size, one repeat, few steps, 2 configurations, weak scaling only")
-    p.add_argument("--repeats", type=positive_int, default=3, help="runs per point (at least 1)")
-    args = p.parse_args(argv)
-    results = run(args.out, args.quick, args.repeats, args.corpus_dir)
-    print(results_table(results))
-    print(f"wrote scaling_matrix.json and {PLOT_NAME} to {args.out} in {results['wall_s']:.0f} s")
-
+                          "scaling; model sizes", "08-when-two-processes-win.ipynb", (PLOT_NAME,), measure, findings,
+                          plot_matrix, results_table, Plan.quick.__doc__, Plan, options=options)
+run, main = MEASUREMENT.run, MEASUREMENT.main
 
 if __name__ == "__main__":
     main()

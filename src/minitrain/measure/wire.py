@@ -26,7 +26,7 @@ from minitrain.measure.measurement import WORLD_SIZE, Measurement, finding, rela
 from minitrain.measure.sockets import gloo_pair_endpoints, my_connections, pair_bytes
 from minitrain.measure.trace import load_trace, overlap_table, overlapped_share, profile_steps
 from minitrain.model import MiniGPTConfig
-from minitrain.paths import BEYOND_DIR  # noqa: F401 (the notebook shows the committed figure from here)
+from minitrain.paths import BEYOND_DIR  # noqa: F401 (for the notebook)
 from minitrain.rank import DDPRank, rebuilt_buckets
 from minitrain.timing import summarize
 from minitrain.train import TrainConfig
