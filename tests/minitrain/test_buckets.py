@@ -10,8 +10,9 @@ import json
 import pytest
 
 from helpers import check_findings, check_provenance
-from minitrain.measure.buckets import (MiB, TRACE_CAP, TRACE_NAME, Plan, bucket_partition, checks, ddp_caps,
+from minitrain.measure.buckets import (TRACE_CAP, TRACE_NAME, Plan, bucket_partition, checks,
                                        findings, label, run, takeaway)
+from minitrain.measure.buckets_ranks import MiB, ddp_caps
 from minitrain.measure.trace import ALLREDUCE, BACKWARD_OP, STEP, overlap_table, overlapped_share
 from minitrain.train import build_model_for_corpus
 

@@ -10,7 +10,8 @@ import sys
 import pytest
 
 from helpers import check_findings, check_provenance
-from minitrain.measure.compression import Plan, checks, powersgd_matrices, run, step_verdict, theory
+from minitrain.measure.compression import Plan, checks, run, step_verdict
+from minitrain.measure.compression_ranks import powersgd_matrices, theory
 
 QUICK = Plan.quick()
 

@@ -246,7 +246,7 @@ def plot(result: dict, out: Path) -> None:
     fig.suptitle(f"gloo all-reduce, {result['world_size']} processes on {p['cores']} core(s) of "
                  f"{p['cpu_model']}, torch {p['torch']}", fontsize=10)
     fig.tight_layout()
-    save_figure(fig, path)
+    save_figure(fig, out / PLOT_NAME)
 
 
 def measure(out: Path, plan: Plan, corpus_dir: Path, echo, gradient_bytes: int | None = None) -> dict:

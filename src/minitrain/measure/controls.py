@@ -91,9 +91,9 @@ def measure(out: Path, plan: Plan, corpus_dir: Path, echo, steps: int | None = N
     # threads spin: on a busy machine 1 thread scored 100 pairs 20x faster than 2)
     with one_thread_per_process(), fresh_folder(runs_dir or runs_folder(out, MEASUREMENT.name)) as runs:
         runs, cases = runs.resolve(), {}
-        plan = [(case, 2, (*CASES[case], "--track-drift")) for case in CASES] + [("1proc", 1, ())]
-        with progress(len(plan), "runs") as bar:
-            for case, nproc, extra in plan:  # quiet logs: a failure raises with the run's last lines
+        jobs = [(case, 2, (*CASES[case], "--track-drift")) for case in CASES] + [("1proc", 1, ())]
+        with progress(len(jobs), "runs") as bar:
+            for case, nproc, extra in jobs:  # quiet logs: a failure raises with the run's last lines
                 cases[case] = run_case(case, nproc, steps, runs, corpus_dir, extra, echo=lambda line: None)
                 bar.write(f"{case}: {nproc} process(es), {cases[case]['seconds']:.0f} s")
                 bar.update()

@@ -150,7 +150,7 @@ def measure(config: Config, size: Size, batch: int, scalings: list[str], out: Pa
     }
 
 
-def measure(out: Path, plan: Plan, corpus_dir: Path, echo, repeats: int | None = None) -> dict:
+def measure_matrix(out: Path, plan: Plan, corpus_dir: Path, echo, repeats: int | None = None) -> dict:
     """Run the matrix (`repeats`: instead of the plan's): scaling_matrix.json's content."""
     plan = replace(plan, repeats=repeats) if repeats else plan
     out = Path(out).resolve()
@@ -463,8 +463,8 @@ def options(p) -> None:
 
 
 MEASUREMENT = Measurement("scaling_matrix", "When do 2 processes win? Threads, processes, pinning; weak and strong "
-                          "scaling; model sizes", "08-when-two-processes-win.ipynb", (PLOT_NAME,), measure, findings,
-                          plot_matrix, results_table, Plan.quick.__doc__, Plan, options=options)
+                          "scaling; model sizes", "08-when-two-processes-win.ipynb", (PLOT_NAME,), measure_matrix,
+                          findings, plot_matrix, results_table, Plan.quick.__doc__, Plan, options=options)
 run, main = MEASUREMENT.run, MEASUREMENT.main
 
 if __name__ == "__main__":
