@@ -14,6 +14,7 @@ import os
 import secrets
 import shlex
 import shutil
+import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
@@ -161,6 +162,11 @@ def command_line(module: str, out: Path, quick: bool, **options: object) -> str:
         if value is not None:
             words += [f"--{key.replace('_', '-')}", relative(value) if isinstance(value, Path) else str(value)]
     return shlex.join(words)
+
+
+def as_typed(command: list[str]) -> str:
+    """A command as a reader types it: `python`, paths relative to the repository, quoted for the shell."""
+    return shlex.join("python" if w == sys.executable else relative(w) if os.path.isabs(w) else w for w in command)
 
 
 def write_results(out: Path, measurement: Measurement, results: dict, findings: list[dict],

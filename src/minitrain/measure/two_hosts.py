@@ -31,7 +31,7 @@ from minitrain.lab.runs import read_run
 from minitrain.launch import run_streaming, stop_process_tree, torchrun_command
 from minitrain.launch.hosts import ipv4_addresses
 from minitrain.launch.rendezvous import DEFAULT_RDZV_PORT
-from minitrain.measure.measurement import CannotRun, Measurement, finding, fresh_folder, runs_folder
+from minitrain.measure.measurement import CannotRun, Measurement, as_typed, finding, fresh_folder, runs_folder
 from minitrain.paths import BEYOND_DIR, TRAIN_SCRIPT, relative  # noqa: F401 (BEYOND_DIR: for the notebook)
 from minitrain.verify import compare_state_files
 
@@ -138,12 +138,6 @@ def node_command(host: Host, endpoint: str, script_args: list[str]) -> list[str]
     return ["ip", "netns", "exec", host.namespace, sys.executable, "-m", "minitrain.launch",
             f"--host-address={host.address}", "--nnodes=2", "--nproc-per-node=1", f"--rdzv-endpoint={endpoint}",
             *script_args]
-
-
-def as_typed(command: list[str]) -> str:
-    """A command as a reader types it: `python`, paths relative to the repository."""
-    words = ["python" if w == sys.executable else relative(w) if os.path.isabs(w) else w for w in command]
-    return " ".join(words)
 
 
 def run_two_nodes(hosts: tuple[Host, Host], script_args: list[str], outs: list[Path], logs: Path) -> dict:
