@@ -32,11 +32,23 @@ class InstrumentedHook:
 
     names: dict[int, str] = field(default_factory=dict)  # parameter data pointer -> name (optional)
     comm: str = "allreduce"
-    step: int = 0  # the caller advances it; events carry it
+    step: int = 0  # advanced by end_step() only; events carry it
     buckets: dict[int, dict] = field(default_factory=dict)  # DDP rebuilds its buckets in step 1's forward: the latest
     events: list[dict] = field(default_factory=list)  # one per bucket all-reduce: step, bucket, ready, done
     comm_hook: Callable[[Any, dist.GradBucket], torch.futures.Future[torch.Tensor]] = default_hooks.allreduce_hook
     comm_state: Any = None  # comm_hook's state: None for DDP's all-reduce (the default process group)
+
+    def end_step(self) -> list[dict]:
+        """The step's events (one per bucket all-reduce, none under no_sync() or the no-op hook);
+        the next step begins. The one place the step counter advances."""
+        events, self.events = self.events, []
+        self.step += 1
+        return events
+
+
+def allreduce_ms(events: list[dict]) -> float | None:
+    """A step's all-reduces, each from its hook call to its completion, summed (ms); None: none ran."""
+    return sum(e["done"] - e["ready"] for e in events) * 1e3 if events else None
 
 
 def instrumented_allreduce_hook(state: InstrumentedHook,
@@ -117,10 +129,7 @@ class HookTimer:
         pass
 
     def pop_ms(self) -> float | None:
-        events, self.hook.events = self.hook.events, []
-        self.hook.step += 1
-        # no event: no all-reduce ran (no_sync(), or the no-op hook)
-        return sum(e["done"] - e["ready"] for e in events) * 1e3 if events else None
+        return allreduce_ms(self.hook.end_step())
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ import torch
 from helpers import check_findings, check_provenance
 from minitrain.launch import listening_sockets, process_tree
 from minitrain.measure import allreduce_bench as bench
+from minitrain.measure.allreduce import expected_sum, pattern
 from minitrain.model import count_parameters
 from minitrain.train import build_model_for_corpus
 
@@ -33,7 +34,7 @@ def quick(tmp_path_factory):
         listeners.update(listening_sockets(process_tree(proc.pid)))  # store, gloo, loopback test
         time.sleep(0.05)
     assert proc.returncode == 0
-    return bench.load_results(out / bench.RESULT_NAME), out, listeners
+    return bench.MEASUREMENT.load(out), out, listeners
 
 
 def test_every_listening_socket_is_on_loopback(quick):
@@ -47,7 +48,7 @@ def test_result_file_has_every_field(quick):
             "result_checked", "sizes_bytes", "results", "fit", "loopback", "gradient",
             "measurement", "findings", "provenance"} <= result.keys()
     assert result["measurement"] == "allreduce_bench"
-    assert result["sizes_bytes"] == bench.QUICK_SIZES == [r["bytes"] for r in result["results"]]
+    assert tuple(result["sizes_bytes"]) == bench.Plan.quick().sizes == tuple(r["bytes"] for r in result["results"])
     for row in result["results"]:
         assert row.keys() == {"bytes", "iterations", "median_ms", "p95_ms", "mean_ms", "algbw_gbps",
                               "busbw_gbps"}
@@ -85,7 +86,7 @@ def test_findings_hold_the_runs_numbers(quick):
 
 def test_loopback_throughput_is_positive(quick):
     loopback = quick[0]["loopback"]
-    assert loopback["repeats"] == bench.QUICK_LOOPBACK_REPEATS == len(loopback["gbps"])
+    assert loopback["repeats"] == bench.Plan.quick().loopback_repeats == len(loopback["gbps"])
     assert loopback["median_gbps"] > 0 and all(g > 0 for g in loopback["gbps"])
 
 
@@ -95,17 +96,27 @@ def test_run_checked_every_sum(quick):
     assert quick[0]["result_checked"].startswith("every element")
 
 
+def test_the_result_checks_hold_and_name_a_broken_fact(quick):
+    result = quick[0]
+    checks = bench.result_checks(result, GRADIENT_BYTES)
+    assert len(checks) == 6 and all(checks.values())  # what notebook 07's live run asserts
+    assert "sizes measured are the quick plan: 4 KiB, 256 KiB, 4 MiB" in checks
+    broken = result | {"gradient": result["gradient"] | {"bytes": 4}}
+    assert not bench.result_checks(broken, GRADIENT_BYTES)[
+        f"its gradient mark is this MiniGPT's gradients ({GRADIENT_BYTES:,} bytes)"]
+
+
 @pytest.mark.parametrize("world_size", [1, 2, 3])
 def test_expected_sum_is_the_sum_of_the_ranks_patterns(world_size):
     numel = 1000
-    total = sum(bench.pattern(numel, rank) for rank in range(world_size))
-    assert torch.equal(total, bench.expected_sum(numel, world_size))
-    assert not torch.equal(bench.pattern(numel, 0), bench.pattern(numel, 1))  # a rank's data matters
+    total = sum(pattern(numel, rank) for rank in range(world_size))
+    assert torch.equal(total, expected_sum(numel, world_size))
+    assert not torch.equal(pattern(numel, 0), pattern(numel, 1))  # a rank's data matters
 
 
 def test_fit_reproduces_an_exact_line():
     alpha_s, beta_s = 350e-6, 1 / 1.2e9  # 0.35 ms, 1.2 GB/s
-    sizes = bench.SIZES
+    sizes = bench.Plan().sizes
     fit = bench.fit_alpha_beta(sizes, [alpha_s + n * beta_s for n in sizes])
     assert fit["alpha_ms"] == pytest.approx(0.35, rel=1e-9)
     assert fit["bandwidth_gbps"] == pytest.approx(1.2, rel=1e-9)
@@ -119,8 +130,8 @@ def test_bus_bandwidth_follows_nccl_tests():
 
 
 def test_default_sizes_and_iterations():
-    assert bench.SIZES[0] == 4 * bench.KiB and bench.SIZES[-1] == 64 * bench.MiB
-    assert all(b == 2 * a for a, b in zip(bench.SIZES, bench.SIZES[1:]))
+    assert bench.Plan().sizes[0] == 4 * bench.KiB and bench.Plan().sizes[-1] == 64 * bench.MiB
+    assert all(b == 2 * a for a, b in zip(bench.Plan().sizes, bench.Plan().sizes[1:]))
     assert [bench.iterations(n) for n in (4 * bench.KiB, 64 * bench.MiB)] == [200, 32]
 
 

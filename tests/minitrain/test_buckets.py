@@ -3,16 +3,20 @@ cap's traces), DDP's closing rule on hand-made sizes, the per-bucket overlap row
 events, and the takeaway's verdicts on made-up numbers. No timing assertions: this machine's speed
 is not under test."""
 
+import copy
 import gzip
 import json
 
 import pytest
 
 from helpers import check_findings, check_provenance
-from minitrain.measure.buckets import (MiB, QUICK, TRACE_CAP, TRACE_NAME, bucket_partition, ddp_caps, findings,
-                                       label, run, takeaway)
+from minitrain.measure.buckets import (TRACE_CAP, TRACE_NAME, Plan, bucket_partition, checks,
+                                       findings, label, run, takeaway)
+from minitrain.measure.buckets_ranks import MiB, ddp_caps
 from minitrain.measure.trace import ALLREDUCE, BACKWARD_OP, STEP, overlap_table, overlapped_share
 from minitrain.train import build_model_for_corpus
+
+QUICK = Plan.quick()
 
 
 @pytest.fixture(scope="module")
@@ -77,6 +81,7 @@ def test_results_on_disk(quick_run):
     assert json.loads((out / "buckets.json").read_text()) == json.loads(json.dumps(results))
     assert results["measurement"] == "buckets"
     assert "--quick" in check_provenance(results, "minitrain.measure.buckets", "corpus_sha256")["command"]
+    assert results["benchmark"]["file"] is None and results["caps"][0]["predicted_ms"] is None  # no --bench: no fit
     assert (out / "buckets.png").stat().st_size > 0
     assert not list(out.glob(".*"))  # no temporary files left behind
 
@@ -92,6 +97,14 @@ def test_findings_hold_the_runs_numbers(quick_run):
         "overlapped_share_default": default["overlap"]["overlapped_share"],
         "overlapped_share_most_buckets": traced["overlap"]["overlapped_share"],
         "caps_with_ranks_equal": 2})
+
+
+def test_the_live_runs_checks_hold_and_name_a_broken_fact(quick_run):
+    _, results = quick_run
+    assert checks(results) and all(checks(results).values())  # what notebook 11's live run asserts
+    broken = copy.deepcopy(results)
+    broken["caps"][1]["ranks_equal"] = False
+    assert checks(broken)["both ranks bitwise equal after every block, every cap"] is False
 
 
 def test_closing_rule_on_hand_made_sizes():

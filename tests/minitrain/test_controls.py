@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from helpers import check_findings, check_provenance, read_json, run_module
-from minitrain.measure.controls import CASES, LOSS_TOLERANCE, findings, learning_verdict
+from minitrain.measure.controls import CASES, LOSS_TOLERANCE, findings, learning_verdict, live_checks
 
 MODULE = "minitrain.measure.controls"
 FIELDS = {"measurement", "steps", "quick", "drift", "final_drift", "ddp_drift_exactly_zero",
@@ -109,3 +109,11 @@ def test_learning_verdict(val_2proc, acc_2proc, verdict):
     results = made_up(val_2proc, acc_2proc)
     assert learning_verdict(results) == verdict
     assert f"learning: {verdict} " in findings(results)[2]["meaning"]
+
+
+def test_live_checks_hold_and_name_a_broken_fact(quick_run):
+    drift = read_json(quick_run / "controls.json")["drift"]
+    assert all(live_checks(drift).values())  # what notebook 09's live run asserts
+    flat = live_checks(drift | {"no-sync": [drift["no-sync"][0]] * 2})
+    assert flat == {"live DDP run, drift exactly 0 at every step": True,
+                    "live no_sync() run, drift above 0 and growing": False}

@@ -6,7 +6,8 @@ import json
 import pytest
 
 from minitrain.measure import registry
-from minitrain.measure.measurement import Measurement, command_line, finding, provenance_line, write_results
+from minitrain.measure.measurement import (CannotRun, Measurement, command_line, finding, provenance_line, show_checks,
+                                           write_results)
 from minitrain.measure.trace import ALLREDUCE, BACKWARD_OP, STEP, overlap_table
 from minitrain.paths import BEYOND_DIR, DEFAULT_CORPUS_DIR, NOTEBOOKS_DIR, REPO
 
@@ -20,9 +21,11 @@ def test_registry_finds_every_measurement():
     for name, m in found.items():
         assert m.name == name and m.result_file == f"{name}.json"
         assert (NOTEBOOKS_DIR / m.notebook).is_file(), m.notebook
-        assert callable(m.run) and m.run.__module__ == f"minitrain.measure.{name}"
+        assert all(f.__module__ == f"minitrain.measure.{name}" for f in (m.measure, m.findings, m.plot, m.report))
         assert m.figures and all(f.endswith(".png") for f in m.figures)
-        assert m.title
+        assert m.title and m.quick_help
+        assert m.plan is None or m.plan.quick() != m.plan()  # Plan.quick(): the one quick plan
+        assert m.worker is None or m.plan is not None  # a worker gets its plan from a file
     assert len({m.notebook for m in found.values()}) == len(found)  # one notebook each
 
 
@@ -39,7 +42,7 @@ def test_command_line_is_what_a_reader_types(tmp_path):
 
 
 def test_write_results_adds_provenance_and_findings(tmp_path, corpus_dir):
-    m = Measurement("demo", "A demo", "none.ipynb", lambda out, quick=False: {}, ("demo.png",))
+    m = demo()
     records = [finding("answer", 42, "things", "the number that answers it")]
     results = write_results(tmp_path, m, {"steps": 3}, records, "python -m demo --quick", 0.0, corpus_dir)
     assert json.loads((tmp_path / "demo.json").read_text()) == results
@@ -51,6 +54,48 @@ def test_write_results_adds_provenance_and_findings(tmp_path, corpus_dir):
     assert "corpus_sha256" not in again
     assert len(prov["run_id"]) == 8 and again["run_id"] != prov["run_id"]  # every run its own id
     assert provenance_line(results).startswith(f"run id {prov['run_id']}, measured ")
+
+
+def demo(raises: Exception | None = None) -> Measurement:
+    """A measurement that measures nothing: its findings, figure and report from its options."""
+    def measure(out, plan, corpus_dir, echo, answer: int = 0) -> dict:
+        if raises:
+            raise raises
+        return {"answer": answer}
+
+    def plot(results: dict, out) -> None:
+        (out / "demo.png").write_bytes(b"png")
+
+    return Measurement("demo", "A demo", "none.ipynb", ("demo.png",), measure,
+                       lambda r: [finding("answer", r["answer"], "things", "the number that answers it")],
+                       plot, lambda r: f"the answer: {r['answer']}", "nothing at all", corpus=False,
+                       options=lambda p: p.add_argument("--answer", type=int, default=0))
+
+
+def test_main_runs_writes_and_says_what_it_wrote(tmp_path, capsys):
+    demo().main(["--out", str(tmp_path), "--answer", "42"])
+    printed = capsys.readouterr().out
+    assert "the answer: 42" in printed and printed.rstrip().endswith(f"wrote demo.json and demo.png to {tmp_path} in 0 s")
+    results = json.loads((tmp_path / "demo.json").read_text())
+    assert results["answer"] == 42 and results["provenance"]["command"] == f"python -m minitrain.measure.demo --out {tmp_path} --answer 42"
+    assert (tmp_path / "demo.png").read_bytes() == b"png"
+
+
+def test_main_says_in_one_line_why_it_cannot_run(tmp_path, capsys):
+    with pytest.raises(SystemExit) as stopped:
+        demo(CannotRun("cannot make two network namespaces here: not root")).main(["--out", str(tmp_path)])
+    assert stopped.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "error: cannot make two network namespaces here: not root" in err
+    assert not (tmp_path / "demo.json").exists()
+
+
+def test_show_checks_prints_each_and_fails_naming_the_broken_one(capsys):
+    show_checks({"the ranks agree": True, "the bytes halve": True})
+    assert capsys.readouterr().out == "the ranks agree: True\nthe bytes halve: True\n"
+    with pytest.raises(AssertionError, match="a check of the live run failed: the bytes halve$"):
+        show_checks({"the ranks agree": True, "the bytes halve": False})
+    assert "the bytes halve: False" in capsys.readouterr().out
 
 
 def span(name: str, start_us: float, end_us: float) -> dict:

@@ -10,15 +10,20 @@ import pytest
 
 from helpers import check_findings, check_provenance
 from minitrain.measure.trace import ALLREDUCE
-from minitrain.measure.wire import findings, run, waits
+from minitrain.measure.allreduce import predict_allreduce_ms
+from minitrain.measure.wire import ddp_bucket_check, findings, run, waits
 from minitrain.train import build_model_for_corpus
+
+FIT = {"alpha_ms": 0.25, "beta_ns_per_byte": 0.5, "bandwidth_gbps": 2.0}  # a made-up benchmark's fit
 
 
 @pytest.fixture(scope="module")
 def quick_run(tmp_path_factory, corpus_dir):
     out = tmp_path_factory.mktemp("wire")
+    bench = out / "bench.json"
+    bench.write_text(json.dumps({"fit": FIT, "provenance": {"date": "2026-11-30T08:45:36+00:00"}}))
     lines = []
-    return out, run(out, quick=True, corpus_dir=corpus_dir, echo=lines.append)
+    return out, run(out, quick=True, corpus_dir=corpus_dir, echo=lines.append, bench=bench)
 
 
 def test_buckets_hold_every_parameter_once(quick_run, corpus_dir):
@@ -31,6 +36,18 @@ def test_buckets_hold_every_parameter_once(quick_run, corpus_dir):
     # the comm hook and DDP's own record agree on the buckets and their order
     assert results["ddp_buckets"]["sizes_bytes"] == [b["bytes"] for b in results["buckets"]]
     assert results["ddp_buckets"]["params_in_order"] == in_buckets
+    assert list(ddp_bucket_check(results).values()) == [True]  # what notebook 10's live run asserts
+    reordered = json.loads(json.dumps(results))
+    reordered["ddp_buckets"]["params_in_order"].reverse()
+    assert list(ddp_bucket_check(reordered).values()) == [False]
+
+
+def test_the_benchmark_fit_given_predicts_the_buckets(quick_run):
+    out, results = quick_run
+    assert results["benchmark"] == {"file": str(out / "bench.json"), "fit": FIT, "date": "2026-11-30T08:45:36+00:00"}
+    assert results["allreduce_ms"]["predicted"] == pytest.approx(
+        sum(predict_allreduce_ms(b["bytes"], FIT) for b in results["buckets"]))
+    assert "--bench" in results["provenance"]["command"]
 
 
 def test_socket_bytes_match_the_ring(quick_run):

@@ -13,6 +13,7 @@ import json
 import socket
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -24,22 +25,15 @@ from minitrain.cli import positive_int
 from minitrain.corpus import DEFAULT_CORPUS_DIR, ensure_corpus
 from minitrain.ddp import cleanup, init_distributed
 from minitrain.launch import spawn_workers
-from minitrain.measure.measurement import (Measurement, command_line, finding, parser,
-                                           write_results)
+from minitrain.measure.allreduce import predict_allreduce_ms, ring_factor, time_allreduce
+from minitrain.measure.measurement import WORLD_SIZE, Measurement, finding
 from minitrain.model import count_parameters
-from minitrain.paths import BEYOND_DIR
+from minitrain.paths import BEYOND_DIR  # noqa: F401 (for the notebook)
 from minitrain.timing import summarize
-from minitrain.train import build_model_for_corpus
+from minitrain.train import TrainConfig, build_model_for_corpus
 
-RESULT_NAME, PLOT_NAME = "allreduce_bench.json", "allreduce_bench.png"
-WORLD_SIZE = 2
+PLOT_NAME = "allreduce_bench.png"
 KiB, MiB = 1024, 1024 * 1024
-SIZES = [4 * KiB * 2**k for k in range(15)]  # 4 KiB ... 64 MiB, powers of 2
-QUICK_SIZES = [4 * KiB, 256 * KiB, 4 * MiB]
-WARMUP, QUICK_WARMUP = 5, 2
-QUICK_ITERATIONS = 5
-LOOPBACK_BYTES, LOOPBACK_REPEATS = 64 * MiB, 10
-QUICK_LOOPBACK_BYTES, QUICK_LOOPBACK_REPEATS = 16 * MiB, 3
 CHUNK = 4 * MiB  # socket send/receive size: big enough that Python's per-call cost vanishes
 TIMING = ("per iteration, the slower rank's time from a shared barrier to its all_reduce returning "
           "(max over ranks): the collective is done only when every rank holds the sum")
@@ -51,27 +45,29 @@ def iterations(nbytes: int) -> int:
     return max(20, min(200, 2048 * MiB // nbytes))
 
 
-def pattern(numel: int, rank: int) -> torch.Tensor:
-    """What `rank` contributes: small integers, so float32 sums are exact and checkable."""
-    return (torch.arange(numel) % 251 + rank).float()
-
-
-def expected_sum(numel: int, world_size: int) -> torch.Tensor:
-    """The all-reduced (summed) pattern: world_size copies of the base plus 0 + 1 + ... + (n-1)."""
-    return (world_size * (torch.arange(numel) % 251) + world_size * (world_size - 1) // 2).float()
-
-
-def ring_factor(world_size: int) -> float:
-    """2(n-1)/n: the share of a message each rank sends (and receives) in a ring all-reduce."""
-    return 2 * (world_size - 1) / world_size
-
-
 def bus_bandwidth(algbw: float, world_size: int) -> float:
     """nccl-tests' bus bandwidth for all-reduce: algbw times the ring factor 2(n-1)/n.
 
     https://github.com/NVIDIA/nccl-tests/blob/master/doc/PERFORMANCE.md
     """
     return algbw * ring_factor(world_size)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The message sizes, the iterations per size (None: `iterations(size)`) and the loopback run."""
+
+    sizes: tuple[int, ...] = tuple(4 * KiB * 2**k for k in range(15))  # 4 KiB ... 64 MiB, powers of 2
+    warmup: int = 5
+    iterations: int | None = None
+    loopback_bytes: int = 64 * MiB
+    loopback_repeats: int = 10
+
+    @classmethod
+    def quick(cls) -> "Plan":
+        """3 sizes, 5 iterations: a few seconds, for tests."""
+        return cls(sizes=(4 * KiB, 256 * KiB, 4 * MiB), warmup=2, iterations=5, loopback_bytes=16 * MiB,
+                   loopback_repeats=3)
 
 
 def ring_allreduce(inputs: list[np.ndarray]) -> tuple[list[np.ndarray], list[int]]:
@@ -110,38 +106,8 @@ def fit_alpha_beta(sizes_bytes: list[int], seconds: list[float]) -> dict[str, fl
     return {"alpha_ms": alpha * 1e3, "beta_ns_per_byte": beta * 1e9, "bandwidth_gbps": 1 / beta / 1e9}
 
 
-def predict_allreduce_ms(nbytes: int, fit: dict[str, float]) -> float:
-    """All-reduce time the alpha-beta fit predicts for a message of `nbytes` (e.g. all gradients)."""
-    return fit["alpha_ms"] + nbytes * fit["beta_ns_per_byte"] * 1e-6
-
-
-def load_results(path: Path = BEYOND_DIR / RESULT_NAME) -> dict:
-    """A benchmark's results (the committed ones by default); `["fit"]` feeds predict_allreduce_ms."""
-    return json.loads(Path(path).read_text())
-
-
 # ------------------------------------------------------------------------------------------------
 # The two processes
-
-
-def time_allreduce(nbytes: int, warmup: int, iters: int, rank: int, world_size: int) -> list[float]:
-    """Seconds per timed iteration (max over ranks); raises if any sum is wrong."""
-    numel = nbytes // 4
-    mine, expected = pattern(numel, rank), expected_sum(numel, world_size)
-    buffer = torch.empty(numel)
-    times = torch.zeros(iters, dtype=torch.float64)
-    for i in range(warmup + iters):
-        buffer.copy_(mine)  # all_reduce works in place: start every iteration from the inputs
-        dist.barrier()  # both ranks start together, so neither times the other's lateness
-        start = time.perf_counter()
-        dist.all_reduce(buffer)
-        elapsed = time.perf_counter() - start
-        if not torch.equal(buffer, expected):
-            raise RuntimeError(f"rank {rank}: wrong all-reduce result for {nbytes} bytes")
-        if i >= warmup:
-            times[i - warmup] = elapsed
-    dist.all_reduce(times, op=dist.ReduceOp.MAX)
-    return times.tolist()
 
 
 def loopback_gbps(rank: int, nbytes: int, repeats: int) -> list[float]:
@@ -176,17 +142,15 @@ def loopback_gbps(rank: int, nbytes: int, repeats: int) -> list[float]:
     return []
 
 
-def bench_worker(sizes: list[int], quick: bool, raw_path: str) -> None:
+def bench_worker(plan: Plan, raw_path: str) -> None:
     """One rank: time the all-reduce at every size, then loopback TCP; rank 0 saves the raw times."""
     rank, world_size = init_distributed("gloo")
-    warmup = QUICK_WARMUP if quick else WARMUP
-    counts = [QUICK_ITERATIONS if quick else iterations(nbytes) for nbytes in sizes]
-    raw = {"sizes": sizes, "iterations": counts, "warmup": warmup, "threads_per_rank": torch.get_num_threads(),
-           "times_s": [time_allreduce(n, warmup, iters, rank, world_size) for n, iters in zip(sizes, counts)]}
-    loopback_bytes, repeats = ((QUICK_LOOPBACK_BYTES, QUICK_LOOPBACK_REPEATS) if quick
-                               else (LOOPBACK_BYTES, LOOPBACK_REPEATS))
-    raw["loopback_gbps"] = loopback_gbps(rank, loopback_bytes, repeats)
-    raw["loopback_bytes"] = loopback_bytes
+    counts = [plan.iterations or iterations(nbytes) for nbytes in plan.sizes]
+    raw = {"sizes": list(plan.sizes), "iterations": counts, "warmup": plan.warmup,
+           "threads_per_rank": torch.get_num_threads(),
+           "times_s": [time_allreduce(n, plan.warmup, iters, rank, world_size) for n, iters in zip(plan.sizes, counts)],
+           "loopback_gbps": loopback_gbps(rank, plan.loopback_bytes, plan.loopback_repeats),
+           "loopback_bytes": plan.loopback_bytes}
     if rank == 0:
         Path(raw_path).write_text(json.dumps(raw))
     cleanup()
@@ -196,7 +160,7 @@ def bench_worker(sizes: list[int], quick: bool, raw_path: str) -> None:
 # Results
 
 
-def minigpt_gradient_bytes(corpus_dir: Path = DEFAULT_CORPUS_DIR, block_size: int = 64) -> tuple[int, int]:
+def minigpt_gradient_bytes(corpus_dir: Path = DEFAULT_CORPUS_DIR, block_size: int = TrainConfig.block_size) -> tuple[int, int]:
     """(parameters, float32 gradient bytes) of the lab's default MiniGPT: what DDP all-reduces per step."""
     model, _ = build_model_for_corpus(ensure_corpus(corpus_dir), block_size)
     params = count_parameters(model)
@@ -241,7 +205,7 @@ def size_label(nbytes: float) -> str:
     return f"{nbytes / MiB:.3g} MiB" if nbytes >= MiB else f"{nbytes / KiB:.3g} KiB"
 
 
-def plot(result: dict, path: Path) -> None:
+def plot(result: dict, out: Path) -> None:
     """Time against size (log-log, with the fit) and bandwidth against size (with loopback TCP)."""
 
     import matplotlib.pyplot as plt
@@ -282,25 +246,17 @@ def plot(result: dict, path: Path) -> None:
     fig.suptitle(f"gloo all-reduce, {result['world_size']} processes on {p['cores']} core(s) of "
                  f"{p['cpu_model']}, torch {p['torch']}", fontsize=10)
     fig.tight_layout()
-    save_figure(fig, path)
+    save_figure(fig, out / PLOT_NAME)
 
 
-def run(out: Path = BEYOND_DIR, quick: bool = False, gradient_bytes: int | None = None) -> dict:
-    """Run both ranks, then write allreduce_bench.json and .png into `out`; return the results."""
-    started = time.perf_counter()
-    sizes = QUICK_SIZES if quick else SIZES
+def measure(out: Path, plan: Plan, corpus_dir: Path, echo, gradient_bytes: int | None = None) -> dict:
+    """Both ranks' timings, summarized; `gradient_bytes`: the message to mark (default: MiniGPT's gradients)."""
     with tempfile.TemporaryDirectory() as tmp:
         raw_path = Path(tmp) / "raw.json"
-        spawn_workers(bench_worker, WORLD_SIZE, sizes, quick, str(raw_path))
+        spawn_workers(bench_worker, WORLD_SIZE, plan, str(raw_path))
         raw = json.loads(raw_path.read_text())
     params, nbytes = minigpt_gradient_bytes() if gradient_bytes is None else (gradient_bytes // 4, gradient_bytes)
-    result = summarize_run(raw, params, nbytes)
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    command = command_line(__spec__.name, out, quick, gradient_bytes=gradient_bytes)
-    result = write_results(out, MEASUREMENT, result, findings(result), command, started)
-    plot(result, out / PLOT_NAME)
-    return result
+    return summarize_run(raw, params, nbytes)
 
 
 def report(result: dict) -> str:
@@ -335,32 +291,31 @@ def ring_demo(ranks: list[int], length: int) -> str:
 
 def benchmark_plan(gradient_params: int, gradient_bytes: int) -> str:
     """The full benchmark's plan (sizes, timed and warm-up iterations) and the gradient message it marks."""
+    full = Plan()
     return "\n".join([
-        "sizes: " + ", ".join(size_label(n) for n in SIZES),
-        f"timed iterations per size: {[iterations(n) for n in SIZES]}",
-        f"warm-up iterations per size: {WARMUP}",
+        "sizes: " + ", ".join(size_label(n) for n in full.sizes),
+        f"timed iterations per size: {[iterations(n) for n in full.sizes]}",
+        f"warm-up iterations per size: {full.warmup}",
         f"MiniGPT (default configuration, block size 64): {gradient_params:,} parameters -> "
         f"{gradient_bytes:,} bytes of float32 gradients ({gradient_bytes / MiB:.2f} MiB)"])
 
 
-def result_checks(result: dict, gradient_bytes: int | None = None) -> str:
-    """Facts about a benchmark's results that do not depend on timing, one line each: the plan,
-    the statistics' order, the bus-bandwidth arithmetic, the checked sums, the loopback run and,
-    given `gradient_bytes`, whether the gradient mark is that size."""
-    rows, n = result["results"], result["world_size"]
-    plan = ("the full plan" if result["sizes_bytes"] == SIZES
-            else "the quick plan" if result["sizes_bytes"] == QUICK_SIZES else "a custom plan")
-    lines = [f"sizes measured ({plan}): " + ", ".join(size_label(b) for b in result["sizes_bytes"]),
-             "every median positive and every p95 >= its median: "
-             f"{all(0 < r['median_ms'] <= r['p95_ms'] for r in rows)}",
-             f"busbw == algbw x 2(n-1)/n with n = {n}: "
-             f"{all(r['busbw_gbps'] == r['algbw_gbps'] * ring_factor(n) for r in rows)}",
-             f"all-reduce results: {result['result_checked']}",
-             f"loopback TCP measured: {result['loopback']['median_gbps'] > 0}"]
+def result_checks(result: dict, gradient_bytes: int | None = None) -> dict[str, bool]:
+    """Facts about a benchmark's results that do not depend on timing: the plan, the statistics'
+    order, the bus-bandwidth arithmetic, the checked sums, the loopback run and, given
+    `gradient_bytes`, whether the gradient mark is that size."""
+    rows, n, sizes = result["results"], result["world_size"], tuple(result["sizes_bytes"])
+    plan = "the full plan" if sizes == Plan().sizes else "the quick plan" if sizes == Plan.quick().sizes else None
+    checks = {f"sizes measured are {plan or 'a known plan'}: " + ", ".join(size_label(b) for b in sizes): bool(plan),
+              "every median positive and every p95 >= its median": all(0 < r["median_ms"] <= r["p95_ms"] for r in rows),
+              f"busbw == algbw x 2(n-1)/n with n = {n}": all(r["busbw_gbps"] == r["algbw_gbps"] * ring_factor(n)
+                                                           for r in rows),
+              f"all-reduce results: {result['result_checked']}": True,  # the workers raise on a wrong sum
+              "loopback TCP measured": result["loopback"]["median_gbps"] > 0}
     if gradient_bytes is not None:
-        lines.append(f"its gradient mark is this MiniGPT's gradients ({gradient_bytes:,} bytes): "
-                     f"{result['gradient']['bytes'] == gradient_bytes}")
-    return "\n".join(lines)
+        checks[f"its gradient mark is this MiniGPT's gradients ({gradient_bytes:,} bytes)"] = (
+            result["gradient"]["bytes"] == gradient_bytes)
+    return checks
 
 
 def what_ran(result: dict) -> str:
@@ -389,19 +344,15 @@ def findings(result: dict) -> list[dict]:
     ]
 
 
-MEASUREMENT = Measurement("allreduce_bench", "gloo's all-reduce between 2 local processes, against raw loopback TCP",
-                          "07-allreduce-benchmark.ipynb", run, (PLOT_NAME,))
-
-
-def main(argv: list[str] | None = None) -> None:
-    p = parser(MEASUREMENT, "3 sizes, 5 iterations: a few seconds, for tests", corpus=False)
+def options(p) -> None:
     p.add_argument("--gradient-bytes", type=positive_int, default=None,
                    help="message size to mark and predict (default: the default MiniGPT's gradients)")
-    args = p.parse_args(argv)
-    result = run(args.out, args.quick, args.gradient_bytes)
-    print(report(result))
-    print(f"wrote {RESULT_NAME} and {PLOT_NAME} to {args.out} in {result['provenance']['runtime_s']:.1f} s")
 
+
+MEASUREMENT = Measurement("allreduce_bench", "gloo's all-reduce between 2 local processes, against raw loopback TCP",
+                          "07-allreduce-benchmark.ipynb", (PLOT_NAME,), measure, findings, plot, report,
+                          Plan.quick.__doc__, Plan, options=options, corpus=False)
+run, main = MEASUREMENT.run, MEASUREMENT.main
 
 if __name__ == "__main__":
     main()

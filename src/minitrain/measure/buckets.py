@@ -1,94 +1,26 @@
 """Buckets and overlap: DDP's `bucket_cap_mb` swept on the lab's MiniGPT, from 1 bucket to 18.
 
-    python -m minitrain.measure.buckets [--out DIR] [--quick]
+    python -m minitrain.measure.buckets [--out DIR] [--quick] [--bench allreduce_bench.json]
 
-The driver starts this module under the lab's torchrun (2 ranks, loopback only). For each cap,
-each rank builds the lab's model from its seed (35000 + rank, as train.py), wraps it with
-DDP(bucket_cap_mb=cap) and the lab's instrumented comm hook, and trains on the same batches:
-blocks of steps, the caps in order and then reversed, repeat after repeat, so that drift on the
-machine cancels. It notes DDP's buckets (count, bytes, parameters), each step's time and its
-all-reduces (hook-only timing), whether both ranks hold bitwise-equal weights after every block,
-and profiles a few steps per cap to see how much all-reduce ran while backward still computed.
-Writes buckets.json, buckets.png and one cap's traces (buckets-trace-rank-{r}.json.gz).
+The ranks (buckets_ranks.worker) run under the lab's torchrun, loopback only; the driver combines
+their notes into buckets.json, buckets.png and one cap's traces (buckets-trace-rank-{r}.json.gz).
 """
 
-import argparse
-import json
-import re
 import shutil
 import statistics
 import tempfile
-import time
-from dataclasses import dataclass
 from pathlib import Path
 
-import torch
-import torch.distributed as dist
-from torch.autograd.profiler import record_function
-from torch.nn.parallel.distributed import _DEFAULT_BUCKET_CAP_MB
-
 from minitrain.artifacts import save_figure
-from minitrain.corpus import DEFAULT_CORPUS_DIR, ensure_corpus
-from minitrain.data import SEED_BASE, make_shard
-from minitrain.ddp import barrier, cleanup, init_distributed, wrap_for_ddp
-from minitrain.lab.report import findings_table
-from minitrain.launch import run_streaming, torchrun_command
-from minitrain.measure import allreduce_bench
-from minitrain.measure.measurement import (Measurement, command_line, finding, parser, progress,
-                                           write_results)
-from minitrain.measure.trace import load_trace, overlap_table, overlapped_share, profile_steps
-from minitrain.paths import BEYOND_DIR, relative
-from minitrain.timing import attach_instrumented_hook
-from minitrain.train import TrainConfig, build_model_for_corpus, seed_everything
-from minitrain.verify import compare_states
+from minitrain.measure.allreduce import bench_option, benchmark_fit, predict_allreduce_ms
+from minitrain.measure.buckets_ranks import PROGRESS, TRACE_CAP, Plan, label, worker
+from minitrain.measure.measurement import WORLD_SIZE, Measurement, apart, finding, progress, relaunch
+from minitrain.measure.trace import load_trace, overlap_table, overlapped_share
+from minitrain.paths import BEYOND_DIR  # noqa: F401 (for the notebook)
+from minitrain.train import TrainConfig
 
-RESULT_NAME, PLOT_NAME = "buckets.json", "buckets.png"
+PLOT_NAME = "buckets.png"
 TRACE_NAME = "buckets-trace-rank-{rank}.json.gz"
-WORLD_SIZE = 2
-BATCH_SIZE, BLOCK_SIZE, LR = TrainConfig.batch_size, TrainConfig.block_size, TrainConfig.lr  # the lab's run
-MiB = 1024 * 1024  # bucket_cap_mb counts MiB: DDP multiplies it by 1024 * 1024
-TRACE_CAP = 0.1  # the cap whose traces are kept: several buckets, few enough to follow in Perfetto
-PROGRESS = "buckets progress: "  # the line rank 0 prints after each block; the driver's bar counts them
-
-
-@dataclass
-class Plan:
-    """The caps (MiB; None: DDP's default) and how many steps each block and phase takes."""
-
-    caps: tuple[float | None, ...] = (None, 25, 1, 0.5, 0.25, 0.1, 0.025, 0.01, 0.001)  # 1 to 18 buckets here
-    warmup: int = 5  # DDP rebuilds its buckets at step 1; the rest settles the caches
-    measured: int = 30  # timed steps per block
-    repeats: int = 5  # blocks per cap, the caps' order alternating
-    profiled: int = 4  # profiled steps per cap; each adds about 0.5 MB of trace (35 kB gzipped)
-
-    @property
-    def blocks(self) -> int:
-        """The progress bar's units: the timed blocks, then one profiled block per cap."""
-        return self.repeats * len(self.caps) + len(self.caps)
-
-
-QUICK = Plan(caps=(None, TRACE_CAP), warmup=2, measured=4, repeats=2, profiled=2)
-
-
-def rebuilt_buckets(ddp_model: torch.nn.parallel.DistributedDataParallel) -> tuple[list[int], list[int]]:
-    """DDP's own record of its buckets after the rebuild at step 1: each bucket's bytes, and the
-    parameter indices in bucket order (DDP logs them as text: "148608, 148992")."""
-    data = ddp_model._get_ddp_logging_data()
-    numbers = lambda key: [int(n) for n in re.findall(r"\d+", str(data.get(key, "")))]  # noqa: E731
-    return numbers("rebuilt_bucket_sizes"), numbers("rebuilt_per_bucket_param_indices")
-
-
-def label(cap: float | None) -> str:
-    """How a cap is shown: 'default' for None, else its MiB."""
-    return "default" if cap is None else f"{cap:g}"
-
-
-def ddp_caps(cap: float | None) -> tuple[int, int]:
-    """(first bucket's cap, later buckets' cap) in bytes, as torch 2.13's DDP sets them: without
-    bucket_cap_mb, 1 MiB then 25 MiB; with it, bucket_cap_mb MiB for every bucket, the first too."""
-    if cap is None:
-        return dist._DEFAULT_FIRST_BUCKET_BYTES, int(_DEFAULT_BUCKET_CAP_MB * MiB)
-    return int(cap * MiB), int(cap * MiB)
 
 
 def bucket_partition(sizes: list[int], first_cap: int, cap: int) -> list[int]:
@@ -103,102 +35,6 @@ def bucket_partition(sizes: list[int], first_cap: int, cap: int) -> list[int]:
             counts.append(0)
             held, limit = 0, cap
     return counts if counts[-1] else counts[:-1]
-
-
-# ------------------------------------------------------------------------------------------------
-# One rank
-
-
-class Trainer:
-    """The lab's model on one rank, wrapped with one bucket cap, and its training step."""
-
-    def __init__(self, cap: float | None, rank: int, world_size: int, corpus_dir: Path) -> None:
-        seed_everything(SEED_BASE + rank)  # as train.py; DDP broadcasts rank 0's weights anyway
-        model, _ = build_model_for_corpus(corpus_dir, BLOCK_SIZE)
-        # a fresh shard per block: every cap trains on the same batches
-        self.shard = make_shard(rank, world_size, corpus_dir, batch_size=BATCH_SIZE, block_size=BLOCK_SIZE)
-        self.cap = cap
-        self.ddp = wrap_for_ddp(model, bucket_cap_mb=cap)
-        self.hook = attach_instrumented_hook(self.ddp)
-        self.optimizer = torch.optim.AdamW(self.ddp.parameters(), lr=LR)
-
-    def step(self) -> float:
-        """One training step; its time in ms (no barriers: the all-reduces run as DDP launches them)."""
-        start = time.perf_counter()
-        loss = self.ddp(next(self.shard)).loss
-        with record_function("backward"):  # a named slice in the trace; costs nothing unprofiled
-            loss.backward()
-        self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=True)
-        self.hook.step += 1
-        return (time.perf_counter() - start) * 1e3
-
-    def buckets(self) -> dict:
-        """The buckets as the comm hook saw them in the last step, and as DDP records them."""
-        ddp_sizes, ddp_order = rebuilt_buckets(self.ddp)  # DDP's own record of its (rebuilt) buckets
-        first = dist._DEFAULT_FIRST_BUCKET_BYTES if self.ddp.bucket_bytes_cap_default else self.ddp.bucket_bytes_cap
-        names = list(self.hook.names.values())
-        return {"hook": [self.hook.buckets[i] for i in sorted(self.hook.buckets)],
-                "ddp_sizes": ddp_sizes, "ddp_params_in_order": [names[i] for i in ddp_order],
-                "first_cap_bytes": int(first), "cap_bytes": int(self.ddp.bucket_bytes_cap),
-                "caps_as_stated": ddp_caps(self.cap) == (first, self.ddp.bucket_bytes_cap),
-                "sizes": {name: p.numel() * p.element_size() for name, p in self.ddp.module.named_parameters()}}
-
-
-def block_steps(trainer: Trainer, steps: int) -> dict:
-    """`steps` timed steps: each step's time, its all-reduces summed (hook called to all-reduce done),
-    and the time from its last bucket's hook call to its last all-reduce done (what backward could not hide)."""
-    trainer.hook.events = []
-    step_ms = [trainer.step() for _ in range(steps)]
-    per_step: dict[int, list[dict]] = {}
-    for e in trainer.hook.events:
-        per_step.setdefault(e["step"], []).append(e)
-    events = [per_step[s] for s in sorted(per_step)]
-    return {"step_ms": step_ms,
-            "allreduce_ms": [sum(e["done"] - e["ready"] for e in es) * 1e3 for es in events],
-            "after_last_ready_ms": [(max(e["done"] for e in es) - max(e["ready"] for e in es)) * 1e3
-                                    for es in events]}
-
-
-def worker(args: argparse.Namespace) -> None:
-    """One rank: the timed blocks (caps alternating), the ranks' weights after each, then a profile per cap."""
-    plan = QUICK if args.quick else Plan()
-    rank, world_size = init_distributed("gloo")
-    blocks, buckets, reference = [], {}, None
-    for repeat in range(plan.repeats):
-        for cap in plan.caps if repeat % 2 == 0 else plan.caps[::-1]:
-            trainer = Trainer(cap, rank, world_size, args.corpus_dir)
-            for _ in range(plan.warmup):
-                trainer.step()
-            barrier()  # each block starts with both ranks together
-            block = {"repeat": repeat, "cap": label(cap)} | block_steps(trainer, plan.measured)
-            seen = trainer.buckets()
-            block["same_buckets"] = seen["hook"] == buckets.setdefault(label(cap), seen)["hook"]
-            states = [None] * world_size
-            state = {k: v.detach().clone() for k, v in trainer.ddp.module.state_dict().items()}
-            dist.all_gather_object(states, state)
-            ranks = compare_states(states[0], states[1])
-            reference = reference or states[0]  # every block trains the same steps on the same batches
-            across = compare_states(reference, states[0])
-            block |= {"ranks_equal": ranks.bitwise_equal, "ranks_max_diff": ranks.max_abs_diff,
-                      "same_as_first_block": across.bitwise_equal, "first_block_max_diff": across.max_abs_diff}
-            blocks.append(block)
-            if rank == 0:
-                print(f"{PROGRESS}{len(blocks)}/{plan.blocks} cap {label(cap)}: {len(buckets[label(cap)]['hook'])} "
-                      f"bucket(s), median step {statistics.median(block['step_ms']):.1f} ms", flush=True)
-    for cap in plan.caps:
-        trainer = Trainer(cap, rank, world_size, args.corpus_dir)
-        for _ in range(plan.warmup):
-            trainer.step()
-        barrier()
-        profile_steps(trainer.step, plan.profiled, Path(args.work) / f"trace-{label(cap)}-rank-{rank}.json.gz")
-        if rank == 0:
-            print(f"{PROGRESS}{len(blocks) + plan.caps.index(cap) + 1}/{plan.blocks} cap {label(cap)}: profiled",
-                  flush=True)
-    note = {"rank": rank, "world_size": world_size, "threads": torch.get_num_threads(),
-            "plan": plan.__dict__, "blocks": blocks, "buckets": buckets}
-    (Path(args.work) / f"rank-{rank}.json").write_text(json.dumps(note))
-    cleanup()
 
 
 # ------------------------------------------------------------------------------------------------
@@ -237,7 +73,7 @@ def cap_summary(cap: str, notes: list[dict], overlap_rows: list[dict], fit: dict
         "tokens_per_s": tokens / (step / 1e3),
         "allreduce_ms": statistics.median([r["allreduce_ms"] for r in repeats]),
         "after_last_ready_ms": statistics.median([r["after_last_ready_ms"] for r in repeats]),
-        "predicted_ms": (sum(allreduce_bench.predict_allreduce_ms(b["bytes"], fit) for b in hook_buckets)
+        "predicted_ms": (sum(predict_allreduce_ms(b["bytes"], fit) for b in hook_buckets)
                          if fit else None),
         "overlap": {"rows": overlap_rows, "overlapped_share": overlapped_share(overlap_rows),
                     "after_backward_ms": statistics.median([max(r["after_backward_ms"] for r in rows)
@@ -254,11 +90,12 @@ def cap_summary(cap: str, notes: list[dict], overlap_rows: list[dict], fit: dict
 def analyse(notes: list[dict], overlap: dict[str, list[dict]], fit: dict | None) -> dict:
     """buckets.json's content (without provenance) from both ranks' notes and each cap's overlap rows."""
     first = notes[0]
-    tokens = BATCH_SIZE * BLOCK_SIZE * first["world_size"]
+    batch, block = TrainConfig.batch_size, TrainConfig.block_size  # DDPRank's defaults: the lab's run
+    tokens = batch * block * first["world_size"]
     caps = [cap_summary(label(c), notes, overlap[label(c)], fit, tokens) for c in first["plan"]["caps"]]
     return {
         "config": {"world_size": first["world_size"], "threads_per_rank": first["threads"],
-                   "batch_size_per_rank": BATCH_SIZE, "block_size": BLOCK_SIZE, "tokens_per_step": tokens,
+                   "batch_size_per_rank": batch, "block_size": block, "tokens_per_step": tokens,
                    "plan": first["plan"]},
         "gradient_bytes": sum(caps[0]["bytes"]),
         "caps": caps,
@@ -281,44 +118,26 @@ def analyse(notes: list[dict], overlap: dict[str, list[dict]], fit: dict | None)
     }
 
 
-def run(out: Path = BEYOND_DIR, quick: bool = False, corpus_dir: Path = DEFAULT_CORPUS_DIR,
-        bench: Path = BEYOND_DIR / allreduce_bench.RESULT_NAME, echo=print) -> dict:
-    """Run both ranks, then write buckets.json, buckets.png and TRACE_CAP's two traces into `out`.
+def measure(out: Path, plan: Plan, corpus_dir: Path, echo, bench: Path | None = None) -> dict:
+    """Both ranks' blocks and profiles, then buckets.json's content; TRACE_CAP's two traces into `out`.
 
-    `bench`: a benchmark's results whose alpha-beta fit predicts the all-reduce time, if it exists."""
-    started = time.perf_counter()
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    ensure_corpus(corpus_dir)
-    plan = QUICK if quick else Plan()
-    with tempfile.TemporaryDirectory() as work, progress(plan.blocks, "blocks") as bar:
-        def show(line: str) -> None:
-            if line.startswith(PROGRESS):
-                bar.update(1)
-            else:
-                echo(line)
-
-        script_args = ["--worker", "--work", work, "--corpus-dir", str(corpus_dir)] + (["--quick"] if quick else [])
-        run_streaming(torchrun_command(__spec__.name, WORLD_SIZE, *script_args, module=True), timeout=900, echo=show)
-        notes = [json.loads((Path(work) / f"rank-{r}.json").read_text()) for r in range(WORLD_SIZE)]
+    `bench`: a benchmark's results file whose alpha-beta fit predicts the all-reduce times."""
+    with tempfile.TemporaryDirectory() as tmp, progress(plan.blocks, "blocks") as bar:
+        work = Path(tmp)
+        notes = relaunch(MEASUREMENT, plan, corpus_dir, work, timeout=900,
+                         echo=lambda line: bar.update(1) if line.startswith(PROGRESS) else echo(line))
         overlap, traces = {}, []
         for cap in map(label, plan.caps):
             overlap[cap] = [row | {"rank": r} for r in range(WORLD_SIZE)
-                            for row in overlap_table(load_trace(Path(work) / f"trace-{cap}-rank-{r}.json.gz"))]
+                            for row in overlap_table(load_trace(work / f"trace-{cap}-rank-{r}.json.gz"))]
         for r in range(WORLD_SIZE):  # one cap's traces are kept; the others go with the work folder
             traces.append(TRACE_NAME.format(rank=r))
-            shutil.move(Path(work) / f"trace-{label(TRACE_CAP)}-rank-{r}.json.gz", out / traces[-1])
-    benchmark = allreduce_bench.load_results(bench) if Path(bench).is_file() else None
-    fit = benchmark["fit"] if benchmark else None
-    results = analyse(notes, overlap, fit)
-    results["traces"] = {"cap": label(TRACE_CAP), "files": traces,
-                         "open_with": "https://ui.perfetto.dev (Open trace file; .json.gz is read as is)"}
-    results["benchmark"] = ({"file": relative(bench), "fit": fit, "date": benchmark["provenance"]["date"]} if fit
-                            else {"file": None, "note": "run python -m minitrain.measure.allreduce_bench first"})
-    command = command_line(__spec__.name, out, quick, corpus_dir=corpus_dir)
-    results = write_results(out, MEASUREMENT, results, findings(results), command, started, corpus_dir)
-    plot(results, out / PLOT_NAME)
-    return results
+            shutil.move(work / f"trace-{label(TRACE_CAP)}-rank-{r}.json.gz", out / traces[-1])
+    fit, benchmark = benchmark_fit(bench)
+    return analyse(notes, overlap, fit) | {
+        "traces": {"cap": label(TRACE_CAP), "files": traces,
+                   "open_with": "https://ui.perfetto.dev (Open trace file; .json.gz is read as is)"},
+        "benchmark": benchmark}
 
 
 def by_cap(results: dict) -> dict[str, dict]:
@@ -342,18 +161,12 @@ def same_buckets_as_default(results: dict) -> list[dict]:
     return [c for c in results["caps"] if params(c) == default]
 
 
-def ranges_apart(a: dict, b: dict) -> bool:
-    """Do two caps' repeat ranges (min-max of the block medians) not overlap?"""
-    return a["step_ms_range"][1] < b["step_ms_range"][0] or b["step_ms_range"][1] < a["step_ms_range"][0]
-
-
 def ms_range(c: dict) -> str:
     """A cap's repeat range: 'min-max ms' of its block medians."""
     return f"{c['step_ms_range'][0]:.1f}-{c['step_ms_range'][1]:.1f} ms"
 
 
-def and_list(items: list[str]) -> str:
-    """'a, b and c'."""
+def and_list(items: list[str]) -> str:  # 'a, b and c'
     return ", ".join(items[:-1]) + " and " + items[-1] if len(items) > 1 else "".join(items)
 
 
@@ -362,7 +175,7 @@ def findings(results: dict) -> list[dict]:
     caps, default = results["caps"], by_cap(results)["default"]
     best, most = fastest(results), most_buckets(results)
     verdict = ("the default is the fastest cap" if best is default
-               else "every repeat faster" if ranges_apart(best, default) else "within the spread, no clear gain")
+               else "every repeat faster" if apart(best["step_ms_range"], default["step_ms_range"]) else "within the spread, no clear gain")
     return [
         finding("buckets_at_default", default["count"], "buckets",
                 f"DDP's default caps put MiniGPT's {results['gradient_bytes'] / 1e6:.2f} MB of gradients in this "
@@ -384,7 +197,7 @@ def findings(results: dict) -> list[dict]:
     ]
 
 
-def plot(results: dict, path: Path) -> None:
+def plot(results: dict, out: Path) -> None:
     """Buckets per cap; step time per cap; all-reduce times against the alpha-beta fit; overlapped share."""
     import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator
@@ -438,16 +251,11 @@ def plot(results: dict, path: Path) -> None:
                  f"{config['world_size']} gloo ranks x {config['threads_per_rank']} thread(s), {prov['cores']} cores, "
                  f"load average {prov['load_average_1min']:.1f}, torch {prov['torch']}", fontsize=10)
     fig.tight_layout()
-    save_figure(fig, path)
+    save_figure(fig, out / PLOT_NAME)
 
 
 # ------------------------------------------------------------------------------------------------
 # What the notebook shows
-
-
-def load_results(path: str | Path = "") -> dict:
-    """A buckets run's results: `path` is buckets.json or the folder holding it; empty: the committed ones."""
-    return MEASUREMENT.load(path)
 
 
 def what_ran(results: dict) -> str:
@@ -472,15 +280,14 @@ def rule_table(results: dict) -> str:
     return "\n".join(lines)
 
 
-def checks(results: dict) -> str:
-    """The facts a run must show on any machine, one line each (a live run asserts none says False)."""
+def checks(results: dict) -> dict[str, bool]:
+    """The facts a run must show on any machine (a live run asserts each holds: show_checks)."""
     caps = results["caps"]
-    return "\n".join([
-        f"DDP set the caps as ddp_caps states them: {all(c['caps_as_stated'] for c in caps)}",
-        f"the closing rule predicts every cap's buckets: {all(c['rule_agrees'] for c in caps)}",
-        f"DDP's own record agrees with the comm hook: {all(c['ddp_agrees'] for c in caps)}",
-        f"the default caps make 1 bucket of MiniGPT's gradients: {by_cap(results)['default']['count'] == 1}",
-        f"both ranks bitwise equal after every block, every cap: {all(c['ranks_equal'] for c in caps)}"])
+    return {"DDP set the caps as ddp_caps states them": all(c["caps_as_stated"] for c in caps),
+            "the closing rule predicts every cap's buckets": all(c["rule_agrees"] for c in caps),
+            "DDP's own record agrees with the comm hook": all(c["ddp_agrees"] for c in caps),
+            "the default caps make 1 bucket of MiniGPT's gradients": by_cap(results)["default"]["count"] == 1,
+            "both ranks bitwise equal after every block, every cap": all(c["ranks_equal"] for c in caps)}
 
 
 def bucket_table(results: dict, cap: str = label(TRACE_CAP)) -> str:
@@ -573,7 +380,7 @@ def takeaway(results: dict) -> str:
         lines.append(f"- Speed: no cap with more buckets was faster. The shortest median step, "
                      f"{best['step_ms']:.1f} ms ({best['tokens_per_s']:,.0f} tokens/s), came with {best['count']} "
                      f"bucket(s) (cap {best['cap']}).")
-    elif ranges_apart(best, default):
+    elif apart(best["step_ms_range"], default["step_ms_range"]):
         lines.append(f"- Speed: {best['count']} buckets (cap {best['cap']}) gave the shortest median step, "
                      f"{best['step_ms']:.1f} ms against {default['step_ms']:.1f} ms by default "
                      f"({default['step_ms'] / best['step_ms']:.2f}x, every repeat faster than every default one; "
@@ -628,23 +435,16 @@ def takeaway(results: dict) -> str:
     return "\n".join(lines)
 
 
+def report(results: dict) -> str:
+    """What `python -m` prints: DDP's buckets per cap and the step times."""
+    return rule_table(results) + "\n" + timing_table(results)
+
+
 MEASUREMENT = Measurement("buckets", "Buckets and overlap: DDP's bucket_cap_mb swept, step time and overlap",
-                          "11-buckets-and-overlap.ipynb", run, (PLOT_NAME,))
-
-
-def main(argv: list[str] | None = None) -> None:
-    p = parser(MEASUREMENT, "2 caps, a few steps each: for tests and notebooks", workers=True)
-    args = p.parse_args(argv)
-    if args.worker:
-        worker(args)
-        return
-    results = run(args.out, args.quick, args.corpus_dir)
-    print(rule_table(results))
-    print(timing_table(results))
-    print(findings_table(results["findings"]))
-    print(f"wrote {RESULT_NAME}, {PLOT_NAME} and {', '.join(results['traces']['files'])} to {args.out} "
-          f"in {results['provenance']['runtime_s']:.0f} s")
-
+                          "11-buckets-and-overlap.ipynb", (PLOT_NAME,), measure, findings, plot, report,
+                          Plan.quick.__doc__, Plan, worker, options=bench_option,
+                          written=lambda results: results["traces"]["files"])
+run, main = MEASUREMENT.run, MEASUREMENT.main
 
 if __name__ == "__main__":
     main()

@@ -10,39 +10,45 @@ per step; the DDP control run is the 2-process run. Writes controls.json, contro
 and controls_learning.png into --out (default experiments/35-ddp-cpu/beyond/).
 """
 
+import argparse
 import contextlib
 import math
-import os
 import tempfile
 import time
-from collections.abc import Iterator
+from dataclasses import dataclass, replace
 from pathlib import Path
-from unittest.mock import patch
 
 import matplotlib.pyplot as plt
-import torch
 
 from minitrain.artifacts import save_figure
 from minitrain.cli import positive_int
 from minitrain.corpus import DEFAULT_CORPUS_DIR, ensure_corpus
-from minitrain.data import SEED_BASE, make_shard
 from minitrain.lab.runs import read_run
-from minitrain.lab.report import findings_table
 from minitrain.launch import run_streaming, torchrun_command
-from minitrain.measure.measurement import (Measurement, command_line, finding, fresh_folder,
-                                           parser, progress, runs_folder, write_results)
-from minitrain.paths import BEYOND_DIR, TRAIN_SCRIPT
-from minitrain.probe import load_pairs, minimal_pair_accuracy
-from minitrain.train import build_model_for_corpus, evaluate, seed_everything
-from minitrain.verify import load_state
+from minitrain.measure.measurement import Measurement, finding, fresh_folder, progress, runs_folder
+from minitrain.measure.scoring import (GLOBAL_BATCH, QUICK_PAIRS, QUICK_VAL_BATCHES, VAL_BATCHES, final_metrics,
+                                       one_thread_per_process, scoring_pairs)
+from minitrain.paths import BEYOND_DIR, TRAIN_SCRIPT  # noqa: F401 (BEYOND_DIR: for the notebook)
+from minitrain.train import TrainConfig
 
 # train.py's flags for each 2-process drift case; "ddp" is the real thing, the others are controls
 CASES = {"ddp": [], "no-sync": ["--no-sync"], "noop": ["--comm", "noop"]}
-GLOBAL_BATCH = 32  # sequences per step: 1 process x 32, or 2 processes x 16
-BLOCK_SIZE = 64
-VAL_BATCHES = 8  # 8 x 32 rows of 65 tokens: about all of val.jsonl (2,000 sentences) once
-QUICK = {"steps": 6, "pairs": 100, "val_batches": 2}  # --quick: seconds, for tests and notebooks
+BLOCK_SIZE = TrainConfig.block_size
 SMOOTH = 20  # steps in the moving average of the plotted training loss
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How many steps each run trains, and the scoring of the final weights."""
+
+    steps: int = 300
+    pairs: int | None = None  # minimal pairs scored (None: all)
+    val_batches: int = VAL_BATCHES
+
+    @classmethod
+    def quick(cls) -> "Plan":
+        """6 steps, 100 pairs: seconds, for tests."""
+        return cls(steps=6, pairs=QUICK_PAIRS, val_batches=QUICK_VAL_BATCHES)
 
 
 def run_case(name: str, nproc: int, steps: int, runs_dir: Path, corpus_dir: Path,
@@ -72,51 +78,22 @@ def drift_curve(case: dict) -> list[float]:
     return [r["max_param_diff"] for r in case["timings"]]
 
 
-@contextlib.contextmanager
-def one_thread_per_process() -> Iterator[None]:
-    """Run the block with 1 torch thread here and OMP_NUM_THREADS=1 in child processes, then restore."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        with patch.dict(os.environ, OMP_NUM_THREADS="1"):
-            yield
-    finally:
-        torch.set_num_threads(threads)
-
-
-def final_metrics(state_path: Path | None, corpus_dir: Path, pairs: list[dict], val_batches: int) -> dict:
-    """Validation loss and minimal-pair accuracy of a saved state (None: the initial weights)."""
-    # seed 35000 = rank 0's seed in train.py: the initial weights both runs start from
-    # (DDP broadcasts rank 0's weights to rank 1)
-    seed_everything(SEED_BASE)
-    model, tokenizer = build_model_for_corpus(corpus_dir, BLOCK_SIZE)
-    if state_path is not None:
-        model.load_state_dict(load_state(state_path))
-    # a fresh val shard per model, so every model is scored on the same batches
-    val = make_shard(0, 1, corpus_dir, split="val", batch_size=GLOBAL_BATCH, block_size=BLOCK_SIZE,
-                     seed=SEED_BASE)
-    return {"val_loss": evaluate(model, val, val_batches),
-            "accuracy": minimal_pair_accuracy(model, tokenizer, pairs)}
-
-
-def run(out: Path = BEYOND_DIR, quick: bool = False, steps: int = 300,
-        corpus_dir: Path = DEFAULT_CORPUS_DIR, runs_dir: Path | None = None) -> dict:
-    """Run the controls and the learning comparison; write controls.json and the two PNGs to `out`."""
-    started = time.perf_counter()
+def measure(out: Path, plan: Plan, corpus_dir: Path, echo, steps: int | None = None,
+            runs_dir: Path | None = None) -> dict:
+    """The drift runs, the 1-process run and the weights scored: controls.json's content.
+    `steps`: instead of the plan's; `runs_dir`: where the runs' files stay (default: runs_folder)."""
+    plan = replace(plan, steps=steps) if steps else plan
     out, corpus_dir = Path(out).resolve(), Path(corpus_dir).resolve()
-    out.mkdir(parents=True, exist_ok=True)
-    ensure_corpus(corpus_dir)
-    steps = QUICK["steps"] if quick else steps
-    pairs = load_pairs(corpus_dir / "pairs.jsonl")[:QUICK["pairs"] if quick else None]
-    val_batches = QUICK["val_batches"] if quick else VAL_BATCHES
+    steps, val_batches = plan.steps, plan.val_batches
+    pairs = scoring_pairs(corpus_dir, plan.pairs)
     # 1 thread per process in every run, as torchrun gives each of 2 ranks: the 1-process run does
     # the same arithmetic per rank, and nothing crawls when other work holds the cores (idle
     # threads spin: on a busy machine 1 thread scored 100 pairs 20x faster than 2)
     with one_thread_per_process(), fresh_folder(runs_dir or runs_folder(out, MEASUREMENT.name)) as runs:
         runs, cases = runs.resolve(), {}
-        plan = [(case, 2, (*CASES[case], "--track-drift")) for case in CASES] + [("1proc", 1, ())]
-        with progress(len(plan), "runs") as bar:
-            for case, nproc, extra in plan:  # quiet logs: a failure raises with the run's last lines
+        jobs = [(case, 2, (*CASES[case], "--track-drift")) for case in CASES] + [("1proc", 1, ())]
+        with progress(len(jobs), "runs") as bar:
+            for case, nproc, extra in jobs:  # quiet logs: a failure raises with the run's last lines
                 cases[case] = run_case(case, nproc, steps, runs, corpus_dir, extra, echo=lambda line: None)
                 bar.write(f"{case}: {nproc} process(es), {cases[case]['seconds']:.0f} s")
                 bar.update()
@@ -134,7 +111,7 @@ def run(out: Path = BEYOND_DIR, quick: bool = False, steps: int = 300,
                 for label, case in (("1proc", "1proc"), ("2proc", "ddp"))}
     results = {
         "steps": steps,
-        "quick": quick,
+        "quick": plan == Plan.quick(),
         "global_batch": GLOBAL_BATCH,
         "block_size": BLOCK_SIZE,
         "lr": cases["ddp"]["run"]["lr"],
@@ -152,12 +129,13 @@ def run(out: Path = BEYOND_DIR, quick: bool = False, steps: int = 300,
         "commands": {case: c["run"]["command"] for case, c in cases.items()},
         "runtime_s": {case: round(c["seconds"], 1) for case, c in cases.items()},
     }
-    command = command_line(__spec__.name, out, quick, steps=None if quick else steps,
-                           corpus_dir=corpus_dir)
-    results = write_results(out, MEASUREMENT, results, findings(results), command, started, corpus_dir)
+    return results
+
+
+def plot(results: dict, out: Path) -> None:
+    """Both figures: the drift, and the learning."""
     plot_drift(results, out / "controls_drift.png")
     plot_learning(results, out / "controls_learning.png")
-    return results
 
 
 def same_accuracy(a: float, b: float, n: int) -> bool:
@@ -198,11 +176,6 @@ def findings(results: dict) -> list[dict]:
         finding("accuracy_2proc_minus_1proc", two["accuracy"] - one["accuracy"], "minimal-pair accuracy",
                 f"{two['accuracy']:.3f} against {one['accuracy']:.3f} on {results['pairs']} pairs"),
     ]
-
-
-def load_results(path: str | Path = "") -> dict:
-    """The controls' results: `path` is controls.json or the folder holding it; empty: the committed ones."""
-    return MEASUREMENT.load(path)
 
 
 def what_ran(results: dict) -> str:
@@ -271,11 +244,10 @@ def live_drift(steps: int, timeout: float | None = 300, corpus_dir: Path = DEFAU
     return {case: drift_curve(run) for case, run in runs.items()}
 
 
-def live_checks(live: dict[str, list[float]]) -> str:
-    """The live control's verdicts, which hold on any machine under any load."""
-    return "\n".join([
-        f"live DDP run, drift exactly 0 at every step: {all(d == 0.0 for d in live['ddp'])}",
-        f"live no_sync() run, drift above 0 and growing: {0 < live['no-sync'][0] < live['no-sync'][-1]}"])
+def live_checks(live: dict[str, list[float]]) -> dict[str, bool]:
+    """The live control's verdicts, which hold on any machine under any load (show_checks shows them)."""
+    return {"live DDP run, drift exactly 0 at every step": all(d == 0.0 for d in live["ddp"]),
+            "live no_sync() run, drift above 0 and growing": 0 < live["no-sync"][0] < live["no-sync"][-1]}
 
 
 def plot_drift(results: dict, path: Path) -> None:
@@ -347,22 +319,25 @@ def plot_learning(results: dict, path: Path) -> None:
     save_figure(fig, path)
 
 
-MEASUREMENT = Measurement("controls", "Negative controls (drift without the all-reduce) and learning under DDP "
-                          "against 1 process", "09-controls-and-learning.ipynb", run,
-                          ("controls_drift.png", "controls_learning.png"))
+def steps_option(text: str) -> int:
+    """--steps: at least 2 (the drift table reads the first and the last step)."""
+    steps = positive_int(text)
+    if steps < 2:
+        raise argparse.ArgumentTypeError(f"--steps must be at least 2, got {steps}")
+    return steps
 
 
-def main(argv: list[str] | None = None) -> None:
-    p = parser(MEASUREMENT, f"{QUICK['steps']} steps, {QUICK['pairs']} pairs: seconds, for tests")
-    p.add_argument("--steps", type=positive_int, default=300)
+def options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--steps", type=steps_option, default=None, help=f"steps per run (default: {Plan.steps})")
     p.add_argument("--runs-dir", type=Path, default=None,
                    help="keep the runs' files here (default: build/controls/, or beside --out)")
-    args = p.parse_args(argv)
-    if args.steps < 2:
-        p.error(f"--steps must be at least 2, got {args.steps}")
-    results = run(args.out, args.quick, args.steps, args.corpus_dir, args.runs_dir)
-    print(findings_table(results["findings"]))
 
+
+MEASUREMENT = Measurement("controls", "Negative controls (drift without the all-reduce) and learning under DDP "
+                          "against 1 process", "09-controls-and-learning.ipynb",
+                          ("controls_drift.png", "controls_learning.png"), measure, findings, plot, learning_table,
+                          Plan.quick.__doc__, Plan, options=options)
+run, main = MEASUREMENT.run, MEASUREMENT.main
 
 if __name__ == "__main__":
     main()

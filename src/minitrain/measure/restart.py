@@ -3,14 +3,10 @@ last snapshot, and the final weights are bitwise those of a run that never faile
 
     python -m minitrain.measure.restart [--out DIR] [--quick]
 
-The driver runs experiments/35-ddp-cpu/train.py under the lab's torchrun, with the same seeds and
-snapshots every K steps: uninterrupted; with rank 1 killed (SIGKILL) at a chosen step and
-`--max-restarts=1`; with a second fault on the restarted attempt, past --max-restarts; and, done
-wrong, resumed from a copy of the uninterrupted run's snapshot with the optimizer's state or the data
-position left out. It times each line of the restarted run's log as it arrives (fault, detection,
-restart, resume), compares the final state dicts tensor by tensor, and checks that the run past
---max-restarts ends with one error line and no process left. Not a timing measurement: the seconds
-depend on the machine and its load.
+train.py under the lab's torchrun with snapshots: uninterrupted; rank 1 killed (SIGKILL) with
+`--max-restarts=1`; a second fault past it; and resumes done wrong (the optimizer's state or the data
+position left out). Each log line is timed as it arrives; the final state dicts are compared tensor
+by tensor. Not a timing measurement: the seconds depend on the machine and its load.
 """
 
 import json
@@ -22,19 +18,13 @@ from pathlib import Path
 
 import psutil
 
-from minitrain.artifacts import save_figure
-from minitrain.corpus import DEFAULT_CORPUS_DIR, ensure_corpus
-from minitrain.lab.report import findings_table
-from minitrain.lab.runs import read_timings
 from minitrain.launch import LaunchError, run_streaming, torchrun_command
-from minitrain.measure.measurement import (Measurement, command_line, finding, fresh_folder, parser, runs_folder,
-                                           write_results)
-from minitrain.paths import BEYOND_DIR, REPO, TRAIN_SCRIPT, relative
-from minitrain.snapshot import MARKER, SNAPSHOTS, load_rank_state, mark_complete, save_rank_state, step_folder
-from minitrain.verify import compare_state_files
+from minitrain.measure.measurement import WORLD_SIZE, Measurement, finding, fresh_folder, runs_folder
+from minitrain.measure.restart_figure import PLOT_NAME, plot
+from minitrain.measure.resumes import LEFT_OUT, compare_runs, leave_out
+from minitrain.paths import BEYOND_DIR, REPO, TRAIN_SCRIPT, relative  # noqa: F401 (BEYOND_DIR: for the notebook)
+from minitrain.snapshot import MARKER, SNAPSHOTS, load_rank_state
 
-RESULT_NAME, PLOT_NAME = "restart.json", "restart.png"
-WORLD_SIZE = 2
 RUN_TIMEOUT_S = 600
 GONE_WITHIN_S = 10  # how long the processes of a failed run get to disappear before one counts as an orphan
 
@@ -50,13 +40,18 @@ class Plan:
     second_fault: str = "27:0:1"  # STEP:RANK:ATTEMPT, on the restarted attempt
     model: tuple[str, ...] = ()
 
+    @classmethod
+    def quick(cls) -> "Plan":
+        """A tiny model and 12 steps: for tests and notebooks."""
+        return cls(steps=12, warmup=2, snapshot_every=4, fault="6:1", second_fault="7:0:1",
+                   model=("--n-layer", "1", "--n-embd", "32"))
+
     def train_args(self) -> list[str]:
         return ["--steps", str(self.steps), "--warmup", str(self.warmup),
                 "--snapshot-every", str(self.snapshot_every), *self.model]
 
 
-QUICK = Plan(steps=12, warmup=2, snapshot_every=4, fault="6:1", second_fault="7:0:1",
-             model=("--n-layer", "1", "--n-embd", "32"))
+QUICK = Plan.quick()  # the tests' plan
 
 # the restart's events as the log shows them (train.py's lines and torchrun's agent's), each the first
 # matching line after the fault; the first step, the first after the resume
@@ -194,49 +189,8 @@ def snapshot_contents(folder: Path) -> dict:
             "marker": marker | {"files": [f | {"sha256": f["sha256"][:16] + "..."} for f in marker["files"]]}}
 
 
-# done wrong: a resume from the same snapshot with one item left out (what the resumed process then has)
-LEFT_OUT = {
-    "optimizer": "AdamW's state left out: a fresh AdamW, moments zero, step counts restarting at 1",
-    "data": "the data position left out: each rank's stream starts again at its first batch",
-}
-
-
-def leave_out(reference: Path, folder: Path, step: int, item: str) -> None:
-    """A copy of the reference run's snapshot at `step` into folder/snapshots with `item` left out,
-    marked complete: the resume that follows is what a snapshot without it gives."""
-    files = []
-    for rank in range(WORLD_SIZE):
-        state = load_rank_state(step_folder(reference / SNAPSHOTS, step), rank)
-        if item == "optimizer":
-            state["optimizer"] = {"state": {}, "param_groups": state["optimizer"]["param_groups"]}
-        elif item == "data":
-            state["data"] = state["data"] | {"batches": 0}
-        files.append(save_rank_state(folder / SNAPSHOTS, step, rank, state))
-    mark_complete(folder / SNAPSHOTS, step, files)
-
-
-def compare_runs(a: Path, b: Path) -> dict:
-    """The two runs' final state dicts, rank by rank, and their loss logs, step by step."""
-    ranks = []
-    for rank in range(WORLD_SIZE):
-        c = compare_state_files(a / f"state-rank-{rank}.pt", b / f"state-rank-{rank}.pt")
-        ranks.append({"rank": rank, "tensors": len(c.per_tensor), "bitwise_equal": c.bitwise_equal,
-                      "max_abs_diff": c.max_abs_diff})
-    losses = [[r["loss"] for r in read_timings(run / "timings.jsonl")] for run in (a, b)]
-    return {"ranks": ranks, "bitwise_equal": all(r["bitwise_equal"] for r in ranks),
-            "max_abs_diff": max(r["max_abs_diff"] for r in ranks),
-            "losses_equal": losses[0] == losses[1], "steps": len(losses[1]),
-            "final_loss": [losses[0][-1], losses[1][-1]]}
-
-
-def run(out: Path = BEYOND_DIR, quick: bool = False, corpus_dir: Path = DEFAULT_CORPUS_DIR, echo=print) -> dict:
-    """The runs (uninterrupted, one fault, two faults, and resumes with an item left out), then
-restart.json and restart.png in `out`."""
-    started = time.perf_counter()
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    ensure_corpus(corpus_dir)
-    plan = QUICK if quick else Plan()
+def measure(out: Path, plan: Plan, corpus_dir: Path, echo) -> dict:
+    """The runs (uninterrupted, one fault, two faults, and resumes with an item left out): restart.json's content."""
     with fresh_folder(runs_folder(out, "restart")) as runs:
         def scrub(line: str) -> str:  # no machine paths in the committed results
             for prefix in (f"{runs}/", f"{relative(runs)}/", f"{REPO}/"):
@@ -286,10 +240,6 @@ restart.json and restart.png in `out`."""
             "runs": {name: relative(runs / name) for name in ("uninterrupted", "restarted", "second-fault",
                                                                *(f"without-{item}" for item in LEFT_OUT))},
         }
-    command = command_line(__spec__.name, out, quick,
-                           corpus_dir=corpus_dir)
-    results = write_results(out, MEASUREMENT, results, findings(results), command, started, corpus_dir)
-    plot(results, out / PLOT_NAME)
     return results
 
 
@@ -321,39 +271,6 @@ def findings(results: dict) -> list[dict]:
                   f"the same resume with {w['what']}: largest weight difference from the uninterrupted run")
           for w in results["done_wrong"]["runs"]),
     ]
-
-
-def plot(results: dict, path: Path) -> None:
-    """Steps done against seconds since the launch, both runs, with the restart's events marked."""
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(10, 4.6))
-    for name, style in (("uninterrupted", dict(color="0.55", marker=".", label="uninterrupted")),
-                        ("restarted", dict(color="#c44e52", marker=".", label="rank 1 killed, restarted"))):
-        points = results["progress"][name]
-        ax.plot([t for t, _ in points], [s + 1 for _, s in points], linestyle="", **style)
-    events = {e["event"]: e["t_s"] for e in results["timeline"]}
-    for name, color in (("fault", "#c44e52"), ("detected", "#dd8452"), ("restarted", "#4c72b0"), ("resumed", "#55a868")):
-        if name in events:
-            ax.axvline(events[name], color=color, linestyle="--", linewidth=1)
-            ax.text(events[name], 0.02, f" {name}", color=color, rotation=90, va="bottom", transform=ax.get_xaxis_transform())
-    r = results["restart"]
-    if r["resumed_from_step"] is not None:
-        ax.axhspan(r["resumed_from_step"], r["previous_steps_done"], color="#c44e52", alpha=0.12,
-                   label=f"steps done twice ({r['steps_redone']})")
-    ax.set_xlabel("seconds since the launch (as each step's log line arrived)")
-    ax.set_ylabel("steps done")
-    cmp = results["comparison"]
-    ax.set_title(f"A rank dies, training resumes from the snapshot at step {r['resumed_from_step']}: final weights "
-                 f"{'bitwise equal' if cmp['bitwise_equal'] else 'NOT equal'} to the uninterrupted run's", fontsize=10)
-    ax.legend(loc="upper left", fontsize=8)
-    fig.tight_layout()
-    save_figure(fig, path)
-
-
-def load_results(path: str | Path = "") -> dict:
-    """A restart measurement's results: `path` is restart.json or its folder; empty: the committed ones."""
-    return MEASUREMENT.load(path)
 
 
 def what_ran(results: dict) -> str:
@@ -494,19 +411,15 @@ def takeaway(results: dict) -> str:
     ])
 
 
+def report(results: dict) -> str:
+    """What `python -m` prints: the restart's timeline and the verdict."""
+    return timeline_table(results) + "\n" + verdict_table(results)
+
+
 MEASUREMENT = Measurement("restart", "A rank dies, training resumes: elastic restart from a snapshot, bitwise",
-                          "13-a-rank-dies.ipynb", run, (PLOT_NAME,))
-
-
-def main(argv: list[str] | None = None) -> None:
-    p = parser(MEASUREMENT, "a tiny model and 12 steps: for tests and notebooks")
-    args = p.parse_args(argv)
-    results = run(args.out, args.quick, args.corpus_dir)
-    print(timeline_table(results))
-    print(verdict_table(results))
-    print(findings_table(results["findings"]))
-    print(f"wrote {RESULT_NAME} and {PLOT_NAME} to {args.out} in {results['provenance']['runtime_s']:.0f} s")
-
+                          "13-a-rank-dies.ipynb", (PLOT_NAME,), measure, findings, plot, report,
+                          Plan.quick.__doc__, Plan)
+run, main = MEASUREMENT.run, MEASUREMENT.main
 
 if __name__ == "__main__":
     main()

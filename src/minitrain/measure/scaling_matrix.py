@@ -11,13 +11,11 @@ It writes scaling_matrix.json (every run, the points, the summary, the findings)
 
 import itertools
 import os
-import shlex
 import statistics
-import sys
 import tempfile
 import time
 from collections import defaultdict
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -25,125 +23,38 @@ import matplotlib.pyplot as plt
 from minitrain.artifacts import save_figure
 from minitrain.cli import positive_int
 from minitrain.corpus import DEFAULT_CORPUS_DIR, ensure_corpus
-from minitrain.lab.runs import phase_medians, read_run
-from minitrain.launch import run_streaming, torchrun_command
-from minitrain.measure.measurement import (Measurement, command_line, finding, fresh_folder,
-                                           parser, progress, runs_folder, write_results)
-from minitrain.paths import BEYOND_DIR, REPO, TRAIN_SCRIPT
+from minitrain.measure.measurement import Measurement, finding, fresh_folder, progress, runs_folder
+from minitrain.measure.scaling_runs import (ALL_CORES, BLOCK_SIZE, ONE_THREAD, PINNED, QUICK_SIZE, SCALINGS, SIZES,
+                                            STRONG_GLOBAL_BATCH, TWO_PROCS, WEAK_BATCH, Size, batches,
+                                            configurations, measure)
+from minitrain.paths import BEYOND_DIR  # noqa: F401 (for the notebook)
 from minitrain.provenance import usable_cores
 from minitrain.timing import summarize
 
-RUN_TIMEOUT_S = 900
-
-BLOCK_SIZE = 64
-WEAK_BATCH = 16  # sequences per rank, whatever the number of processes (the sheet's setting)
-STRONG_GLOBAL_BATCH = 16  # sequences per step in total, split across the processes
-SCALINGS = ("weak", "strong")
-
-ONE_THREAD, ALL_CORES, TWO_PROCS, PINNED = "1proc-1thread", "1proc-allcores", "2proc-1thread", "2proc-pinned"
+PLOT_NAME = "scaling_matrix.png"
 
 
 @dataclass(frozen=True)
-class Config:
-    """How a run uses the CPU: processes, threads per process, and an optional single core for all."""
+class Plan:
+    """The configurations (by name), model sizes, scalings and repeats of a matrix."""
 
-    name: str
-    label: str
-    nproc: int
-    threads: int
-    pin_core: int | None = None
+    configs: tuple[str, ...] = (ONE_THREAD, ALL_CORES, TWO_PROCS, PINNED)
+    sizes: tuple[Size, ...] = SIZES
+    scalings: tuple[str, ...] = SCALINGS
+    repeats: int = 3
 
-
-@dataclass(frozen=True)
-class Size:
-    """A MiniGPT size, and how many steps to run it: bigger models take longer, steadier steps."""
-
-    n_layer: int
-    n_embd: int
-    steps: int
-    warmup: int
-    n_head: int = 4
+    @classmethod
+    def quick(cls) -> "Plan":
+        """One size, one repeat, few steps, 2 configurations, weak scaling only."""
+        return cls(configs=(ALL_CORES, PINNED), sizes=(QUICK_SIZE,), scalings=("weak",), repeats=1)
 
 
-# ~0.27M (the lab's default model), ~0.86M, ~1.9M and ~4.9M parameters. At least 10 warm-up steps
-# (DDP rebuilds its buckets after step 1; caches settle) and 25 measured ones at every size: fewer
-# made single points jump (0.86M once read 35% all-reduce from 12 steps). About 13 minutes on 2 cores.
-SIZES = (Size(2, 96, 60, 20), Size(4, 128, 45, 15), Size(4, 192, 40, 12), Size(6, 256, 35, 10))
-QUICK_SIZE = Size(2, 96, 4, 2)
-
-
-def configurations() -> list[Config]:
-    """The four configurations on this machine; the pinned one uses the first core we may run on."""
-    cores = usable_cores()
-    first_core = min(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 0
-    return [Config(ONE_THREAD, "1 process x 1 thread", 1, 1),
-            Config(ALL_CORES, f"1 process x {cores} threads", 1, cores),
-            Config(TWO_PROCS, "2 processes x 1 thread", 2, 1),
-            Config(PINNED, "2 processes pinned to 1 core", 2, 1, pin_core=first_core)]
-
-
-def batches(config: Config, scalings: tuple[str, ...]) -> dict[int, list[str]]:
-    """Per-rank batch -> the scalings a run with it serves (one 1-process run serves both)."""
-    served: dict[int, list[str]] = defaultdict(list)
-    for scaling in scalings:
-        batch = WEAK_BATCH if scaling == "weak" else STRONG_GLOBAL_BATCH // config.nproc
-        served[batch].append(scaling)
-    return dict(served)
-
-
-def launch_command(config: Config, size: Size, batch: int, out: Path, corpus_dir: Path) -> list[str]:
-    """The lab's loopback torchrun with the configuration's threads and, if pinned, one core.
-
-    torchrun would set OMP_NUM_THREADS=1 itself for 2 processes; we set it for every run so each
-    configuration's threads are explicit. taskset's affinity is inherited by torchrun's workers.
-    """
-    command = ["env", f"OMP_NUM_THREADS={config.threads}", *torchrun_command(
-        TRAIN_SCRIPT, config.nproc, "--steps", str(size.steps), "--warmup", str(size.warmup),
-        "--batch-size", str(batch), "--block-size", str(BLOCK_SIZE), "--n-layer", str(size.n_layer),
-        "--n-head", str(size.n_head), "--n-embd", str(size.n_embd), "--timing", "hook",
-        "--out", str(out), "--corpus-dir", str(corpus_dir))]
-    return command if config.pin_core is None else ["taskset", "-c", str(config.pin_core), *command]
-
-
-def readable(command: list[str]) -> str:
-    """A command as a reader would type it: `python`, paths relative to the repository."""
-    return shlex.join(command).replace(sys.executable, "python").replace(f"{REPO}/", "")
-
-
-def measure(config: Config, size: Size, batch: int, scalings: list[str], out: Path,
-            corpus_dir: Path) -> dict:
-    """One real run into `out`; its configuration, throughput, step breakdown and ranks' cores."""
-    command = launch_command(config, size, batch, out, corpus_dir)
-    load, start = os.getloadavg()[0], time.perf_counter()
-    run_streaming(command, timeout=RUN_TIMEOUT_S, echo=lambda line: None)  # a failure shows its tail
-    wall = time.perf_counter() - start
-    run, _ = read_run(out)
-    summary = run["summary"]
-    return {
-        "config": config.name, "scaling": scalings, "nproc": config.nproc,
-        "threads_configured": config.threads, "pinned_core": config.pin_core,
-        "batch_size_per_rank": batch, "global_batch": batch * config.nproc, "block_size": BLOCK_SIZE,
-        "model_config": run["model_config"], "params": run["model_params"],
-        "steps": run["steps"], "warmup_steps": run["warmup_steps"],
-        "tokens_per_sec": run["tokens_per_sec"], "step_ms": summary["step_ms"],
-        "step_breakdown_ms": phase_medians(run),
-        "allreduce_share": summary["allreduce_ms"]["median"] / summary["step_ms"]["median"],
-        "threads_per_rank": run["threads_per_rank"],
-        "ranks": run["ranks"],
-        "load_average_1min": load, "wall_s": wall, "command": readable(command),
-    }
-
-
-def run(out: Path = BEYOND_DIR, quick: bool = False, repeats: int = 3,
-        corpus_dir: Path = DEFAULT_CORPUS_DIR) -> dict:
-    """Run the matrix, write scaling_matrix.json and .png into `out`, return the results."""
+def measure_matrix(out: Path, plan: Plan, corpus_dir: Path, echo, repeats: int | None = None) -> dict:
+    """Run the matrix (`repeats`: instead of the plan's): scaling_matrix.json's content."""
+    plan = replace(plan, repeats=repeats) if repeats else plan
     out = Path(out).resolve()
-    out.mkdir(parents=True, exist_ok=True)
-    ensure_corpus(corpus_dir)
-    configs, sizes, scalings = configurations(), SIZES, SCALINGS
-    if quick:  # seconds, not minutes: the 1-process baseline against the contended pair
-        configs = [c for c in configs if c.name in (ALL_CORES, PINNED)]
-        sizes, scalings, repeats = (QUICK_SIZE,), ("weak",), 1
+    configs = [c for c in configurations() if c.name in plan.configs]
+    sizes, scalings, repeats = plan.sizes, plan.scalings, plan.repeats
     load_before, started = os.getloadavg(), time.perf_counter()
     runs = []
     # repeats outermost: a change in the machine's load hits every configuration alike
@@ -161,7 +72,7 @@ def run(out: Path = BEYOND_DIR, quick: bool = False, repeats: int = 3,
                       f"{run['allreduce_share']:.0%} of the step ({run['wall_s']:.0f} s)")
             bar.update()
     results = {
-        "quick": quick, "repeats": repeats, "block_size": BLOCK_SIZE,
+        "quick": plan == Plan.quick(), "repeats": repeats, "block_size": BLOCK_SIZE,
         "weak_batch_per_rank": WEAK_BATCH, "strong_global_batch": STRONG_GLOBAL_BATCH,
         "timing": "hook (comm hook; no barriers around backward)",
         "configurations": [asdict(c) for c in configs],
@@ -173,10 +84,6 @@ def run(out: Path = BEYOND_DIR, quick: bool = False, repeats: int = 3,
     }
     results["points"] = points(runs)
     results["summary"] = summary(results)
-    command = command_line(__spec__.name, out, quick, repeats=repeats,
-                           corpus_dir=corpus_dir)
-    results = write_results(out, MEASUREMENT, results, findings(results), command, started, corpus_dir)
-    plot_matrix(results, out / PLOT_NAME)
     return results
 
 
@@ -320,11 +227,6 @@ def results_table(results: dict) -> str:
     return "\n".join(lines)
 
 
-def load_results(path: str | Path = "") -> dict:
-    """A matrix's results: `path` is its JSON file or the folder holding it; empty: the committed ones."""
-    return MEASUREMENT.load(path)
-
-
 def what_ran(results: dict) -> str:
     """How many runs, how long, and the machine's load before and after, for the provenance line."""
     load = results["load_average"]
@@ -385,7 +287,7 @@ def ranks_table(run: dict) -> str:
                      f"thread(s), OMP_NUM_THREADS={rank['omp_num_threads']}" for rank in run["ranks"])
 
 
-def plot_matrix(results: dict, path: Path) -> None:
+def plot_matrix(results: dict, out: Path) -> None:
     """scaling_matrix.png: tokens/s against model size (weak, strong), and the all-reduce share."""
     labels = {c["name"]: c["label"] for c in results["configurations"]}
     pts = results["points"]
@@ -435,7 +337,7 @@ def plot_matrix(results: dict, path: Path) -> None:
     fig.suptitle(f"When do 2 processes win? MiniGPT on {prov['cores']} core(s) ({prov['cpu_model']}), "
                  f"gloo; median of {results['repeats']} repeat(s), bars: min-max{busy}", fontsize=11)
     fig.tight_layout()
-    save_figure(fig, path, dpi=100)
+    save_figure(fig, out / PLOT_NAME, dpi=100)
 
 
 def tokens_axis(ax: plt.Axes) -> None:
@@ -455,19 +357,14 @@ def size_axis(ax: plt.Axes, sizes: list[int]) -> None:
     ax.set_xlabel("model parameters")
 
 
-PLOT_NAME = "scaling_matrix.png"
+def options(p) -> None:
+    p.add_argument("--repeats", type=positive_int, default=None, help=f"runs per point (default: {Plan.repeats})")
+
+
 MEASUREMENT = Measurement("scaling_matrix", "When do 2 processes win? Threads, processes, pinning; weak and strong "
-                          "scaling; model sizes", "08-when-two-processes-win.ipynb", run, (PLOT_NAME,))
-
-
-def main(argv: list[str] | None = None) -> None:
-    p = parser(MEASUREMENT, "one size, one repeat, few steps, 2 configurations, weak scaling only")
-    p.add_argument("--repeats", type=positive_int, default=3, help="runs per point (at least 1)")
-    args = p.parse_args(argv)
-    results = run(args.out, args.quick, args.repeats, args.corpus_dir)
-    print(results_table(results))
-    print(f"wrote scaling_matrix.json and {PLOT_NAME} to {args.out} in {results['wall_s']:.0f} s")
-
+                          "scaling; model sizes", "08-when-two-processes-win.ipynb", (PLOT_NAME,), measure_matrix,
+                          findings, plot_matrix, results_table, Plan.quick.__doc__, Plan, options=options)
+run, main = MEASUREMENT.run, MEASUREMENT.main
 
 if __name__ == "__main__":
     main()

@@ -27,15 +27,12 @@ from pathlib import Path
 import psutil
 
 from minitrain.artifacts import save_figure
-from minitrain.corpus import DEFAULT_CORPUS_DIR, ensure_corpus
-from minitrain.lab.report import findings_table
 from minitrain.lab.runs import read_run
 from minitrain.launch import run_streaming, stop_process_tree, torchrun_command
 from minitrain.launch.hosts import ipv4_addresses
 from minitrain.launch.rendezvous import DEFAULT_RDZV_PORT
-from minitrain.measure.measurement import (Measurement, command_line, finding, fresh_folder, parser, runs_folder,
-                                           write_results)
-from minitrain.paths import BEYOND_DIR, TRAIN_SCRIPT, relative
+from minitrain.measure.measurement import CannotRun, Measurement, as_typed, finding, fresh_folder, runs_folder
+from minitrain.paths import BEYOND_DIR, TRAIN_SCRIPT, relative  # noqa: F401 (BEYOND_DIR: for the notebook)
 from minitrain.verify import compare_state_files
 
 RESULT_NAME, PLOT_NAME = "two_hosts.json", "two_hosts.png"
@@ -53,13 +50,18 @@ class Plan:
     n_layer: int | None = None  # None: train.py's default model
     n_embd: int | None = None
 
+    @classmethod
+    def quick(cls) -> "Plan":
+        """A tiny model and 6 steps: for tests and notebooks."""
+        return cls(steps=6, warmup=2, n_layer=1, n_embd=32)
+
     def train_args(self) -> list[str]:
         args = ["--steps", str(self.steps), "--warmup", str(self.warmup)]
         args += ["--n-layer", str(self.n_layer)] if self.n_layer else []
         return args + (["--n-embd", str(self.n_embd)] if self.n_embd else [])
 
 
-QUICK = Plan(steps=6, warmup=2, n_layer=1, n_embd=32)
+QUICK = Plan.quick()  # the tests' plan
 
 
 @dataclass(frozen=True)
@@ -69,10 +71,6 @@ class Host:
     namespace: str
     interface: str
     address: str
-
-
-class CannotRun(RuntimeError):
-    """Two namespaces cannot be made here (not Linux, not root, no iproute2); the message says why."""
 
 
 def cannot_run() -> str | None:
@@ -142,12 +140,6 @@ def node_command(host: Host, endpoint: str, script_args: list[str]) -> list[str]
             *script_args]
 
 
-def as_typed(command: list[str]) -> str:
-    """A command as a reader types it: `python`, paths relative to the repository."""
-    words = ["python" if w == sys.executable else relative(w) if os.path.isabs(w) else w for w in command]
-    return " ".join(words)
-
-
 def run_two_nodes(hosts: tuple[Host, Host], script_args: list[str], outs: list[Path], logs: Path) -> dict:
     """Both nodes of a run, each writing into its own `--out` (as two machines' own disks), node A
     hosting the rendezvous; while they run, every listening TCP
@@ -213,16 +205,12 @@ def host_sockets_touching(addresses: set[str]) -> set[str]:
             if c.laddr.ip in addresses or (c.raddr and c.raddr.ip in addresses)}
 
 
-def run(out: Path = BEYOND_DIR, quick: bool = False, corpus_dir: Path = DEFAULT_CORPUS_DIR, echo=print) -> dict:
-    """The two-node run in namespaces, then the same run as 2 processes on one host; compare."""
+def measure(out: Path, plan: Plan, corpus_dir: Path, echo) -> dict:
+    """The two-node run in namespaces, then the same run as 2 processes on one host: two_hosts.json's content.
+    Raises CannotRun (not Linux, not root, no iproute2), saying why."""
     reason = cannot_run()
     if reason:
-        raise CannotRun(reason)
-    started = time.perf_counter()
-    plan = QUICK if quick else Plan()
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    ensure_corpus(corpus_dir)
+        raise CannotRun(f"cannot make two network namespaces here: {reason}")
     with fresh_folder(runs_folder(out, "two_hosts")) as runs:
         two, one = runs / "two-hosts", runs / "one-host"
         # each node its own --out, as on two laptops: rank 0's files land in a/, rank 1's in b/
@@ -241,11 +229,7 @@ def run(out: Path = BEYOND_DIR, quick: bool = False, corpus_dir: Path = DEFAULT_
         one_host = {"command": as_typed(one_command),
                     "seconds": time.perf_counter() - one_started}
         echo(f"one host: done in {one_host['seconds']:.1f} s")
-        results = analyse(two, one, two_nodes, one_host, hosts, plan)
-    command = command_line(__spec__.name, out, quick, corpus_dir=corpus_dir)
-    results = write_results(out, MEASUREMENT, results, findings(results), command, started, corpus_dir)
-    plot(results, out / PLOT_NAME)
-    return results
+        return analyse(two, one, two_nodes, one_host, hosts, plan)
 
 
 def analyse(two: Path, one: Path, two_nodes: dict, one_host: dict, hosts: tuple[Host, Host], plan: Plan) -> dict:
@@ -301,7 +285,7 @@ def findings(results: dict) -> list[dict]:
     ]
 
 
-def plot(results: dict, path: Path) -> None:
+def plot(results: dict, out: Path) -> None:
     """The loss per step of both runs (one curve if they agree), and the median step and all-reduce times."""
     import matplotlib.pyplot as plt
 
@@ -325,12 +309,7 @@ def plot(results: dict, path: Path) -> None:
     fig.suptitle(f"Two hosts in network namespaces: final weights bitwise equal to one host's: {results['bitwise_equal']}",
                  fontsize=10)
     fig.tight_layout()
-    save_figure(fig, path)
-
-
-def load_results(path: str | Path = "") -> dict:
-    """A two-hosts run's results: `path` is two_hosts.json or its folder; empty: the committed ones."""
-    return MEASUREMENT.load(path)
+    save_figure(fig, out / PLOT_NAME)
 
 
 def what_ran(results: dict) -> str:
@@ -395,23 +374,15 @@ def takeaway(results: dict) -> str:
             f"median step {two['step_ms_median']:.1f} ms against {one['step_ms_median']:.1f} ms.")
 
 
+def report(results: dict) -> str:
+    """What `python -m` prints: the commands, the sockets and the weights compared."""
+    return "\n".join([commands_table(results), listeners_table(results), weights_table(results)])
+
+
 MEASUREMENT = Measurement("two_hosts", "Two hosts: the lab's launcher across two network namespaces",
-                          "14-two-hosts.ipynb", run, (PLOT_NAME,))
-
-
-def main(argv: list[str] | None = None) -> None:
-    p = parser(MEASUREMENT, "a tiny model and 6 steps: for tests and notebooks")
-    args = p.parse_args(argv)
-    reason = cannot_run()
-    if reason:
-        p.error(f"cannot make two network namespaces here: {reason}")
-    results = run(args.out, args.quick, args.corpus_dir)
-    print(commands_table(results))
-    print(listeners_table(results))
-    print(weights_table(results))
-    print(findings_table(results["findings"]))
-    print(f"wrote {RESULT_NAME} and {PLOT_NAME} to {relative(args.out)} in {results['provenance']['runtime_s']:.0f} s")
-
+                          "14-two-hosts.ipynb", (PLOT_NAME,), measure, findings, plot, report,
+                          Plan.quick.__doc__, Plan)
+run, main = MEASUREMENT.run, MEASUREMENT.main
 
 if __name__ == "__main__":
     main()

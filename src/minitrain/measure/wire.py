@@ -1,7 +1,7 @@
 """The wire during training: DDP's gradient buckets, the bytes a step puts on the sockets, how
 long the in-step all-reduce waits for the other rank, and the share of the step it costs.
 
-    python -m minitrain.measure.wire [--out DIR] [--quick]
+    python -m minitrain.measure.wire [--out DIR] [--quick] [--bench allreduce_bench.json]
 
 The driver starts this module under the lab's torchrun (2 ranks, loopback only). Each rank trains
 the default MiniGPT as experiments/35-ddp-cpu/train.py does, with a comm hook that notes which
@@ -11,43 +11,32 @@ steps with DDP's all-reduce against PyTorch's no-op hook, and profiles a few ste
 turns both ranks' notes into wire.json, wire.png and trace-rank-{r}.json.gz.
 """
 
-import argparse
-import json
 import shutil
 import statistics
 import tempfile
-import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
-from torch.autograd.profiler import record_function
 
 from minitrain.artifacts import save_figure
-from minitrain.corpus import DEFAULT_CORPUS_DIR, ensure_corpus
-from minitrain.data import SEED_BASE, make_shard
-from minitrain.ddp import barrier, cleanup, init_distributed, wrap_for_ddp
-from minitrain.measure.buckets import rebuilt_buckets
-from minitrain.lab.report import findings_table
-from minitrain.launch import run_streaming, torchrun_command
-from minitrain.measure import allreduce_bench
-from minitrain.measure.measurement import (Measurement, command_line, finding, parser,
-                                           write_results)
+from minitrain.ddp import barrier
+from minitrain.measure.allreduce import bench_option, benchmark_fit, predict_allreduce_ms, ring_factor, time_allreduce
+from minitrain.measure.measurement import WORLD_SIZE, Measurement, finding, relaunch
 from minitrain.measure.sockets import gloo_pair_endpoints, my_connections, pair_bytes
 from minitrain.measure.trace import load_trace, overlap_table, overlapped_share, profile_steps
 from minitrain.model import MiniGPTConfig
-from minitrain.paths import BEYOND_DIR, relative
-from minitrain.timing import attach_instrumented_hook, summarize
-from minitrain.train import build_model_for_corpus, seed_everything
+from minitrain.paths import BEYOND_DIR  # noqa: F401 (for the notebook)
+from minitrain.rank import DDPRank, rebuilt_buckets
+from minitrain.timing import summarize
+from minitrain.train import TrainConfig
 
-RESULT_NAME, PLOT_NAME = "wire.json", "wire.png"
-WORLD_SIZE = 2
-BATCH_SIZE, BLOCK_SIZE, LR = 16, 64, 3e-4  # train.py's defaults: the lab's run
+PLOT_NAME = "wire.png"
 GLOO_ALGORITHM = ("ring: ProcessGroupGloo's all-reduce calls gloo::allreduce without choosing an "
                   "algorithm, and gloo runs its ring (reduce-scatter, then all-gather) for any size")
 
 
-@dataclass
+@dataclass(frozen=True)
 class Plan:
     """How many steps each phase of a rank's run takes."""
 
@@ -58,74 +47,53 @@ class Plan:
     profiled: int = 3  # kept small: each step adds about 0.5 MB of trace
     bench_iters: int = 30  # stand-alone all-reduces of each bucket's size
 
-
-QUICK = Plan(warmup=3, measured=8, repeats=2, block=4, profiled=2, bench_iters=8)
+    @classmethod
+    def quick(cls) -> "Plan":
+        """A few steps per phase: for tests and notebooks."""
+        return cls(warmup=2, measured=4, repeats=2, block=2, profiled=1, bench_iters=3)
 
 
 # ------------------------------------------------------------------------------------------------
 # One rank
 
 
-def worker(args: argparse.Namespace) -> None:
+def worker(plan: Plan, corpus_dir: Path, work: Path, rank: int, world_size: int) -> dict:
     """One rank: warm up, bench each bucket alone, measure steps, headroom blocks, profile, save."""
-    plan = QUICK if args.quick else Plan()
-    rank, world_size = init_distributed("gloo")
-    seed_everything(SEED_BASE + rank)
-    model, _ = build_model_for_corpus(args.corpus_dir, BLOCK_SIZE)
-    shard = make_shard(rank, world_size, args.corpus_dir, batch_size=BATCH_SIZE, block_size=BLOCK_SIZE)
-    ddp = wrap_for_ddp(model)
-    hook = attach_instrumented_hook(ddp)
-    optimizer = torch.optim.AdamW(ddp.parameters(), lr=LR)
-
-    def train_step() -> float:
-        start = time.perf_counter()
-        loss = ddp(next(shard)).loss
-        with record_function("backward"):  # a named slice in the trace; costs nothing unprofiled
-            loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        hook.step += 1
-        return (time.perf_counter() - start) * 1e3
-
-    for _ in range(plan.warmup):
-        train_step()
+    trainer = DDPRank(rank, world_size, corpus_dir)
+    hook = trainer.hook
+    trainer.steps(plan.warmup)
     buckets = [hook.buckets[i] for i in sorted(hook.buckets)]
     # the same bytes all-reduced alone, between barriers, in the same process group (ms per call)
-    standalone = {b["bytes"]: [t * 1e3 for t in allreduce_bench.time_allreduce(b["bytes"], 3, plan.bench_iters,
-                                                                                 rank, world_size)]
+    standalone = {b["bytes"]: [t * 1e3 for t in time_allreduce(b["bytes"], 3, plan.bench_iters, rank, world_size)]
                   for b in buckets}
     endpoints = gloo_pair_endpoints(my_connections())
 
     barrier()
-    hook.events = []
     before = pair_bytes(endpoints)
-    for _ in range(plan.measured):
-        train_step()
+    measured = trainer.steps(plan.measured)
     after = pair_bytes(endpoints)  # every all-reduce of those steps has completed on this rank
-    events, hook.events = hook.events, []  # the measured steps' events only
 
     blocks = []
     for repeat in range(plan.repeats):  # alternate which mode goes first, so drift cancels out
         for comm in ("allreduce", "noop") if repeat % 2 == 0 else ("noop", "allreduce"):
             hook.comm = comm
             barrier()  # without the all-reduce the ranks drift apart; start each block together
-            blocks.append({"repeat": repeat, "comm": comm, "step_ms": [train_step() for _ in range(plan.block)]})
+            blocks.append({"repeat": repeat, "comm": comm,
+                           "step_ms": [r.step_ms for r in trainer.steps(plan.block)]})
     hook.comm = "allreduce"
 
     barrier()
-    profile_steps(train_step, plan.profiled, Path(args.work) / f"trace-rank-{rank}.json.gz")
-    ddp_sizes, ddp_order = rebuilt_buckets(ddp)  # DDP's own record of its (rebuilt) buckets
-    note = {
+    profile_steps(trainer.step, plan.profiled, work / f"trace-rank-{rank}.json.gz")
+    ddp_sizes, ddp_order = rebuilt_buckets(trainer.ddp)  # DDP's own record of its (rebuilt) buckets
+    return {
         "rank": rank, "world_size": world_size, "threads": torch.get_num_threads(),
-        "plan": plan.__dict__, "param_names": list(hook.names.values()),
-        "gradient_bytes": sum(p.numel() * p.element_size() for p in model.parameters()),
+        "plan": asdict(plan), "param_names": list(hook.names.values()),
+        "gradient_bytes": sum(p.numel() * p.element_size() for p in trainer.model.parameters()),
         "buckets": buckets, "standalone_ms": {str(k): v for k, v in standalone.items()},
         "pair_endpoints": endpoints, "bytes_before": before, "bytes_after": after,
-        "events": events, "blocks": blocks,
+        "events": [e for r in measured for e in r.events], "blocks": blocks,
         "ddp_bucket_sizes": ddp_sizes, "ddp_param_order": ddp_order,
     }
-    (Path(args.work) / f"rank-{rank}.json").write_text(json.dumps(note))
-    cleanup()
 
 
 # ------------------------------------------------------------------------------------------------
@@ -157,7 +125,7 @@ def analyse(notes: list[dict], fit: dict | None) -> dict:
     n = first["world_size"]
     steps = first["plan"]["measured"]
     grad = first["gradient_bytes"]
-    ring = allreduce_bench.ring_factor(n) * grad
+    ring = ring_factor(n) * grad
     bucket_bytes = [b["bytes"] for b in first["buckets"]]
 
     if all(note["bytes_before"] and note["bytes_after"] for note in notes):
@@ -182,7 +150,7 @@ def analyse(notes: list[dict], fit: dict | None) -> dict:
     # near zero and a median over both ranks would hide it; means also add up (in-step =
     # waiting + transfer).
     mean = lambda key, rs=rows: statistics.fmean(r[key] for r in rs)  # noqa: E731
-    predicted = sum(allreduce_bench.predict_allreduce_ms(b, fit) for b in bucket_bytes) if fit else None
+    predicted = sum(predict_allreduce_ms(b, fit) for b in bucket_bytes) if fit else None
 
     repeats = []
     for r in range(first["plan"]["repeats"]):
@@ -192,8 +160,8 @@ def analyse(notes: list[dict], fit: dict | None) -> dict:
 
     names = first["param_names"]
     return {
-        "config": {"world_size": n, "threads_per_rank": first["threads"], "batch_size_per_rank": BATCH_SIZE,
-                   "block_size": BLOCK_SIZE, "n_layer": MiniGPTConfig.n_layer, "n_head": MiniGPTConfig.n_head,
+        "config": {"world_size": n, "threads_per_rank": first["threads"], "batch_size_per_rank": TrainConfig.batch_size,
+                   "block_size": TrainConfig.block_size, "n_layer": MiniGPTConfig.n_layer, "n_head": MiniGPTConfig.n_head,
                    "n_embd": MiniGPTConfig.n_embd, "plan": first["plan"]},
         "buckets": first["buckets"],  # index order = the order backward fills and launches them
         "ddp_buckets": {"sizes_bytes": first["ddp_bucket_sizes"],
@@ -231,39 +199,25 @@ def analyse(notes: list[dict], fit: dict | None) -> dict:
     }
 
 
-def run(out: Path = BEYOND_DIR, quick: bool = False, corpus_dir: Path = DEFAULT_CORPUS_DIR,
-        bench: Path = BEYOND_DIR / allreduce_bench.RESULT_NAME, echo=print) -> dict:
-    """Run both ranks, then write wire.json, wire.png and the two traces into `out`.
+def measure(out: Path, plan: Plan, corpus_dir: Path, echo, bench: Path | None = None) -> dict:
+    """Both ranks' notes, then wire.json's content; the two traces into `out`.
 
-    `bench`: a benchmark's results whose alpha-beta fit predicts the all-reduce time, if it exists."""
-    started = time.perf_counter()
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    ensure_corpus(corpus_dir)
-    with tempfile.TemporaryDirectory() as work:
-        script_args = ["--worker", "--work", work, "--corpus-dir", str(corpus_dir)] + (["--quick"] if quick else [])
-        run_streaming(torchrun_command(__spec__.name, WORLD_SIZE, *script_args, module=True), timeout=600, echo=echo)
-        notes = [json.loads((Path(work) / f"rank-{r}.json").read_text()) for r in range(WORLD_SIZE)]
+    `bench`: a benchmark's results file whose alpha-beta fit predicts the all-reduce time."""
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        notes = relaunch(MEASUREMENT, plan, corpus_dir, work, timeout=600, echo=echo)
         traces = []
         for r in range(WORLD_SIZE):
             name = f"trace-rank-{r}.json.gz"
-            shutil.move(Path(work) / name, out / name)
+            shutil.move(work / name, out / name)
             traces.append({"file": name, "rows": overlap_table(load_trace(out / name))})
-    fit = allreduce_bench.load_results(bench)["fit"] if Path(bench).is_file() else None
-    results = analyse(notes, fit)
+    fit, benchmark = benchmark_fit(bench)
     overlap_rows = [row | {"rank": r} for r, t in enumerate(traces) for row in t["rows"]]
-    results["overlap"] = {
-        "rows": overlap_rows,
-        "overlapped_share": overlapped_share(overlap_rows),
-        "traces": [t["file"] for t in traces],
-        "open_with": "https://ui.perfetto.dev (Open trace file; .json.gz is read as is)",
-    }
-    results["benchmark"] = ({"file": relative(bench), "fit": fit} if fit
-                            else {"file": None, "note": "run python -m minitrain.measure.allreduce_bench first"})
-    command = command_line(__spec__.name, out, quick, corpus_dir=corpus_dir)
-    results = write_results(out, MEASUREMENT, results, findings(results), command, started, corpus_dir)
-    plot(results, out / PLOT_NAME)
-    return results
+    return analyse(notes, fit) | {
+        "overlap": {"rows": overlap_rows, "overlapped_share": overlapped_share(overlap_rows),
+                    "traces": [t["file"] for t in traces],
+                    "open_with": "https://ui.perfetto.dev (Open trace file; .json.gz is read as is)"},
+        "benchmark": benchmark}
 
 
 def findings(results: dict) -> list[dict]:
@@ -295,7 +249,7 @@ def findings(results: dict) -> list[dict]:
     return records
 
 
-def plot(results: dict, path: Path) -> None:
+def plot(results: dict, out: Path) -> None:
     """Bytes (theory vs sockets), all-reduce time (in-step vs alone vs fit), step with vs without."""
 
     import matplotlib.pyplot as plt
@@ -344,7 +298,7 @@ def plot(results: dict, path: Path) -> None:
                  f"thread(s) each, {prov['cores']} cores, load average {prov['load_average_1min']:.1f}, "
                  f"torch {prov['torch']}", fontsize=10)
     fig.tight_layout()
-    save_figure(fig, path)
+    save_figure(fig, out / PLOT_NAME)
 
 
 def bucket_table(results: dict) -> str:
@@ -356,29 +310,24 @@ def bucket_table(results: dict) -> str:
     return "\n".join(lines)
 
 
-def load_results(path: str | Path = "") -> dict:
-    """A wire run's results: `path` is wire.json or the folder holding it; empty: the committed ones."""
-    return MEASUREMENT.load(path)
-
-
 def what_ran(results: dict) -> str:
     """The ranks and threads of the run, for its provenance line."""
     config = results["config"]
     return f"{config['world_size']} ranks x {config['threads_per_rank']} thread(s)"
 
 
-def ddp_bucket_check(results: dict) -> str:
-    """DDP's own record of its buckets, and whether it lists the comm hook's parameters in the same order."""
+def ddp_bucket_check(results: dict) -> dict[str, bool]:
+    """DDP's own record of its buckets: does it list the comm hook's parameters in the same order?"""
     ddp = results["ddp_buckets"]
     same = ddp["params_in_order"] == [name for b in results["buckets"] for name in b["params"]]
-    return f"DDP's own record: bucket sizes {ddp['sizes_bytes']}, same parameters in the same order: {same}"
+    return {f"DDP's own record (bucket sizes {ddp['sizes_bytes']}): same parameters in the same order": same}
 
 
 def ring_table(gradient_bytes: int, ranks: list[int]) -> str:
     """What each rank sends in a ring all-reduce of `gradient_bytes` for each number of ranks: 2(n-1)/n x."""
     lines = [f"gradient bytes per step: {gradient_bytes:,} (float32, {gradient_bytes // 4:,} values)"]
     for n in ranks:
-        factor = allreduce_bench.ring_factor(n)
+        factor = ring_factor(n)
         lines.append(f"ring all-reduce, {n:2d} ranks: each rank sends {factor * gradient_bytes:12,.0f} bytes "
                      f"= {factor:.3f} x the gradients")
     return "\n".join(lines)
@@ -444,21 +393,10 @@ def overlap_rows_table(results: dict) -> str:
 
 
 MEASUREMENT = Measurement("wire", "The wire during training: buckets, socket bytes, waiting, the share of the step",
-                          "10-the-wire-during-training.ipynb", run, (PLOT_NAME,))
-
-
-def main(argv: list[str] | None = None) -> None:
-    p = parser(MEASUREMENT, "a few steps per phase: for tests and notebooks", workers=True)
-    args = p.parse_args(argv)
-    if args.worker:
-        worker(args)
-        return
-    results = run(args.out, args.quick, args.corpus_dir)
-    print(bucket_table(results))
-    print(findings_table(results["findings"]))
-    print(f"wrote {RESULT_NAME}, {PLOT_NAME} and {', '.join(results['overlap']['traces'])} to {args.out} "
-          f"in {results['provenance']['runtime_s']:.0f} s")
-
+                          "10-the-wire-during-training.ipynb", (PLOT_NAME,), measure, findings, plot, bucket_table,
+                          Plan.quick.__doc__, Plan, worker, options=bench_option,
+                          written=lambda results: results["overlap"]["traces"])
+run, main = MEASUREMENT.run, MEASUREMENT.main
 
 if __name__ == "__main__":
     main()
