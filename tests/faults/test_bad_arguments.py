@@ -1,8 +1,10 @@
 """Bad arguments, tried as a new user would: each ends at once with one line that names the
-argument and the fix, exit status 2, and nothing written."""
+argument and the fix, exit status 2, and nothing written. Each command's parsing runs in this
+process (its `main(argv)`); one new interpreter per script shows the same end to end."""
 
+import importlib
 import importlib.util
-import os
+import runpy
 import subprocess
 import sys
 
@@ -20,6 +22,7 @@ BAD = [  # (arguments, what the one line must say)
     (["--steps", "0"], "argument --steps: 0 is not a whole number of at least 1"),
     (["--warmup", "-3"], "argument --warmup: -3 is not a whole number of at least 0"),
     (["--steps", "5", "--warmup", "9"], "--steps (5) must be larger than --warmup (9)"),
+    (["--steps", "10"], "--steps (10) must be larger than --warmup (50)"),  # the default warm-up
     (["--block-size", "0"], "argument --block-size: 0 is not a whole number of at least 1"),
     (["--n-head", "0"], "argument --n-head: 0 is not a whole number of at least 1"),
     (["--n-embd", "10"], "--n-embd (10) must be a multiple of --n-head (4)"),
@@ -57,27 +60,46 @@ def test_a_bad_argument_ends_the_script_itself_with_status_2(tmp_path):
     assert proc.stdout == "" and not out.exists()
 
 
-def test_out_naming_a_file(tmp_path):
+def test_out_naming_a_file(train_script, tmp_path, capsys):
     target = tmp_path / "a-file"
     target.write_text("keep me")
-    proc = subprocess.run([sys.executable, str(TRAIN), "--out", str(target)], capture_output=True, text=True)
-    assert proc.returncode == 2 and "is a file, not a folder" in proc.stderr
+    with pytest.raises(SystemExit) as exit_:
+        train_script.main(["--out", str(target)])
+    assert exit_.value.code == 2 and "is a file, not a folder" in capsys.readouterr().err
     assert target.read_text() == "keep me"
 
 
-@pytest.mark.parametrize("content", [STATE.read_bytes()[:5000], b"not a tensor file\n"], ids=["truncated", "foreign"])
-def test_compare_states_names_a_broken_state_file(tmp_path, content):
-    (tmp_path / "state-rank-0.pt").write_bytes(content)
+def compare_states(monkeypatch, *args: str) -> int:
+    """compare_states.py run in this process as `python compare_states.py ARGS` runs it; its exit status."""
+    monkeypatch.setattr(sys, "argv", [str(COMPARE), *args])
+    with pytest.raises(SystemExit) as exit_:
+        runpy.run_path(str(COMPARE), run_name="__main__")
+    return exit_.value.code
+
+
+BROKEN = "state-rank-0.pt is not a state file: truncated or corrupted"
+
+
+def test_compare_states_names_a_truncated_state_file(tmp_path):
+    """End to end, in a new interpreter."""
+    (tmp_path / "state-rank-0.pt").write_bytes(STATE.read_bytes()[:5000])
     (tmp_path / "state-rank-1.pt").write_bytes(STATE.read_bytes())
     proc = subprocess.run([sys.executable, str(COMPARE), str(tmp_path)], capture_output=True, text=True)
-    assert proc.returncode == 2
-    assert "state-rank-0.pt is not a state file: truncated or corrupted" in proc.stderr
+    assert proc.returncode == 2 and BROKEN in proc.stderr
     assert "Please file an issue" not in proc.stderr and "Traceback" not in proc.stderr
 
 
-def test_compare_states_help_is_help():
-    proc = subprocess.run([sys.executable, str(COMPARE), "--help"], capture_output=True, text=True)
-    assert proc.returncode == 0 and proc.stdout.startswith("usage:")
+def test_compare_states_names_a_foreign_file(tmp_path, monkeypatch, capsys):
+    (tmp_path / "state-rank-0.pt").write_bytes(b"not a tensor file\n")
+    (tmp_path / "state-rank-1.pt").write_bytes(STATE.read_bytes())
+    assert compare_states(monkeypatch, str(tmp_path)) == 2
+    err = capsys.readouterr().err
+    assert BROKEN in err and "Please file an issue" not in err and "Traceback" not in err
+
+
+def test_compare_states_help_is_help(monkeypatch, capsys):
+    assert compare_states(monkeypatch, "--help") == 0
+    assert capsys.readouterr().out.startswith("usage:")
 
 
 OUT = "{tmp}"  # every command below writes into the test's folder, were its rule ever to let it run
@@ -89,14 +111,19 @@ LAB_COMMANDS = [  # (module, arguments, environment, what the one line must say)
     ("minitrain.measure.bench", ["--repeats", "0", "--skip-lab"], {"MINITRAIN_LAB_OUT": OUT},
      "argument --repeats: 0 is not a whole number of at least 1"),
     ("minitrain.lab.experiment", ["--repeats", "0", "--out", OUT], {}, "argument --repeats: 0 is not a whole number of at least 1"),
-    ("minitrain.lab", [], {"MINITRAIN_LAB_OUT": "README.md"}, "MINITRAIN_LAB_OUT=README.md is not a folder"),
+    ("minitrain.lab.runner", [], {"MINITRAIN_LAB_OUT": "README.md"}, "MINITRAIN_LAB_OUT=README.md is not a folder"),
 ]
 
 
 @pytest.mark.parametrize("module, args, env, message", LAB_COMMANDS, ids=[f"{m} {' '.join(a)}" for m, a, _, _ in LAB_COMMANDS])
-def test_lab_commands_reject_a_bad_argument_in_one_line(tmp_path, module, args, env, message):
+def test_lab_commands_reject_a_bad_argument_in_one_line(tmp_path, monkeypatch, capsys, module, args, env, message):
+    """`python -m MODULE ARGS` as its main(ARGS) in this process (minitrain.lab's is minitrain.lab.runner's)."""
     fill = lambda text: text.replace(OUT, str(tmp_path))  # noqa: E731
-    proc = subprocess.run([sys.executable, "-m", module, *map(fill, args)], capture_output=True, text=True,
-                          timeout=60, cwd=ROOT, env={**os.environ, **{k: fill(v) for k, v in env.items()}})
-    assert proc.returncode == 2
-    assert proc.stderr.count("\n") == 1 and message in proc.stderr, proc.stderr
+    monkeypatch.chdir(ROOT)
+    for name, value in env.items():
+        monkeypatch.setenv(name, fill(value))
+    with pytest.raises(SystemExit) as exit_:
+        importlib.import_module(module).main([*map(fill, args)])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2
+    assert err.count("\n") == 1 and message in err, err

@@ -1,6 +1,7 @@
 """More bad arguments and settings, tried as a new user would: environment variables, the lab's
 launcher, a script rejecting its arguments under the launcher, run.ipynb's papermill parameters.
-Each ends at once with one line that names what is wrong and the fix, exit status 2, nothing written."""
+Each ends at once with one line that names what is wrong and the fix, exit status 2, nothing written.
+One-line errors are checked in this process (`main(argv)`); new interpreters where only they show it."""
 
 import os
 import subprocess
@@ -10,8 +11,10 @@ import papermill
 import pytest
 
 from conftest import ROOT, TRAIN, launch
+from minitrain import launch as launcher
 from minitrain.lab.execute import execute
 from minitrain.launch import LaunchError, run_streaming, torchrun_command
+from test_bad_arguments import train_script  # noqa: F401 (a fixture: train.py imported in this process)
 
 RUN_NOTEBOOK = ROOT / "notebooks" / "run.ipynb"
 REJECTED = "error: the script rejected its arguments or input (see the line above)"
@@ -27,44 +30,66 @@ def one_line(text: str) -> str:
     return text
 
 
+def rejected_in_process(main, argv: list[str], capfd) -> str:
+    """`main(argv)` in this process must exit with status 2, print nothing to stdout, and exactly one
+    line (returned) to stderr; capfd: a worker it started would print there too."""
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    out, err = capfd.readouterr()
+    assert exit_.value.code == 2 and out == "", out + err
+    return one_line(err)
+
+
 @pytest.mark.parametrize("value", ["abc", "0", "-5"])
-def test_a_bad_collective_timeout_is_named_by_train_py(tmp_path, value):
+def test_a_bad_collective_timeout_is_named_by_train_py(train_script, tmp_path, monkeypatch, capfd, value):
     out = tmp_path / "out"
-    proc = run([sys.executable, str(TRAIN), "--out", str(out)], env={"MINITRAIN_COLLECTIVE_TIMEOUT": value})
-    assert proc.returncode == 2
-    assert f"MINITRAIN_COLLECTIVE_TIMEOUT={value} is not a number of seconds above 0" in one_line(proc.stderr)
-    assert "unset it for the default (60 s)" in proc.stderr
-    assert proc.stdout == "" and not out.exists()
+    monkeypatch.setenv("MINITRAIN_COLLECTIVE_TIMEOUT", value)
+    err = rejected_in_process(train_script.main, ["--out", str(out)], capfd)
+    assert f"MINITRAIN_COLLECTIVE_TIMEOUT={value} is not a number of seconds above 0" in err
+    assert "unset it for the default (60 s)" in err
+    assert not out.exists()
 
 
 def test_a_bad_collective_timeout_fails_where_it_is_used_not_at_import():
-    env = {"MINITRAIN_COLLECTIVE_TIMEOUT": "abc"}
-    assert run([sys.executable, "-c", "import minitrain.ddp, minitrain.launch"], env=env).returncode == 0
-    proc = run([sys.executable, "-c", "from minitrain.gloo_setup import collective_timeout; collective_timeout()"], env=env)
+    """A new interpreter: the imports succeed (it prints "imported"), the first use fails."""
+    code = ("import minitrain.ddp, minitrain.launch\nprint('imported', flush=True)\n"
+            "from minitrain.gloo_setup import collective_timeout\ncollective_timeout()")
+    proc = run([sys.executable, "-c", code], env={"MINITRAIN_COLLECTIVE_TIMEOUT": "abc"})
+    assert proc.stdout == "imported\n", proc.stdout + proc.stderr
     assert proc.stderr.splitlines()[-1] == (
         "minitrain.cli.SettingError: MINITRAIN_COLLECTIVE_TIMEOUT=abc is not a number of seconds above 0: "
         "unset it for the default (60 s), or set e.g. MINITRAIN_COLLECTIVE_TIMEOUT=120")
 
 
-@pytest.mark.parametrize("env, message", [
-    ({"MINITRAIN_COLLECTIVE_TIMEOUT": "abc"}, "MINITRAIN_COLLECTIVE_TIMEOUT=abc is not a number of seconds above 0"),
-    ({"MASTER_PORT": "abc"}, "MASTER_PORT=abc is not a TCP port (a whole number from 1 to 65535): unset it"),
-    ({"MASTER_PORT": "70000"}, "MASTER_PORT=70000 is not a TCP port"),
-], ids=["timeout abc", "port abc", "port 70000"])
-def test_the_launcher_names_a_bad_setting_before_starting_anything(tmp_path, env, message):
-    proc = launch("--nproc-per-node=2", str(TRAIN), "--out", str(tmp_path / "out"), env=env)
+def test_the_launcher_names_a_bad_setting_before_starting_anything(tmp_path):
+    """End to end, in a new interpreter."""
+    proc = launch("--nproc-per-node=2", str(TRAIN), "--out", str(tmp_path / "out"),
+                  env={"MINITRAIN_COLLECTIVE_TIMEOUT": "abc"})
     text, _ = proc.communicate(timeout=60)
     assert proc.returncode == 2
-    assert message in one_line(text)  # no worker started: not even torchrun's OMP_NUM_THREADS notice
+    assert "MINITRAIN_COLLECTIVE_TIMEOUT=abc is not a number of seconds above 0" in one_line(text)
+    assert not (tmp_path / "out").exists()  # no worker started: not even torchrun's OMP_NUM_THREADS notice
+
+
+@pytest.mark.parametrize("env, message", [
+    ({"MASTER_PORT": "abc"}, "MASTER_PORT=abc is not a TCP port (a whole number from 1 to 65535): unset it"),
+    ({"MASTER_PORT": "70000"}, "MASTER_PORT=70000 is not a TCP port"),
+], ids=["port abc", "port 70000"])
+def test_the_launcher_names_a_bad_port_before_starting_anything(tmp_path, monkeypatch, capfd, env, message):
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    err = rejected_in_process(launcher.main, ["--nproc-per-node=2", str(TRAIN), "--out", str(tmp_path / "out")], capfd)
+    assert message in err  # no worker started: not even torchrun's OMP_NUM_THREADS notice
     assert not (tmp_path / "out").exists()
 
 
 @pytest.mark.parametrize("value", ["abc", "70000"])
-def test_the_spawn_launcher_names_a_bad_master_port(tmp_path, value):
+def test_the_spawn_launcher_names_a_bad_master_port(train_script, tmp_path, monkeypatch, capfd, value):
     out = tmp_path / "out"
-    proc = run([sys.executable, str(TRAIN), "--launcher", "spawn", "--out", str(out)], env={"MASTER_PORT": value})
-    assert proc.returncode == 2
-    assert f"train.py: error: MASTER_PORT={value} is not a TCP port" in one_line(proc.stderr)
+    monkeypatch.setenv("MASTER_PORT", value)
+    monkeypatch.setattr(sys, "argv", [str(TRAIN)])  # argparse names the program after argv[0], as when run
+    err = rejected_in_process(train_script.main, ["--launcher", "spawn", "--out", str(out)], capfd)
+    assert f"train.py: error: MASTER_PORT={value} is not a TCP port" in err
     assert not out.exists()
 
 
@@ -78,20 +103,22 @@ LAUNCHER_BAD = [  # (arguments, what the one line must say)
 
 
 @pytest.mark.parametrize("args, message", LAUNCHER_BAD, ids=["nproc abc", "nproc 0", "no script", "no such script"])
-def test_the_launcher_rejects_a_bad_argument_in_one_line(tmp_path, args, message):
-    proc = launch(*(arg.replace("{tmp}", str(tmp_path)) for arg in args))
-    text, _ = proc.communicate(timeout=60)
-    assert proc.returncode == 2
-    assert one_line(text).startswith(message), text
+def test_the_launcher_rejects_a_bad_argument_in_one_line(tmp_path, monkeypatch, capfd, args, message):
+    monkeypatch.chdir(ROOT)
+    err = rejected_in_process(launcher.main, [arg.replace("{tmp}", str(tmp_path)) for arg in args], capfd)
+    assert err.startswith(message), err
 
 
 def test_a_script_rejecting_its_arguments_ends_the_launch_in_its_own_line_and_one_more(tmp_path):
-    proc = launch("--nproc-per-node=2", str(TRAIN), "--batch-size", "0", "--out", str(tmp_path / "out"))
-    text, _ = proc.communicate(timeout=120)
-    lines = text.splitlines()
-    assert proc.returncode == 2
+    """Under the lab's launcher, streamed: run_streaming raises the rejecting line (exit status 2)."""
+    lines: list[str] = []
+    command = torchrun_command(TRAIN, 2, "--batch-size", "0", "--out", str(tmp_path / "out"))
+    with pytest.raises(LaunchError) as caught:
+        run_streaming(command, timeout=120, echo=lines.append)
+    text = "\n".join(lines)
+    assert str(caught.value) == "train.py: error: argument --batch-size: 0 is not a whole number of at least 1 (see --help)"
     assert lines[-1] == REJECTED
-    assert lines[-2] == "train.py: error: argument --batch-size: 0 is not a whole number of at least 1 (see --help)"
+    assert lines[-2] == str(caught.value)
     assert text.count("argument --batch-size") == 1  # from rank 0 only
     for noise in ("failed (exitcode", "closing signal", "Traceback", "ChildFailedError", "the run failed"):
         assert noise not in text, text
@@ -111,37 +138,39 @@ def test_a_worker_failing_otherwise_still_gets_the_failure_report(tmp_path):
     assert REJECTED not in text
 
 
-def test_run_streaming_raises_the_rejecting_line(tmp_path):
-    command = torchrun_command(TRAIN, 2, "--steps", "5", "--warmup", "9", "--out", str(tmp_path / "out"))
-    with pytest.raises(LaunchError) as caught:
-        run_streaming(command, timeout=120, echo=lambda line: None)
-    assert str(caught.value) == ("train.py: error: --steps (5) must be larger than --warmup (9): "
-                                 "the summary uses the steps after the warm-up (see --help)")
-
-
-@pytest.mark.parametrize("parameters, message", [
-    ({"nproc": 0}, "nproc = 0 is not a whole number of at least 1: use 1 or 2 (papermill: -p nproc 2)"),
-    ({"steps": 50, "warmup": 50}, "steps (50) must be larger than warmup (50)"),
-], ids=["nproc 0", "steps not above warmup"])
-def test_run_notebook_names_a_bad_parameter_in_one_line(tmp_path, parameters, message):
+def test_run_notebook_names_a_bad_parameter_in_one_line(tmp_path):
+    """The parameters cell raises run_parameters_problem's one line (each problem's line: test_per_os.py)."""
     out = tmp_path / "out"
     with pytest.raises(papermill.PapermillExecutionError) as caught:
-        execute(RUN_NOTEBOOK, tmp_path / "run.ipynb", {**parameters, "out_dir": str(out)})
+        execute(RUN_NOTEBOOK, tmp_path / "run.ipynb", {"nproc": 0, "out_dir": str(out)})
     error = caught.value
+    message = "nproc = 0 is not a whole number of at least 1: use 1 or 2 (papermill: -p nproc 2)"
     assert error.ename == "ValueError" and error.evalue.startswith(message) and "\n" not in error.evalue
     assert str(error).rstrip().splitlines()[-1].endswith(error.evalue)  # the cell ends with that line
     assert len(error.traceback) <= 5  # the cell's own raise, no launcher or library frames
     assert not out.exists()
 
 
-@pytest.mark.parametrize("below", ["", "sub"], ids=["a file", "a folder under a file"])
-def test_make_lab_names_a_lab_out_that_is_a_file(tmp_path, below):
+LAB_OUT_A_FILE = ("python -m minitrain.lab: error: MINITRAIN_LAB_OUT={value} is not a folder ({target} is a file): "
+                  "unset it for experiments/35-ddp-cpu/, or name a folder (it is created if missing) (see --help)")
+
+
+def test_make_lab_names_a_lab_out_that_is_a_file(tmp_path):
+    """End to end, in a new interpreter: `python -m minitrain.lab` (what `make lab` runs)."""
     target = tmp_path / "a-file"
     target.write_text("keep me")
-    value = str(target / below) if below else str(target)
-    proc = run([sys.executable, "-m", "minitrain.lab", "--skip-tests"], env={"MINITRAIN_LAB_OUT": value}, timeout=120)
-    assert proc.returncode != 0
-    assert proc.stderr.splitlines()[-1] == (
-        f"python -m minitrain.lab: error: MINITRAIN_LAB_OUT={value} is not a folder ({target} is a file): "
-        "unset it for experiments/35-ddp-cpu/, or name a folder (it is created if missing) (see --help)")
+    proc = run([sys.executable, "-m", "minitrain.lab", "--skip-tests"], env={"MINITRAIN_LAB_OUT": str(target)}, timeout=120)
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines()[-1] == LAB_OUT_A_FILE.format(value=target, target=target)
     assert "Traceback" not in proc.stderr and target.read_text() == "keep me"
+
+
+def test_make_lab_names_a_lab_out_below_a_file(tmp_path, monkeypatch, capfd):
+    from minitrain.lab.runner import main
+
+    target = tmp_path / "a-file"
+    target.write_text("keep me")
+    monkeypatch.setenv("MINITRAIN_LAB_OUT", str(target / "sub"))
+    err = rejected_in_process(main, ["--skip-tests"], capfd)
+    assert err == LAB_OUT_A_FILE.format(value=target / "sub", target=target) + "\n"
+    assert target.read_text() == "keep me"

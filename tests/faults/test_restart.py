@@ -1,7 +1,8 @@
 """A rank dies mid-run and torchrun's elastic agent restarts the workers (--max-restarts=1): they
 resume from the last snapshot and end with bitwise the weights of a run that never failed; a
-damaged newest snapshot is named and skipped; a second fault, past --max-restarts, ends the run
-with one error line and no process left. Real processes, a tiny model."""
+damaged newest snapshot is named and skipped; a snapshot of other settings is refused. Real
+processes, a tiny model. The fault flag's restart (`--fail-at`) and a second fault past
+--max-restarts are the restart measurement's runs: test_restart_measure.py checks them there."""
 
 import json
 import os
@@ -13,7 +14,6 @@ import pytest
 
 from conftest import TRAIN, launch, wait_for_line
 from test_bad_arguments import train_script  # noqa: F401 (a fixture: train.py imported in this process)
-from minitrain.measure.restart import leftovers
 from minitrain.snapshot import MARKER, SNAPSHOTS, step_folder
 from minitrain.verify import compare_state_files
 
@@ -62,26 +62,6 @@ def reference(tmp_path_factory, corpus_dir):
     return out
 
 
-def test_a_rank_killed_by_the_fault_flag_restarts_and_ends_bitwise_equal(tmp_path, corpus_dir, reference, reap):
-    out = tmp_path / "restarted"
-    fault = 6
-    resumed = fault // EVERY * EVERY  # the newest snapshot before the fault
-    proc = train(out, corpus_dir, "--fail-at", f"{fault}:1")
-    reap(proc)
-    status, log = finish(proc)
-    assert status == 0, log
-    assert re.search(rf"\[rank 1\] fault injected: pid \d+ kills itself with SIGKILL as step {fault} begins", log)
-    assert log.count("torchrun's agent restarted the workers") == 2  # both workers are new
-    assert (f"{step_folder(SNAPSHOTS, resumed).name}: step {resumed} of {STEPS} (attempt 1; the previous attempt "
-            f"had done {fault} steps: {fault - resumed} redone)") in log
-    restart = run_json(out)["restart"]
-    assert {k: restart[k] for k in ("attempt", "max_restarts", "resumed_from_step", "previous_steps_done",
-                                    "steps_redone", "skipped")} == {
-        "attempt": 1, "max_restarts": 1, "resumed_from_step": resumed, "previous_steps_done": fault,
-        "steps_redone": fault - resumed, "skipped": []}
-    assert_same_weights(reference, out)
-
-
 def test_an_outside_sigkill_restarts_the_same_way(tmp_path, corpus_dir, reference, reap):
     out = tmp_path / "killed"
     proc = train(out, corpus_dir)
@@ -125,20 +105,6 @@ def test_a_snapshot_of_another_configuration_is_refused_in_one_line(tmp_path, co
     assert status == 2, log
     assert "error: the script rejected its arguments or input" in log
     assert re.search(r"\[rank 0\] error: \S*step-0000\d\d was taken with batch_size 16 \(this run: 8\)", log), log
-    assert not (out / "run.json").exists()
-
-
-def test_a_second_fault_past_max_restarts_ends_the_run_with_one_error_and_no_orphan(tmp_path, corpus_dir, reap):
-    out = tmp_path / "twice"
-    proc = train(out, corpus_dir, "--fail-at", "6:1", "--fail-at", "7:0:1")
-    reap(proc)
-    status, log = finish(proc)
-    assert status == 1, log  # the launcher's one error line (sys.exit with a message), not a bad argument (2)
-    assert log.count("torchrun's agent restarted the workers") == 2  # one restart, then no more
-    assert re.search(r"\[rank 0\] fault injected: pid \d+ kills itself with SIGKILL as step 7 begins \(attempt 1\)", log)
-    errors = [line for line in log.splitlines() if line.startswith("error: ")]
-    assert len(errors) == 1 and re.match(r"error: the run failed, rank 0 \(pid \d+\) was killed by SIGKILL", errors[0]), log
-    assert leftovers(str(out)) == []  # the launcher has exited; no worker of either attempt runs
     assert not (out / "run.json").exists()
 
 

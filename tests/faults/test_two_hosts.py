@@ -3,12 +3,12 @@ veth pair that the run makes and removes itself (root and iproute2 needed, else 
 and say why); its bad input in one line, which needs neither."""
 
 import subprocess
-import sys
 import time
 
 import pytest
 
 from conftest import WORKERS, launch
+from minitrain import launch as launcher
 from minitrain.launch import free_port, hosts
 from minitrain.measure.two_hosts import RDZV_PORT, RESULT_NAME, cannot_run, checks, run, two_namespaces
 
@@ -115,12 +115,14 @@ def test_a_failure_inside_still_removes_the_namespaces_and_their_processes():
     (["--host-address=127.0.0.1", "--interface=lo"], "give --host-address or --interface, not both"),
     (["--standalone"], "--standalone is the lab's launcher's to set"),
 ])
-def test_a_bad_address_or_node_option_is_one_line_and_exit_2(args, says):
-    proc = subprocess.run([sys.executable, "-m", "minitrain.launch", *args, "--nproc-per-node=1", str(WORKERS),
-                           "clean"], capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 2, proc.stdout + proc.stderr
-    assert proc.stderr.startswith(f"error: {says}") and proc.stderr.count("\n") == 1, proc.stderr
-    assert proc.stdout == ""
+def test_a_bad_address_or_node_option_is_one_line_and_exit_2(capfd, args, says):
+    """The launcher's main(argv) in this process (its one-line errors end to end: test_bad_arguments_more.py)."""
+    with pytest.raises(SystemExit) as exit_:
+        launcher.main([*args, "--nproc-per-node=1", str(WORKERS), "clean"])
+    out, err = capfd.readouterr()
+    assert exit_.value.code == 2, out + err
+    assert err.startswith(f"error: {says}") and err.count("\n") == 1, err
+    assert out == ""
 
 
 def test_a_secondary_address_is_refused_because_gloo_would_listen_on_the_first(monkeypatch):

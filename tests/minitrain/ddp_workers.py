@@ -22,11 +22,8 @@ def snapshot(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     return {k: v.detach().clone() for k, v in unwrap(model).state_dict().items()}
 
 
-def wrap_and_train(rank: int, world_size: int, port: int, corpus_dir: str, out_dir: str,
-                   steps: int) -> None:
-    """Seed per rank, snapshot before and after wrapping, train on this rank's shard, save."""
-    set_torchrun_env(rank, world_size, port)
-    rank, world_size = init_distributed("gloo")
+def wrap_and_train(rank: int, world_size: int, corpus_dir: str, steps: int) -> dict:
+    """Seed per rank, snapshot before and after wrapping, train on this rank's shard."""
     seed_everything(SEED_BASE + rank)
     model, _ = build_model_for_corpus(Path(corpus_dir), block_size=32)
     before = snapshot(model)
@@ -38,11 +35,7 @@ def wrap_and_train(rank: int, world_size: int, port: int, corpus_dir: str, out_d
         model(next(shard)).loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
-    torch.save({"before": before, "after": after, "final": snapshot(model),
-                "first_sentence": shard.first_sentence},
-               Path(out_dir) / f"rank-{rank}.pt")
-    cleanup()
-    cleanup()  # a second call must be harmless
+    return {"before": before, "after": after, "final": snapshot(model), "first_sentence": shard.first_sentence}
 
 
 def global_batches(steps: int, batch_size: int, vocab_size: int, block_size: int) -> list:
@@ -81,20 +74,21 @@ def train_reference(batches: list, dtype: torch.dtype, rank: int | None = None, 
     return snapshot(model)
 
 
-def half_batch_ddp(rank: int, world_size: int, port: int, out_dir: str, steps: int,
-                   dtype_name: str, instrumented: bool = False) -> None:
-    """Each rank trains on its half of the same global batches; save the final state (to
-    half-RANK.pt), or with `instrumented` every timing variant attached, the state and each
-    step's measured ms (to timed-RANK.pt)."""
+def every_run(rank: int, world_size: int, port: int, corpus_dir: str, out_dir: str, steps: int) -> None:
+    """The tests' DDP runs in one process group, one after another, saved to rank-RANK.pt:
+    wrap_and_train ("wrapped"), then each rank on its half of the same global batches in float64
+    and float32 ("half-float64", "half-float32"), then float64 with every timing variant attached
+    ("timed": the state and each step's measured ms); cleanup twice (the second call must be harmless)."""
     set_torchrun_env(rank, world_size, port)
-    init_distributed("gloo")
+    rank, world_size = init_distributed("gloo")
+    runs = {"wrapped": wrap_and_train(rank, world_size, corpus_dir, steps)}
     batches = global_batches(steps, 8, TINY["vocab_size"], TINY["block_size"])
-    measured = [] if instrumented else None
-    state = train_reference(batches, getattr(torch, dtype_name), rank, world_size, measured)
-    if instrumented:
-        torch.save({"state": state, "ms": measured}, Path(out_dir) / f"timed-{rank}.pt")
-    else:
-        torch.save(state, Path(out_dir) / f"half-{rank}.pt")
+    for dtype_name in ("float64", "float32"):
+        runs[f"half-{dtype_name}"] = train_reference(batches, getattr(torch, dtype_name), rank, world_size)
+    measured: list = []
+    runs["timed"] = {"state": train_reference(batches, torch.float64, rank, world_size, measured), "ms": measured}
+    torch.save(runs, Path(out_dir) / f"rank-{rank}.pt")
+    cleanup()
     cleanup()
 
 

@@ -1,4 +1,6 @@
-"""The DDP wrapper, checked with real 2-process gloo groups against a single-process reference."""
+"""The DDP wrapper, checked with one real 2-process gloo group (every run of the module in it, one
+after another) against a single-process reference; and what the timing instruments must not change:
+DDP's arithmetic with every timing variant attached."""
 
 import subprocess
 import sys
@@ -12,16 +14,23 @@ import ddp_workers
 from minitrain import ddp
 from minitrain.gloo_setup import TORCHRUN_VARS
 from minitrain.launch import free_port
+from minitrain.timing import BY_NAME
 
 STEPS = 5
 
 
 @pytest.fixture(scope="module")
-def wrapped_run(corpus_dir, tmp_path_factory) -> list[dict]:
-    """One real 2-rank run: seeds 35000+rank, wrap, 5 AdamW steps on different shards."""
+def ddp_runs(corpus_dir, tmp_path_factory) -> list[dict]:
+    """One real 2-rank spawn: each rank's results of ddp_workers.every_run, by run name."""
     out = tmp_path_factory.mktemp("ddp")
-    mp.spawn(ddp_workers.wrap_and_train, args=(2, free_port(), str(corpus_dir), str(out), STEPS), nprocs=2)
+    mp.spawn(ddp_workers.every_run, args=(2, free_port(), str(corpus_dir), str(out), STEPS), nprocs=2)
     return [torch.load(out / f"rank-{r}.pt", weights_only=True) for r in range(2)]
+
+
+@pytest.fixture(scope="module")
+def wrapped_run(ddp_runs) -> list[dict]:
+    """Seeds 35000+rank, wrap, 5 AdamW steps on different shards."""
+    return [rank["wrapped"] for rank in ddp_runs]
 
 
 def max_abs_diff(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float:
@@ -59,17 +68,38 @@ def test_state_dict_keys_have_no_module_prefix(wrapped_run):
     # while staying 250x below the 5e-3 that 5 steps of lr 1e-3 move the weights
     ("float32", 2e-5),
 ])
-def test_two_half_batches_match_one_process_on_the_whole_batch(tmp_path, dtype_name, atol):
-    mp.spawn(ddp_workers.half_batch_ddp, args=(2, free_port(), str(tmp_path), STEPS, dtype_name), nprocs=2)
+def test_two_half_batches_match_one_process_on_the_whole_batch(ddp_runs, dtype_name, atol):
     batches = ddp_workers.global_batches(STEPS, 8, ddp_workers.TINY["vocab_size"], ddp_workers.TINY["block_size"])
     reference = ddp_workers.train_reference(batches, getattr(torch, dtype_name))
-    states = [torch.load(tmp_path / f"half-{r}.pt", weights_only=True) for r in range(2)]
+    states = [rank[f"half-{dtype_name}"] for rank in ddp_runs]
     assert max_abs_diff(states[0], states[1]) == 0.0
     diff = max_abs_diff(states[0], reference)
     print(f"{dtype_name}: DDP vs single process max |diff| = {diff:.2e}")
     assert diff < atol
     initial = ddp_workers.train_reference(batches[:0], getattr(torch, dtype_name))
     assert max_abs_diff(reference, initial) > 100 * atol  # the comparison is not trivially true
+
+
+def test_every_timing_variant_measured_every_step(ddp_runs):
+    for rank in ddp_runs:
+        assert len(rank["timed"]["ms"]) == STEPS
+        for step in rank["timed"]["ms"]:
+            assert step.keys() == set(BY_NAME)
+            assert all(ms is not None and ms > 0 for ms in step.values()), step
+
+
+def test_instrumented_ddp_matches_one_process_on_the_whole_batch(ddp_runs):
+    """The comm hook (DDP's all-reduce, averaged) and the barriers change no number: float64, so
+    only the summation order differs from one process on the whole batch."""
+    batches = ddp_workers.global_batches(STEPS, 8, ddp_workers.TINY["vocab_size"], ddp_workers.TINY["block_size"])
+    reference = ddp_workers.train_reference(batches, torch.float64)
+    r0, r1 = (rank["timed"]["state"] for rank in ddp_runs)
+    assert max_abs_diff(r0, r1) == 0.0
+    diff = max_abs_diff(r0, reference)
+    print(f"instrumented DDP vs single process max |diff| = {diff:.2e}")
+    assert diff < 1e-10
+    initial = ddp_workers.train_reference(batches[:0], torch.float64)
+    assert max_abs_diff(reference, initial) > 1e-8  # the comparison is not trivially true
 
 
 def test_init_distributed_outside_torchrun_fails_clearly(monkeypatch):
@@ -89,12 +119,18 @@ def test_helpers_without_process_group():
 
 
 def test_repeated_torchrun_runs_exit_cleanly():
+    """An abort at exit ("terminate called without an active exception") is a race: two runs of
+    plain torchrun, side by side, so that the race meets a busy machine too."""
     script = Path(ddp_workers.__file__)
-    for attempt in range(2):
-        proc = subprocess.run(
-            [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
-             str(script)], capture_output=True, text=True, timeout=120)
-        output = proc.stdout + proc.stderr
-        assert proc.returncode == 0, f"attempt {attempt}: exit {proc.returncode}\n{output}"
+    runs = [subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
+                              str(script)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            for _ in range(2)]
+    try:
+        outputs = [run.communicate(timeout=120)[0] for run in runs]
+    finally:
+        for run in runs:
+            run.kill()
+    for attempt, (run, output) in enumerate(zip(runs, outputs)):
+        assert run.returncode == 0, f"run {attempt}: exit {run.returncode}\n{output}"
         assert "terminate called" not in output
         assert output.count("exited cleanly") == 2

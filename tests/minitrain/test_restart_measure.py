@@ -1,8 +1,11 @@
 """The restart measurement: one real quick run (five launches: uninterrupted, one fault, two faults,
-two resumes done wrong), and its timeline and log excerpt on a hand-made log. No timing assertions."""
+two resumes done wrong), and its timeline and log excerpt on a hand-made log. No timing assertions.
+Its fault and second-fault runs are also the fault tests of `--fail-at` (tests/faults/test_restart.py
+has the other restarts): what their logs and folders show is checked here, once."""
 
 import copy
 import json
+import re
 import sys
 
 import pytest
@@ -11,6 +14,7 @@ import torch
 from helpers import check_findings, check_provenance
 from minitrain.measure.restart import (QUICK, Log, checks, excerpt, log_excerpt, model_contents, progress, sigterm_lead_ms,
                                       timeline)
+from minitrain.snapshot import SNAPSHOTS, step_folder
 
 
 @pytest.fixture(scope="module")
@@ -51,6 +55,39 @@ def test_the_restarted_run_is_bitwise_the_uninterrupted_one(quick_run):
     check_provenance(results, "minitrain.measure.restart")
     assert json.loads((out / "restart.json").read_text()) == json.loads(json.dumps(results))
     assert (out / "restart.png").stat().st_size > 0
+
+
+def run_log(out, name: str) -> str:
+    """The log the measurement kept of its run NAME, without the seconds it stamps on each line."""
+    text = (out / "restart-runs" / f"{name}.log").read_text()
+    return "".join(re.sub(r"^ *\d+\.\d{3}  ", "", line) for line in text.splitlines(keepends=True))
+
+
+def test_the_fault_flag_kills_a_rank_and_the_agent_restarts_both_workers(quick_run):
+    out, results = quick_run
+    fault, every = int(QUICK.fault.split(":")[0]), QUICK.snapshot_every
+    resumed = fault // every * every  # the newest snapshot before the fault
+    log = run_log(out, "restarted")
+    assert re.search(rf"\[rank 1\] fault injected: pid \d+ kills itself with SIGKILL as step {fault} begins", log)
+    assert log.count("torchrun's agent restarted the workers") == 2  # both workers are new
+    assert (f"{step_folder(SNAPSHOTS, resumed).name}: step {resumed} of {QUICK.steps} (attempt 1; the previous attempt "
+            f"had done {fault} steps: {fault - resumed} redone)") in log
+    assert results["restart"]["skipped"] == []  # nothing damaged: the newest snapshot was used
+
+
+def test_a_second_fault_past_max_restarts_ends_the_run_with_one_error_and_no_orphan(quick_run):
+    out, results = quick_run
+    step, rank, attempt = QUICK.second_fault.split(":")
+    log = run_log(out, "second-fault")
+    assert results["second_fault"]["exit_status"] == 1  # the launcher's one error line, not a bad argument (2)
+    assert log.count("torchrun's agent restarted the workers") == 2  # one restart, then no more
+    assert re.search(rf"\[rank {rank}\] fault injected: pid \d+ kills itself with SIGKILL as step {step} begins "
+                     rf"\(attempt {attempt}\)", log)
+    errors = [line for line in log.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and re.match(rf"error: the run failed, rank {rank} \(pid \d+\) was killed by SIGKILL",
+                                         errors[0]), log
+    assert results["second_fault"]["processes_left"] == 0  # no worker of either attempt runs
+    assert not (out / "restart-runs" / "second-fault" / "run.json").exists()
 
 
 def test_the_live_runs_checks_hold_and_name_a_broken_fact(quick_run):
