@@ -7,6 +7,7 @@ from minitrain.artifacts import save_figure, write_json
 from minitrain.lab.runs import (PHASES, REPEATS_DIR, SINGLE_DIR, phase_medians, read_repeats, read_run,
                                 throughput)
 from minitrain.paths import BEYOND_DIR
+from minitrain.run_record import RunRecord
 from minitrain.timing import VARIANTS, manifest_fields, summarize
 from minitrain.verify import compare_state_files
 
@@ -92,7 +93,7 @@ def findings_table(records: list[dict]) -> str:
     return "\n".join(f"{r['name']:<{width}}  {value(r['value'])} {r['unit']}: {r['meaning']}" for r in records)
 
 
-def median_run(runs: list[dict]) -> dict:
+def median_run(runs: list[RunRecord]) -> RunRecord:
     """The repeat with the median tokens/s (the lower middle one for an even count)."""
     return sorted(runs, key=throughput)[(len(runs) - 1) // 2]
 
@@ -107,21 +108,21 @@ def build_manifest(out: Path, command: str) -> dict:
                                 f"{len(repeats[2])} 2-process repeats; run python -m minitrain.lab.experiment")
     run1, run2 = median_run(repeats[1]), median_run(repeats[2])
     speedups = [throughput(b) / throughput(a) for a, b in zip(*repeats.values())]
-    measured = timings2[sheet2["warmup_steps"]:]
+    measured = timings2[sheet2.warmup_steps:]
     timing = {name: summarize([r[v.field] for r in measured])[stat]
               for v in VARIANTS for name, stat in manifest_fields(v).items()}
     comparison = compare_state_files(out / "state-rank-0.pt", out / "state-rank-1.pt")
     tps1, tps2 = throughput(run1), throughput(run2)
     manifest = {
         "lab": "01-ddp-on-cpu",
-        "seed": sheet2["seed_base"],
+        "seed": sheet2.seed_base,
         "backend": "gloo",
-        "world_size": sheet2["world_size"],
-        "launcher": sheet2["launcher"],
-        "model_params": sheet2["model_params"],
-        "steps": sheet2["steps"],
-        "warmup_steps": sheet2["warmup_steps"],
-        "run_ids": {"1proc": sheet1["run_id"], "2proc": sheet2["run_id"]},
+        "world_size": sheet2.world_size,
+        "launcher": sheet2.launcher,
+        "model_params": sheet2.model_params,
+        "steps": sheet2.steps,
+        "warmup_steps": sheet2.warmup_steps,
+        "run_ids": {"1proc": sheet1.run_id, "2proc": sheet2.run_id},
         **timing,
         "tokens_per_sec_1proc": tps1,
         "tokens_per_sec_2proc": tps2,
@@ -132,33 +133,33 @@ def build_manifest(out: Path, command: str) -> dict:
             "count": len(speedups), "timing": "comm hook only (no barriers), for both process counts",
             "tokens_per_sec": "global tokens per step / median step time over the steps after the warm-up",
             "order": "alternating 1, 2, 1, 2, ...", "speedups": speedups,
-            **{f"{n}proc": [{"run_id": r["run_id"], "tokens_per_sec": throughput(r),
-                             "step_p50_ms": r["summary"]["step_ms"]["median"], "command": r["command"]}
+            **{f"{n}proc": [{"run_id": r.run_id, "tokens_per_sec": throughput(r),
+                             "step_p50_ms": r.summary["step_ms"]["median"], "command": r.command}
                             for r in repeats[n]] for n in (1, 2)},
-            "median_run_ids": {"1proc": run1["run_id"], "2proc": run2["run_id"]},
+            "median_run_ids": {"1proc": run1.run_id, "2proc": run2.run_id},
         },
-        "step_p50_ms_1proc": run1["summary"]["step_ms"]["median"],
-        "step_p50_ms_2proc": run2["summary"]["step_ms"]["median"],
-        "allreduce_share_of_step": run2["summary"]["allreduce_ms"]["median"] / run2["summary"]["step_ms"]["median"],
+        "step_p50_ms_1proc": run1.summary["step_ms"]["median"],
+        "step_p50_ms_2proc": run2.summary["step_ms"]["median"],
+        "allreduce_share_of_step": run2.summary["allreduce_ms"]["median"] / run2.summary["step_ms"]["median"],
         "step_breakdown_ms": {"1proc": phase_medians(run1), "2proc": phase_medians(run2)},
-        "buckets": sheet2["buckets"],
-        "gradient_bytes": sum(b["bytes"] for b in sheet2["buckets"]),
+        "buckets": sheet2.buckets,
+        "gradient_bytes": sum(b["bytes"] for b in sheet2.buckets),
         "byte_equivalent": comparison.allclose,
         "max_abs_diff": comparison.max_abs_diff,
         "bitwise_equal": comparison.bitwise_equal,
-        "threads_per_rank": {"1proc": run1["threads_per_rank"], "2proc": run2["threads_per_rank"]},
-        "cores": sheet2["cores"],
-        "cpu_model": sheet2["cpu_model"],
-        "torch": sheet2["torch"],
-        "python": sheet2["python"],
-        "platform": sheet2["platform"],
-        "batch_size_per_rank": sheet2["batch_size_per_rank"],
-        "block_size": sheet2["block_size"],
-        "lr": sheet2["lr"],
-        "corpus_sha256": sheet2["corpus_sha256"],
-        "date": sheet2["date"],
+        "threads_per_rank": {"1proc": run1.threads_per_rank, "2proc": run2.threads_per_rank},
+        "cores": sheet2.cores,
+        "cpu_model": sheet2.cpu_model,
+        "torch": sheet2.torch,
+        "python": sheet2.python,
+        "platform": sheet2.platform,
+        "batch_size_per_rank": sheet2.batch_size_per_rank,
+        "block_size": sheet2.block_size,
+        "lr": sheet2.lr,
+        "corpus_sha256": sheet2.corpus_sha256,
+        "date": sheet2.date,
         "command": command,
-        "run_commands": {"1proc": sheet1["command"], "2proc": sheet2["command"]},
+        "run_commands": {"1proc": sheet1.command, "2proc": sheet2.command},
     }
     manifest["beyond_findings"] = beyond_findings(out / BEYOND_DIR.name)
     manifest["lesson_notes"] = lesson_notes(manifest)

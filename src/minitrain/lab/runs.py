@@ -11,6 +11,7 @@ from pathlib import Path
 
 from minitrain.cli import lab_out_folder
 from minitrain.paths import BUILD_DIR, EXPERIMENT_DIR
+from minitrain.run_record import RunRecord
 from minitrain.timing import BY_NAME
 
 SINGLE_DIR = "single-process"  # where the 1-process run's files go, inside the output folder
@@ -45,13 +46,13 @@ def repeat_dir(out: Path, repeat: int, nproc: int) -> Path:
     return Path(out) / REPEATS_DIR / f"r{repeat}-{nproc}proc"
 
 
-def read_repeats(out: Path) -> dict[int, list[dict]]:
+def read_repeats(out: Path) -> dict[int, list[RunRecord]]:
     """run.json of every repeat in `out`, by process count, in repeat order."""
-    found: dict[int, list[dict]] = {1: [], 2: []}
+    found: dict[int, list[RunRecord]] = {1: [], 2: []}
     for folder in sorted((Path(out) / REPEATS_DIR).glob("r*-*proc"), key=lambda p: int(p.name[1:].split("-")[0])):
         if has_run(folder):
             run, _ = read_run(folder)
-            found[run["world_size"]].append(run)
+            found[run.world_size].append(run)
     return found
 
 
@@ -67,25 +68,25 @@ def read_timings(path: Path) -> list[dict]:
     return [json.loads(line) for line in Path(path).read_text().splitlines()]
 
 
-def read_run(folder: Path) -> tuple[dict, list[dict]]:
+def read_run(folder: Path) -> tuple[RunRecord, list[dict]]:
     """run.json and the timings of the run written into `folder`."""
-    return json.loads((Path(folder) / "run.json").read_text()), read_timings(Path(folder) / "timings.jsonl")
+    return RunRecord.read(Path(folder) / "run.json"), read_timings(Path(folder) / "timings.jsonl")
 
 
-def throughput(run: dict) -> float:
+def throughput(run: RunRecord) -> float:
     """Global tokens per second at the run's median step time: one statistic, so that the 2-vs-1
     ratio is exactly 2 x (1-process step) / (2-process step)."""
-    tokens = run["batch_size_per_rank"] * run["block_size"] * run["world_size"]
-    return tokens / (run["summary"]["step_ms"]["median"] / 1e3)
+    tokens = run.batch_size_per_rank * run.block_size * run.world_size
+    return tokens / (run.summary["step_ms"]["median"] / 1e3)
 
 
 PHASES = ("forward", "backward", "all-reduce", "optimizer")
 
 
-def phase_medians(run: dict) -> dict[str, float]:
+def phase_medians(run: RunRecord) -> dict[str, float]:
     """Median ms per phase of a step; backward is loss.backward() without the comm hook's
     all-reduce, subtracted step by step (train.py's backward_outside_hook_ms)."""
-    s = run["summary"]
+    s = run.summary
     hook = BY_NAME["hook"].field
     return {"forward": s["forward_ms"]["median"], "backward": s["backward_outside_hook_ms"]["median"],
             "all-reduce": s[hook]["median"] if hook in s else 0.0, "optimizer": s["optimizer_ms"]["median"]}
