@@ -44,11 +44,17 @@ test: $(STAMP)
 corpus: $(STAMP)
 	$(PY) -m minitrain.corpus
 
-# The student edition in build/student/: every notebook with its solutions replaced by
-# `# YOUR CODE HERE` / `raise NotImplementedError()` and outputs cleared (nbgrader's ClearSolutions).
-.PHONY: student
+# The student edition in build/student/: the whole repository with every solution region replaced by
+# `# YOUR CODE HERE (<what>)` / `raise NotImplementedError("not done yet: <what>")`, notebook outputs
+# cleared, without the reference run's artifacts, the teacher's kit and solutions/ (TEACHER.md).
+.PHONY: student grade
 student: $(STAMP)
 	$(PY) -m minitrain.lab.student --out build/student
+
+# Every TODO of the lab with its points: PASS / FAIL (the mistake named) / not done / hangs, each graded
+# in a fresh process with a timeout by the real tests. A class: `$(PY) -m minitrain.lab.grade --class FOLDER`.
+grade: $(STAMP)
+	$(PY) -m minitrain.lab.grade
 
 clean-venv:
 	rm -rf $(VENV)

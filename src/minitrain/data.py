@@ -124,7 +124,9 @@ def make_shard(rank: int, world_size: int, corpus_dir: str | Path = DEFAULT_CORP
     if corpus_dir == DEFAULT_CORPUS_DIR:
         ensure_corpus(corpus_dir)  # the default corpus is generated on first use
     sentences = load_corpus(corpus_dir / f"{split}.jsonl")
+    ### BEGIN SOLUTION: Block B: make_shard's split
     mine = sentences[rank::world_size]  # the same as index % world_size == rank
+    ### END SOLUTION
     if not mine:
         raise CorpusError(f"rank {rank} gets an empty shard: {corpus_dir / f'{split}.jsonl'} has "
                          f"{len(sentences)} sentences for {world_size} ranks; use at most "
@@ -133,11 +135,12 @@ def make_shard(rank: int, world_size: int, corpus_dir: str | Path = DEFAULT_CORP
     return Shard(mine, tokenizer, batch_size, block_size, SEED_BASE + rank if seed is None else seed)
 
 
-def check_shards(shard: Shard, rank: int, world_size: int, corpus_total: int) -> dict:
-    """Block B's sanity checks, a collective: every rank logs its shard's size and first sentence; the
-    counts must add up to the corpus and the first sentences must differ. Returns both lists."""
-    print(f"[rank {rank}] pid {os.getpid()}, shard: {shard.num_sentences} sentences, first it trains on: {shard.first_sentence!r}",
-          flush=True)
+def check_shards(shard: Shard, rank: int, world_size: int, corpus_total: int) -> dict[str, list]:
+    """Every rank logs its shard's size and first sentence; all check that the counts add up to
+    `corpus_total` and that the first sentences differ (RuntimeError otherwise); returns both lists."""
+    ### BEGIN SOLUTION: Block B: the counts check and the first-sentence log
+    print(f"[rank {rank}] pid {os.getpid()}, shard: {shard.num_sentences} sentences, "
+          f"first it trains on: {shard.first_sentence!r}", flush=True)
     reports = [None] * world_size
     dist.all_gather_object(reports, (shard.num_sentences, shard.first_sentence))
     counts, firsts = [c for c, _ in reports], [f for _, f in reports]
@@ -147,3 +150,4 @@ def check_shards(shard: Shard, rank: int, world_size: int, corpus_total: int) ->
         print(f"shards ok: {' + '.join(map(str, counts))} = {corpus_total} sentences, "
               f"{world_size} different first sentences", flush=True)
     return {"shard_sentences": counts, "first_sentences": firsts}
+    ### END SOLUTION

@@ -102,14 +102,18 @@ class BarrierTimer:
         self.start, self.ms = 0.0, None
 
     def before_backward(self) -> None:
+        ### BEGIN SOLUTION: Block D: BarrierTimer.before_backward
         if dist.is_initialized():
             dist.barrier()  # both ranks start backward together
         self.start = time.perf_counter()
+        ### END SOLUTION
 
     def after_backward(self) -> None:
+        ### BEGIN SOLUTION: Block D: BarrierTimer.after_backward
         if dist.is_initialized():
             dist.barrier()  # backward returned after its all-reduces, which lined the ranks up; this adds a round trip
         self.ms = (time.perf_counter() - self.start) * 1e3
+        ### END SOLUTION
 
     def pop_ms(self) -> float | None:
         ms, self.ms = self.ms, None

@@ -21,8 +21,10 @@ import dis
 import faulthandler
 import importlib.util
 import inspect
+import json
 import math
 import os
+import shutil
 import tempfile
 import textwrap
 import time
@@ -32,9 +34,11 @@ from datetime import timedelta
 from pathlib import Path
 
 import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
 
-from minitrain.data import SEED_BASE, load_corpus, make_shard
-from minitrain.ddp import barrier, cleanup, init_distributed, wrap_for_ddp
+from minitrain.data import SEED_BASE, load_corpus
+from minitrain.ddp import loopback_interface, use_libuv
 from minitrain.lab.wrapdemo import state_path
 from minitrain.launch import spawn_workers
 from minitrain.verify import ATOL, compare_states, load_state
@@ -50,7 +54,7 @@ def _call(fn: Callable, shown: str, *args):
         return fn(*args)
     except NotImplementedError as e:
         raise ExerciseError(f"not done yet: {fn.__name__} still raises NotImplementedError; replace "
-                            "`# YOUR CODE HERE` and `raise NotImplementedError()` with your code") from e
+                            "`# YOUR CODE HERE` and the `raise` under it with your code") from e
     except Exception as e:
         raise ExerciseError(f"{shown} raised {type(e).__name__}: {e}") from e
 
@@ -66,6 +70,18 @@ def _keys_checked(call: Callable[[], object], shown: str):
         raise
 
 
+def join_group(timeout: timedelta) -> tuple[int, int]:
+    """Join spawn_workers' process group as init_distributed does, without the learner's code (which
+    may be blank or wrong in the tree being graded); return (rank, world_size)."""
+    rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    os.environ.setdefault("GLOO_SOCKET_IFNAME", loopback_interface())
+    store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), world_size,
+                          is_master=False, timeout=timeout, use_libuv=use_libuv())
+    dist.init_process_group("gloo", store=dist.PrefixStore("default_pg", store), rank=rank,
+                            world_size=world_size, timeout=timeout)
+    return rank, world_size
+
+
 # ------------------------------------------------------------------------------------------------
 # 02-sharding: shard_indices(num_sentences, rank, world_size) -> list[int]
 
@@ -76,11 +92,12 @@ def _is_block(indices: list[int]) -> bool:
     return len(indices) > 1 and indices == list(range(indices[0], indices[0] + len(indices)))
 
 
-def grade_shard_indices(fn: Callable[[int, int, int], list[int]], corpus_dir: Path | None = None) -> str:
-    """Every rank of every case in SHARD_CASES gets `index % world_size == rank`, in corpus order;
-    with `corpus_dir`, the indices also pick the same sentences as make_shard for 2 and 3 ranks."""
+def grade_shard_indices(fn: Callable[[int, int, int], list[int]], corpus_dir: Path | None = None,
+                        cases: list[tuple[int, int]] = SHARD_CASES) -> str:
+    """Every rank of every (sentences, world size) case gets `index % world_size == rank`, in corpus
+    order; with `corpus_dir`, the indices also pick the rule's sentences of the real corpus."""
     got = {}
-    for n, w in SHARD_CASES:
+    for n, w in cases:
         for r in range(w):
             result = _call(fn, f"{fn.__name__}({n}, {r}, {w})", n, r, w)
             if not isinstance(result, (list, tuple, range)) or not all(
@@ -90,7 +107,7 @@ def grade_shard_indices(fn: Callable[[int, int, int], list[int]], corpus_dir: Pa
             got[n, r, w] = list(result)
     wrong = [(n, r, w) for (n, r, w), indices in got.items() if indices != list(range(r, n, w))]
     if not wrong:
-        return _shard_verdict(fn, corpus_dir)
+        return _shard_verdict(fn, corpus_dir, len(cases))
     n, r, w = wrong[0]
     mine, expected = got[n, r, w], list(range(r, n, w))
     blocks = [(n, r, w) for n, r, w in wrong if w > 1 and all(_is_block(got[n, q, w]) for q in range(w))]
@@ -123,18 +140,117 @@ def grade_shard_indices(fn: Callable[[int, int, int], list[int]], corpus_dir: Pa
                         f"expected {expected[:8]}{'...' if len(expected) > 8 else ''} (index % world_size == rank)")
 
 
-def _shard_verdict(fn: Callable, corpus_dir: Path | None) -> str:
-    verdict = f"{fn.__name__}: correct on {len(SHARD_CASES)} corpus sizes and world sizes, every rank"
+def _shard_verdict(fn: Callable, corpus_dir: Path | None, cases: int) -> str:
+    verdict = f"{fn.__name__}: correct on {cases} corpus sizes and world sizes, every rank"
     if corpus_dir is None:
         return verdict
     corpus = load_corpus(Path(corpus_dir) / "train.jsonl")
     for w in (2, 3):
         for r in range(w):
-            if [corpus[i] for i in fn(len(corpus), r, w)] != make_shard(r, w, corpus_dir).sentences:
+            if [corpus[i] for i in fn(len(corpus), r, w)] != corpus[r::w]:
                 raise ExerciseError(f"on the real corpus, {fn.__name__}({len(corpus)}, {r}, {w}) picks other "
-                                    f"sentences than make_shard({r}, {w})")
-    return verdict + (f"; on the real corpus ({len(corpus)} sentences) it picks the same sentences as "
-                      "make_shard for 2 and 3 ranks")
+                                    "sentences than the rule index % world_size == rank")
+    return verdict + (f"; on the real corpus ({len(corpus)} sentences) it picks the sheet's sentences for 2 "
+                      "and 3 ranks")
+
+
+# ------------------------------------------------------------------------------------------------
+# Block B (src/minitrain/data.py): make_shard's split, and check_shards in real gloo processes
+
+MAKE_SHARD_CASES = [(10, 2), (11, 2), (10, 3), (11, 3), (7, 3), (5, 1), (9, 4)]
+CHECK_SHARDS_WORLD = 3  # ranks of check_shards' run: a hard-coded 2 shows
+
+
+def grade_make_shard(make_shard: Callable, corpus_dir: Path) -> str:
+    """make_shard(rank, world_size, corpus) on small corpora cut from `corpus_dir` (its first
+    distinct sentences), graded as shard_indices: which corpus indices did each rank get?"""
+    corpus = list(dict.fromkeys(load_corpus(Path(corpus_dir) / "train.jsonl")))
+    with tempfile.TemporaryDirectory(prefix="minitrain-grader-") as tmp:
+        def make_shard_indices(n: int, rank: int, world_size: int) -> list[int]:
+            folder = Path(tmp) / f"corpus-{n}"
+            if not folder.is_dir():
+                folder.mkdir()
+                (folder / "train.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in corpus[:n]))
+                shutil.copy(Path(corpus_dir) / "vocab.json", folder / "vocab.json")
+            index = {text: i for i, text in enumerate(corpus[:n])}
+            return [index[text] for text in make_shard(rank, world_size, folder).sentences]
+        return "Block B, " + grade_shard_indices(make_shard_indices, None, MAKE_SHARD_CASES)
+
+
+SHARD_SCENARIOS = {  # name -> (each rank's (sentence count, first sentence), the corpus total)
+    "right": ([(4, "the cat sleeps"), (4, "a dog runs"), (3, "birds sing")], 11),
+    "counts off": ([(4, "the cat sleeps"), (4, "a dog runs"), (3, "birds sing")], 12),
+    "same first": ([(4, "the cat sleeps"), (4, "a dog runs"), (3, "a dog runs")], 11),
+}
+
+
+def _check_shards_rank(folder: str, check_shards: Callable) -> None:
+    """One rank of check_shards' run: every scenario in turn, its result or error saved per rank."""
+    rank = int(os.environ["RANK"])
+    _silence(Path(folder) / f"rank-{rank}.log")
+    faulthandler.dump_traceback_later(RUN_TIMEOUT_S, exit=True)
+    _, world_size = join_group(timedelta(seconds=RUN_TIMEOUT_S))
+    results = {}
+    for name, (reports, total) in SHARD_SCENARIOS.items():
+        count, first = reports[rank]
+        print(f"--- scenario {name}", flush=True)
+        try:
+            results[name] = ("returned", repr(check_shards(types.SimpleNamespace(
+                num_sentences=count, first_sentence=first, sentences=[first] * count), rank, world_size, total)))
+        except NotImplementedError as e:
+            results[name] = ("blank", str(e))
+        except Exception as e:
+            results[name] = ("raised", f"{type(e).__name__}: {e}")
+    (Path(folder) / f"rank-{rank}.json").write_text(json.dumps(results))
+    dist.barrier()
+    dist.destroy_process_group()
+    faulthandler.cancel_dump_traceback_later()
+
+
+def grade_check_shards(check_shards: Callable) -> str:
+    """`check_shards` (a module's function: the workers import it) in a real gloo run of 3 ranks, on
+    shards that add up, shards whose counts do not, and two ranks with the same first sentence."""
+    with tempfile.TemporaryDirectory(prefix="minitrain-grader-") as tmp:
+        folder = Path(tmp)
+        try:
+            spawn_workers(_check_shards_rank, CHECK_SHARDS_WORLD, str(folder), check_shards)
+        except Exception as e:
+            raise ExerciseError(f"the {CHECK_SHARDS_WORLD}-process run of check_shards failed ({type(e).__name__}: "
+                                f"{str(e).strip().splitlines()[-1]}); its ranks' output:\n{_log_tails(folder)}") from e
+        ranks = [json.loads((folder / f"rank-{r}.json").read_text()) for r in range(CHECK_SHARDS_WORLD)]
+        logs = [(folder / f"rank-{r}.log").read_text(errors="replace").split("--- scenario ")
+                for r in range(CHECK_SHARDS_WORLD)]
+    if any(kind == "blank" for rank in ranks for kind, _ in rank.values()):
+        blank = next(detail for rank in ranks for kind, detail in rank.values() if kind == "blank")
+        raise ExerciseError(f"{blank}: check_shards still raises NotImplementedError")
+    reports, total = SHARD_SCENARIOS["right"]
+    for rank, result in enumerate(ranks):
+        kind, detail = result["right"]
+        if kind == "raised":
+            raise ExerciseError(f"check_shards raised {detail} on rank {rank} for right shards ({reports}, corpus "
+                                f"{total}); with {CHECK_SHARDS_WORLD} ranks, gather one report from each")
+        expected = repr({"shard_sentences": [c for c, _ in reports], "first_sentences": [f for _, f in reports]})
+        if detail != expected:
+            raise ExerciseError(f"check_shards returned {detail:.120} on rank {rank}, expected {expected} "
+                                "(every rank's counts and first sentences, gathered in rank order)")
+        log = next(part for part in logs[rank] if part.startswith("right"))
+        if reports[rank][1] not in log or str(reports[rank][0]) not in log:
+            raise ExerciseError(f"first sentence not logged: rank {rank}'s output does not show its shard's size "
+                                f"({reports[rank][0]}) and first sentence ({reports[rank][1]!r}); print both, on every rank")
+    for name, mistake in (("counts off", "counts not checked: shards of 4 + 4 + 3 sentences passed for a corpus of 12; "
+                                         "check that the ranks' counts add up to corpus_total"),
+                          ("same first", "first sentences not compared: ranks 1 and 2 both start with 'a dog runs' and "
+                                         "check_shards passed; the first sentences must all differ")):
+        raised = [kind == "raised" for kind, _ in (rank[name] for rank in ranks)]
+        if not any(raised):
+            raise ExerciseError(mistake)
+        if not all(raised):
+            raise ExerciseError(f"checked on some ranks only: with {name!r} shards, ranks "
+                                f"{[r for r, x in enumerate(raised) if not x]} went on as if nothing were wrong; "
+                                "gather every rank's report on every rank (all_gather_object) and raise on all")
+    return (f"Block B, check_shards: correct in a real {CHECK_SHARDS_WORLD}-rank gloo run: right shards pass with "
+            "every rank's counts and first sentences, logged on each rank; counts that do not add up and two "
+            "equal first sentences raise on every rank")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -182,6 +298,11 @@ def grade_rank1_holds_rank0_init(fn: Callable[[dict, dict], bool], folder: Path)
                          ("a copy with an extra tensor", {**after1, "extra.weight": torch.zeros(1)})):
         if _keys_checked(lambda: _expect_bool(fn, before0, other, shown), shown):
             raise ExerciseError(f"wrong keys: {shown} passed; check that both state dicts hold the same names")
+    prefixed = {f"module.{k}": v for k, v in after1.items()}
+    if _keys_checked(lambda: _expect_bool(fn, before0, prefixed, "a copy with `module.` keys"), "module. keys"):
+        raise ExerciseError(f"only the common keys compared: against the same tensors under `module.`-prefixed names "
+                            "(a DDP-wrapped model's state_dict) no name is shared, nothing was compared, and it "
+                            "passed; the key sets must be equal, not just overlap")
     return (f"{fn.__name__}: correct. Rank 1 after wrapping holds rank 0's initial weights, all "
             f"{len(after1)} tensors bit for bit; rank 1's own initial weights do not; and the check catches "
             "one float step, any single tensor, and different key sets")
@@ -190,7 +311,7 @@ def grade_rank1_holds_rank0_init(fn: Callable[[dict, dict], bool], folder: Path)
 # ------------------------------------------------------------------------------------------------
 # 04-launch-and-timing: my_timing_hook(state, bucket) -> torch.futures.Future
 
-WORLD_SIZE = 2
+WORLD_SIZES = (3, 2)  # 3 first: a hard-coded 2 shows there
 WAIT_S = 0.3  # rank 1 sleeps this long before backward: rank 0's all-reduce waits for it
 GRAD_ATOL = 1e-10  # float64: only the summation order differs from one process on the whole batch
 RUN_TIMEOUT_S = 60  # a hook whose future never completes ends the run instead of hanging the kernel
@@ -204,8 +325,8 @@ def _tiny_model() -> torch.nn.Module:
 
 
 def _batch() -> tuple[torch.Tensor, torch.Tensor]:
-    g = torch.Generator().manual_seed(1234)
-    return torch.randn(8, 6, generator=g, dtype=torch.float64), torch.randn(8, 3, generator=g, dtype=torch.float64)
+    g = torch.Generator().manual_seed(1234)  # 12 rows: equal halves and thirds
+    return torch.randn(12, 6, generator=g, dtype=torch.float64), torch.randn(12, 3, generator=g, dtype=torch.float64)
 
 
 def _gradients(model: torch.nn.Module) -> dict[str, torch.Tensor | None]:
@@ -266,6 +387,7 @@ def _guarded(hook: Callable, problems: list) -> Callable:
     """The learner's hook, with what would crash DDP (an exception, no future, a list-valued future)
     noted in `problems` and replaced by the bucket's own tensor, so that the run ends and reports."""
     def guarded(state, bucket):
+        called = time.perf_counter()
         try:
             fut = hook(state, bucket)
         except NotImplementedError:
@@ -277,6 +399,7 @@ def _guarded(hook: Callable, problems: list) -> Callable:
         if not isinstance(fut, torch._C.Future):  # torch.futures.Future's base; get_future() returns one
             problems.append(("returned", type(fut).__name__))
             return _completed(bucket.buffer())
+        problems.append(("call took", time.perf_counter() - called))  # a hook that blocks takes the peer's lateness
 
         def value(f: torch.futures.Future) -> torch.Tensor:
             try:
@@ -309,17 +432,17 @@ def _hook_rank(folder: str, fn_name: str) -> None:
     rank = int(os.environ["RANK"])
     _silence(folder / f"rank-{rank}.log")
     faulthandler.dump_traceback_later(RUN_TIMEOUT_S, exit=True)
-    rank, world_size = init_distributed("gloo", timeout=timedelta(seconds=RUN_TIMEOUT_S))
+    rank, world_size = join_group(timedelta(seconds=RUN_TIMEOUT_S))
     spec = importlib.util.spec_from_file_location(HOOK_MODULE, folder / f"{HOOK_MODULE}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     recorded: list = []
     problems: list = []
-    model = wrap_for_ddp(_tiny_model())
+    model = DistributedDataParallel(_tiny_model())
     model.register_comm_hook(recorded, _guarded(getattr(module, fn_name), problems))
     inputs, targets = (t.chunk(world_size)[rank] for t in _batch())
     loss = torch.nn.functional.mse_loss(model(inputs), targets)
-    barrier()  # both ranks start from here
+    dist.barrier()  # every rank starts from here
     if rank == 1:
         time.sleep(WAIT_S)
     start = time.perf_counter()
@@ -329,7 +452,8 @@ def _hook_rank(folder: str, fn_name: str) -> None:
                 "recorded": [v if isinstance(v, float) else float(v) if isinstance(v, int) else repr(v)[:80]
                              for v in recorded]},
                folder / f"rank-{rank}.pt")
-    cleanup()
+    dist.barrier()
+    dist.destroy_process_group()
     faulthandler.cancel_dump_traceback_later()
 
 
@@ -343,34 +467,43 @@ def _log_tails(folder: Path) -> str:
     return "\n".join(tails)
 
 
-def grade_timing_hook(fn: Callable) -> str:
-    """Run `fn` as the comm hook of a real 2-process gloo DDP run (a tiny float64 model, one step,
-    rank 1 late by WAIT_S), then check the gradients against one process on the whole batch and
-    the recorded seconds against the wait rank 0 went through."""
-    source = hook_module_source(fn)
+def _run_hook(fn: Callable, source: str, world_size: int) -> list[dict]:
+    """Each rank's record of one real run of `fn` (from `source`) as the comm hook, at `world_size`."""
     with tempfile.TemporaryDirectory(prefix="minitrain-grader-") as tmp:
         folder = Path(tmp)
         (folder / f"{HOOK_MODULE}.py").write_text(source)
         try:
-            spawn_workers(_hook_rank, WORLD_SIZE, str(folder), fn.__name__)
+            spawn_workers(_hook_rank, world_size, str(folder), fn.__name__)
         except Exception as e:
-            raise ExerciseError(f"the 2-process run with {fn.__name__} failed ({type(e).__name__}: "
+            raise ExerciseError(f"the {world_size}-process run with {fn.__name__} failed ({type(e).__name__}: "
                                 f"{str(e).strip().splitlines()[-1]}); its ranks' output:\n{_log_tails(folder)}") from e
-        ranks = [torch.load(folder / f"rank-{r}.pt", weights_only=True) for r in range(WORLD_SIZE)]
-    _check_hook_problems(fn, ranks)
-    seconds = _check_hook_gradients(fn, ranks)
-    return (f"{fn.__name__}: correct. In a real 2-process gloo run, both ranks' gradients equal one process's "
-            f"on the whole batch (float64, atol {GRAD_ATOL:g}), and rank 0 recorded {seconds:.3f} s: its wait "
-            f"for rank 1, which started backward {WAIT_S} s late")
+        return [torch.load(folder / f"rank-{r}.pt", weights_only=True) for r in range(world_size)]
 
 
-def _check_hook_problems(fn: Callable, ranks: list[dict]) -> None:
+def grade_timing_hook(fn: Callable) -> str:
+    """Run `fn` as the comm hook of real gloo DDP runs at 3 and 2 processes (a tiny float64 model,
+    one step, rank 1 late by WAIT_S), then check the gradients against one process on the whole
+    batch, that the hook returned at once, and the recorded seconds against rank 0's wait."""
+    source = hook_module_source(fn)
+    for world_size in WORLD_SIZES:
+        ranks = _run_hook(fn, source, world_size)
+        _check_hook_problems(fn, ranks, source)
+        seconds = _check_hook_gradients(fn, ranks, world_size)
+    return (f"{fn.__name__}: correct. In real gloo runs of {' and '.join(map(str, WORLD_SIZES))} processes, every "
+            f"rank's gradients equal one process's on the whole batch (float64, atol {GRAD_ATOL:g}), the hook "
+            f"returned at once, and rank 0 recorded {seconds:.3f} s: its wait for rank 1, which started "
+            f"backward {WAIT_S} s late")
+
+
+def _check_hook_problems(fn: Callable, ranks: list[dict], source: str) -> None:
     name = fn.__name__
     for rank, result in enumerate(ranks):
         for kind, detail in result["problems"]:
+            if kind == "call took":
+                continue
             if kind == "blank":
                 raise ExerciseError(f"not done yet: {name} still raises NotImplementedError; replace "
-                                    "`# YOUR CODE HERE` and `raise NotImplementedError()` with your code")
+                                    "`# YOUR CODE HERE` and the `raise` under it with your code")
             messages = {
                 "raised": f"{name} raised {detail} on rank {rank}",
                 "returned": f"{name} returned {detail}, not a torch.futures.Future: return the all-reduce's "
@@ -381,27 +514,41 @@ def _check_hook_problems(fn: Callable, ranks: list[dict]) -> None:
                 "callback raised": f"the .then callback of {name} raised on rank {rank}: {detail}",
             }
             raise ExerciseError(messages[kind])
+    blocked = max((d for kind, d in ranks[0]["problems"] if kind == "call took"), default=0.0)
+    if blocked > WAIT_S / 2:
+        if "barrier" in source:
+            raise ExerciseError(f"barrier inside the hook: on rank 0 the call to {name} took {blocked:.2f} s, "
+                                "waiting for the late rank at a barrier; DDP calls the hook from backward, "
+                                "per bucket: launch the all-reduce and return its future, with no barrier")
+        raise ExerciseError(f"blocking hook: on rank 0 the call to {name} took {blocked:.2f} s, the late rank's "
+                            "wait: the all-reduce ran synchronously inside it. Launch it with async_op=True, "
+                            "return its future at once, and stop the clock in a .then callback")
 
 
-def _check_hook_gradients(fn: Callable, ranks: list[dict]) -> float:
+def _check_hook_gradients(fn: Callable, ranks: list[dict], world_size: int) -> float:
     """The gradient checks, then the timing checks; returns rank 0's recorded seconds."""
     name = fn.__name__
     grads = [r["grads"] for r in ranks]
     if any(g is None for r in grads for g in r.values()):
         raise ExerciseError(f"no gradients after backward with {name}: return the future of the all-reduce")
     reference = _reference_gradients()
-    if _max_diff(grads[0], grads[1]) > GRAD_ATOL:
+    if _max_diff(grads[0], grads[-1]) > GRAD_ATOL:
         raise ExerciseError(f"no all-reduce: after backward the ranks' gradients differ (by "
-                            f"{_max_diff(grads[0], grads[1]):.2e}); each kept the gradient of its own half "
-                            "batch. All-reduce the bucket's buffer and return that all-reduce's future")
+                            f"{_max_diff(grads[0], grads[-1]):.2e}); each kept the gradient of its own part "
+                            "of the batch. All-reduce the bucket's buffer and return that all-reduce's future")
     if _max_diff(grads[0], reference) > GRAD_ATOL:
-        if _max_diff(grads[0], reference, WORLD_SIZE) <= GRAD_ATOL:
-            raise ExerciseError(f"no division by the world size: the gradients came out {WORLD_SIZE}x the "
+        if _max_diff(grads[0], reference, world_size) <= GRAD_ATOL:
+            raise ExerciseError(f"no division by the world size: the gradients came out {world_size}x the "
                                 "single-process reference. all_reduce sums the ranks' gradients; divide the "
-                                f"bucket by the world size ({WORLD_SIZE}) to average them")
-        if _max_diff(grads[0], reference, 1 / WORLD_SIZE) <= GRAD_ATOL:
-            raise ExerciseError(f"divided twice: the gradients came out 1/{WORLD_SIZE} of the single-process "
+                                f"bucket by the world size ({world_size}) to average them")
+        if _max_diff(grads[0], reference, 1 / world_size) <= GRAD_ATOL:
+            raise ExerciseError(f"divided twice: the gradients came out 1/{world_size} of the single-process "
                                 "reference; divide by the world size once")
+        for wrong in {2, 3} - {world_size}:
+            if _max_diff(grads[0], reference, world_size / wrong) <= GRAD_ATOL:
+                raise ExerciseError(f"divided by {wrong}, not the world size: at {world_size} processes the "
+                                    f"gradients came out {world_size}/{wrong} of the single-process reference; "
+                                    "divide by dist.get_world_size()")
         raise ExerciseError(f"the averaged gradients differ from one process on the whole batch by "
                             f"{_max_diff(grads[0], reference):.2e} (tolerance {GRAD_ATOL:g})")
     recorded = [r["recorded"] for r in ranks]
@@ -425,6 +572,103 @@ def _check_hook_gradients(fn: Callable, ranks: list[dict]) -> float:
         raise ExerciseError(f"{name} recorded {seconds:.3f} on rank 0, more than its whole backward took "
                             f"({waited:.3f} s){unit}; start the clock when the hook launches the all-reduce")
     return seconds
+
+
+# ------------------------------------------------------------------------------------------------
+# Block D variant A (src/minitrain/timing.py): BarrierTimer's barriers and clock, in real gloo processes
+
+ALONE_SLEEP_S = 0.05  # the single-process check: the "backward" is a sleep this long
+TIMER_SCENARIOS = ("late start", "late finish")  # rank 1 sleeps WAIT_S before before_backward / after backward
+
+
+def _timer_rank(folder: str, timer_cls: type) -> None:
+    """One rank of the timer's run: per scenario, a real DDP backward between the timer's brackets,
+    rank 1 late before them or after backward; the milliseconds each rank measured, saved."""
+    rank = int(os.environ["RANK"])
+    _silence(Path(folder) / f"rank-{rank}.log")
+    faulthandler.dump_traceback_later(RUN_TIMEOUT_S, exit=True)
+    _, world_size = join_group(timedelta(seconds=RUN_TIMEOUT_S))
+    model = DistributedDataParallel(_tiny_model())
+    inputs, targets = (t.chunk(world_size)[rank] for t in _batch())
+    results = {}
+    for scenario in TIMER_SCENARIOS:
+        loss = torch.nn.functional.mse_loss(model(inputs), targets)
+        timer = timer_cls(None)
+        dist.barrier()
+        try:
+            if rank == 1 and scenario == "late start":
+                time.sleep(WAIT_S)
+            timer.before_backward()
+            loss.backward()
+            if rank == 1 and scenario == "late finish":
+                time.sleep(WAIT_S)
+            timer.after_backward()
+            results[scenario] = ("ms", timer.pop_ms())
+        except NotImplementedError as e:
+            results[scenario] = ("blank", str(e))
+        except Exception as e:
+            results[scenario] = ("raised", f"{type(e).__name__}: {e}")
+    (Path(folder) / f"rank-{rank}.json").write_text(json.dumps(results))
+    dist.barrier()
+    dist.destroy_process_group()
+    faulthandler.cancel_dump_traceback_later()
+
+
+def _timer_alone(timer_cls: type) -> float | None:
+    """One process, no process group: the timer around a sleep of ALONE_SLEEP_S; its figure."""
+    timer = timer_cls(None)
+    try:
+        timer.before_backward()
+        time.sleep(ALONE_SLEEP_S)
+        timer.after_backward()
+        return timer.pop_ms()
+    except NotImplementedError as e:
+        raise ExerciseError(f"{e}: BarrierTimer still raises NotImplementedError") from e
+    except Exception as e:
+        raise ExerciseError(f"without a process group (one process, as train.py runs with 1 rank) BarrierTimer "
+                            f"raised {type(e).__name__}: {e}; call dist.barrier() only when "
+                            "dist.is_initialized()") from e
+
+
+def grade_barrier_timer(timer_cls: type) -> str:
+    """Variant A's timer (a module's class: the workers import it): alone, its milliseconds of a
+    sleep; in a real 2-process DDP run, rank 0's time must leave out rank 1's late start and take
+    in rank 1's late finish (the barriers), in milliseconds."""
+    ms = _timer_alone(timer_cls)
+    if ms is None or isinstance(ms, bool) or not isinstance(ms, (int, float)):
+        raise ExerciseError(f"nothing measured: after after_backward, pop_ms() gave {ms!r}; set self.ms to the "
+                            "milliseconds from the clock's start to after the second barrier")
+    if ALONE_SLEEP_S / 2 <= ms <= 20 * ALONE_SLEEP_S:
+        raise ExerciseError(f"seconds, not milliseconds: around a {ALONE_SLEEP_S * 1e3:.0f} ms backward the timer "
+                            f"measured {ms:.3f}; timings.jsonl holds ms: multiply the perf_counter difference by 1e3")
+    if not ALONE_SLEEP_S * 1e3 / 2 <= ms <= 20 * ALONE_SLEEP_S * 1e3:
+        raise ExerciseError(f"around a {ALONE_SLEEP_S * 1e3:.0f} ms backward the timer measured {ms:.3f} ms: start "
+                            "the clock in before_backward and stop it in after_backward (time.perf_counter())")
+    with tempfile.TemporaryDirectory(prefix="minitrain-grader-") as tmp:
+        folder = Path(tmp)
+        try:
+            spawn_workers(_timer_rank, 2, str(folder), timer_cls)
+        except Exception as e:
+            raise ExerciseError(f"the 2-process run with the timer failed ({type(e).__name__}: "
+                                f"{str(e).strip().splitlines()[-1]}); its ranks' output:\n{_log_tails(folder)}") from e
+        ranks = [json.loads((folder / f"rank-{r}.json").read_text()) for r in range(2)]
+    for rank, result in enumerate(ranks):
+        for kind, detail in result.values():
+            if kind != "ms":
+                raise ExerciseError(f"in the 2-process run the timer raised on rank {rank}: {detail}")
+    late_start, late_finish = (ranks[0][scenario][1] for scenario in TIMER_SCENARIOS)
+    wait_ms = WAIT_S * 1e3
+    if late_start > wait_ms / 2:
+        raise ExerciseError(f"no barrier before the clock: rank 1 reached backward {wait_ms:.0f} ms late and rank 0 "
+                            f"measured {late_start:.0f} ms, its own wait included; call dist.barrier() first, then "
+                            "start the clock (the barrier lines the ranks up)")
+    if late_finish < wait_ms / 2:
+        raise ExerciseError(f"no barrier before stopping the clock: rank 1 finished backward {wait_ms:.0f} ms late and "
+                            f"rank 0 measured {late_finish:.0f} ms; call dist.barrier() after backward, then stop "
+                            "the clock: the step is done when the slowest rank is")
+    return (f"Block D variant A: correct. Alone, {ms:.0f} ms around a {ALONE_SLEEP_S * 1e3:.0f} ms sleep; in a real "
+            f"2-process run, rank 0 measured {late_start:.0f} ms when rank 1 started {wait_ms:.0f} ms late (left "
+            f"out) and {late_finish:.0f} ms when it finished {wait_ms:.0f} ms late (taken in)")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -472,6 +716,11 @@ def grade_states_equivalent(fn: Callable[[dict, dict, float], tuple[bool, float]
         raise ExerciseError("allclose without a tolerance: a pair 5e-6 apart at atol=1e-5 came out not "
                             "equivalent; torch.allclose's default atol is 1e-8 (and rtol 1e-5), so pass "
                             "atol=atol (and rtol=0 if you mean an absolute tolerance only)")
+    expected = compare_states(a, close).max_abs_diff
+    if not math.isclose(largest, expected, rel_tol=1e-3):
+        raise ExerciseError(f"largest difference not measured: on a pair equal within atol but not bit for bit "
+                            f"(one element {expected:.2e} apart) {name} returned {largest!r}; compute the largest "
+                            "|a - b| over every element of every tensor, whatever the verdict")
     if _pair(fn, a, close, 1e-6, "a pair 5e-6 apart, atol=1e-6")[0]:
         raise ExerciseError("the atol argument ignored: a pair 5e-6 apart came out equivalent at atol=1e-6; "
                             "use the atol you are given, not a fixed tolerance")
@@ -495,6 +744,11 @@ def grade_states_equivalent(fn: Callable[[dict, dict, float], tuple[bool, float]
         if _keys_checked(lambda: _pair(fn, other, a, ATOL, shown), shown)[0]:
             raise ExerciseError(f"wrong keys: with {shown} as the first argument the pair came out equivalent; "
                                 "compare the key sets first (a.keys() == b.keys())")
+    prefixed = {f"module.{k}": v for k, v in a.items()}
+    if _keys_checked(lambda: _pair(fn, a, prefixed, ATOL, "a copy with `module.` keys"), "module. keys")[0]:
+        raise ExerciseError("only the common keys compared: against the same tensors under `module.`-prefixed names "
+                            "(a state_dict saved from the DDP wrapper, as the sheet's snippet does) no name is "
+                            "shared, nothing was compared, and the pair came out equivalent; the key sets must be equal")
     reshaped = {**a, "b": a["b"].reshape(1, 4)}
     if _pair(fn, a, reshaped, ATOL, "'b' of shape (4,) against (1, 4)")[0]:
         raise ExerciseError("shapes not compared: 'b' is (4,) in one state dict and (1, 4) in the other, and "

@@ -1,90 +1,220 @@
-"""The student edition (`make student`): the lab's notebooks with every solution region cleared.
+"""The student edition (`make student`): the whole repository, with the learner's TODOs blank.
 
     python -m minitrain.lab.student --out build/student
 
-It does to each notebook in notebooks/ what nbgrader's ClearSolutions and ClearOutput
-preprocessors do: the lines from `### BEGIN SOLUTION` to `### END SOLUTION` become
-`# YOUR CODE HERE` and `raise NotImplementedError()`, indented like the marker, and every output
-and execution count goes. It also opens the solution cells, which the committed notebooks keep
-collapsed so that a learner tries before peeking. The graded cells stay as they are: run on the
-blank, they fail with "not done yet".
+Every tracked file is copied (`git ls-files`; without git, the tree minus .git, .venv, build and
+data), except the sheet's artifacts of the reference run, the teacher's kit and the tests of the
+reference edition itself (EXCLUDED). In .py files and notebooks each solution region, the lines
+from `### BEGIN SOLUTION: <what>` to `### END SOLUTION` (a plain `### BEGIN SOLUTION`, as nbgrader
+writes it, is named after the function it is in), becomes at the marker's indentation
+`# YOUR CODE HERE (<what>)` and `raise NotImplementedError("not done yet: <what>")`. Notebooks also lose their outputs and
+execution counts, their solution cells open, and a markdown paragraph about the reference
+solution goes (REFERENCE_TEXT): the paragraph that says where the learner's code goes keeps its
+first sentence and says what to replace instead.
 
 nbgrader itself is not a dependency: it pins its own Jupyter stack (notebook 7, jupyterlab <5,
-jupyter_client <9, jupyter_server, nbconvert, SQLAlchemy, alembic), which would move the
-JupyterLab, nbclient, papermill and nbval this lab is tested with. Teachers who use nbgrader can
-run `nbgrader generate_assignment` on the notebooks as they are: their cells carry nbgrader's
-metadata (schema version 3).
+jupyter_client <9, ...), which would move the JupyterLab, nbclient, papermill and nbval this lab is
+tested with. The reference notebooks keep nbgrader's metadata (schema version 3), so a teacher who
+uses nbgrader can run `nbgrader generate_assignment` on them.
 """
 
 import argparse
+import fnmatch
 import re
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import nbformat
 
-from minitrain.paths import NOTEBOOKS_DIR, relative
+from minitrain.paths import REPO, relative
 
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
-STUB = ("# YOUR CODE HERE", "raise NotImplementedError()")
+BEGIN_LINE = re.compile(r"^(?P<indent>\s*)### BEGIN SOLUTION(?::\s*(?P<what>.*?))?\s*$")
+END_LINE = re.compile(r"^\s*### END SOLUTION\s*$")
+DEF_LINE = re.compile(r"^(?P<indent>\s*)(?:async\s+)?(?:def|class)\s+(?P<name>\w+)")
+NOT_DONE = "not done yet"
+SKIPPED_DIRS = (".git", ".venv", "build", "data")  # without git: what is never tracked
+EXCLUDED = (  # the reference run's artifacts (the learner makes their own), the teacher's kit, the reference's own tests
+    "experiments/35-ddp-cpu/state-rank-*.pt", "experiments/35-ddp-cpu/timings.jsonl",
+    "experiments/35-ddp-cpu/run.json", "experiments/35-ddp-cpu/manifest.json",
+    "experiments/35-ddp-cpu/scaling.png", "experiments/35-ddp-cpu/run-2proc.ipynb",
+    "experiments/35-ddp-cpu/single-process/*", "experiments/35-ddp-cpu/repeats/*",
+    "solutions/*", "TEACHER.md",
+    "tests/minitrain/test_student.py", "tests/minitrain/test_graders.py", "tests/project/test_committed_artifacts.py",
+)
+EDITION_MARK = ".student-edition"  # written in the tree's root: a folder holding it may be rewritten
+REFERENCE_TEXT = re.compile(r"reference solution|student edition|\bcollapsed\b", re.IGNORECASE)
+WHERE_IT_GOES = re.compile(r"^(The next cell is where `[^`]+` goes)")
+YOUR_TURN = (": replace `# YOUR CODE HERE` and the `raise NotImplementedError(...)` under it with your code, "
+             "run it, then run the grader after it.")
 
 
-def clear_solution(source: str) -> str:
-    """`source` with each solution region replaced by the stub (nbgrader's ClearSolutions)."""
-    lines, inside = [], False
-    for line in source.split("\n"):
-        if BEGIN in line:
+def stub(indent: str, what: str) -> list[str]:
+    """The two lines that replace a solution region about `what`."""
+    message = f"{NOT_DONE}: {what}".replace("\\", "\\\\").replace('"', '\\"')
+    return [f"{indent}# YOUR CODE HERE ({what})", f'{indent}raise NotImplementedError("{message}")']
+
+
+def _enclosing(lines: list[str], indent: str) -> str | None:
+    """The name of the def or class the line after `lines` sits in (at `indent`)."""
+    for line in reversed(lines):
+        m = DEF_LINE.match(line)
+        if m and len(m["indent"]) < len(indent):
+            return m["name"]
+    return None
+
+
+def clear_solution(source: str, where: str = "this cell") -> str:
+    """`source` with each solution region replaced by the stub; `where` names a plain marker's
+    region when no def or class encloses it."""
+    lines: list[str] = []
+    inside = False
+    for n, line in enumerate(source.split("\n"), start=1):
+        begin = BEGIN_LINE.match(line)
+        if begin:
             if inside:
-                raise ValueError(f"nested {BEGIN!r} in:\n{source}")
+                raise ValueError(f"{where}, line {n}: nested {BEGIN!r}; close the region above with {END!r}")
             inside = True
-            indent = re.match(r"\s*", line).group(0)
-            lines += [indent + stub for stub in STUB]
-        elif END in line:
+            what = begin["what"] or _enclosing(lines, begin["indent"]) or where
+            lines += stub(begin["indent"], what)
+        elif END_LINE.match(line):
+            if not inside:
+                raise ValueError(f"{where}, line {n}: {END!r} without {BEGIN!r}")
             inside = False
         elif not inside:
             lines.append(line)
     if inside:
-        raise ValueError(f"{BEGIN!r} without {END!r} in:\n{source}")
+        raise ValueError(f"{where}: {BEGIN!r} without {END!r}")
     return "\n".join(lines)
 
 
-def student_notebook(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
-    """A copy of `nb` with its solutions cleared, outputs removed, solution cells expanded."""
+def student_markdown(source: str) -> str:
+    """A markdown cell without the paragraphs about the reference solution (REFERENCE_TEXT)."""
+    kept = []
+    for paragraph in source.split("\n\n"):
+        if not REFERENCE_TEXT.search(paragraph):
+            kept.append(paragraph)
+        elif m := WHERE_IT_GOES.match(paragraph):
+            kept.append(m[1] + YOUR_TURN)
+    return "\n\n".join(kept)
+
+
+def student_notebook(nb: nbformat.NotebookNode, name: str = "notebook") -> nbformat.NotebookNode:
+    """A copy of `nb` with its solutions cleared, outputs removed, solution cells expanded, and
+    no text about the reference solution."""
     nb = nbformat.from_dict(nb)
-    for cell in nb.cells:
+    for index, cell in enumerate(nb.cells):
         cell.metadata.pop("execution", None)  # the timestamps of the last run
+        if cell.cell_type == "markdown":
+            cell.source = student_markdown(cell.source)
         if cell.cell_type != "code":
             continue
         cell.outputs, cell.execution_count = [], None
-        if cell.metadata.get("nbgrader", {}).get("solution"):
+        if BEGIN in cell.source or cell.metadata.get("nbgrader", {}).get("solution"):
             cell.metadata.get("jupyter", {}).pop("source_hidden", None)
             if not cell.metadata.get("jupyter", True):
                 del cell.metadata["jupyter"]
-        cell.source = clear_solution(cell.source)
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+        cell.source = clear_solution(cell.source, f"{name}: {grade_id or f'cell {index}'}")
     return nb
 
 
-def write_student_edition(out: Path, notebooks: Path = NOTEBOOKS_DIR) -> list[Path]:
-    """Every notebook of `notebooks` into `out` (never `notebooks` itself), cleared; return the paths."""
-    if Path(out).resolve() == Path(notebooks).resolve():
-        raise ValueError(f"--out {out} is the notebooks folder itself: choose another, e.g. build/student")
-    Path(out).mkdir(parents=True, exist_ok=True)
-    written = []
-    for path in sorted(notebooks.glob("*.ipynb")):
-        nb = student_notebook(nbformat.read(path, as_version=4))
+def tracked_files(repo: Path = REPO) -> list[str]:
+    """The repository's files, relative: `git ls-files`, or the tree minus SKIPPED_DIRS without git."""
+    if (repo / ".git").exists() and shutil.which("git"):
+        listed = subprocess.run(["git", "-C", str(repo), "ls-files", "-z", "--cached", "--others", "--exclude-standard"], capture_output=True, text=True, check=True)
+        return sorted(p for p in listed.stdout.split("\0") if p and (repo / p).is_file())
+    return sorted(str(p.relative_to(repo)) for p in repo.rglob("*") if p.is_file()
+                  and p.relative_to(repo).parts[0] not in SKIPPED_DIRS
+                  and "__pycache__" not in p.parts and not p.parent.name.endswith(".egg-info"))
+
+
+def has_regions(text: str) -> bool:
+    """True when `text` holds a solution region's first line."""
+    return any(BEGIN_LINE.match(line) for line in text.splitlines())
+
+
+def excluded(path: str) -> bool:
+    return any(fnmatch.fnmatch(path, pattern) for pattern in EXCLUDED)
+
+
+def check_out(out: Path, repo: Path = REPO) -> None:
+    """Refuse an --out that would write over the repository: the repository itself, a folder
+    holding it, a tracked folder, or a folder that is not empty and not a student edition."""
+    out, repo = Path(out).resolve(), Path(repo).resolve()
+    if out == repo or out in repo.parents:
+        raise ValueError(f"--out {out} holds the repository itself: choose another, e.g. build/student")
+    if repo in out.parents:
+        top = out.relative_to(repo).parts[0]
+        if any(p.split("/")[0] == top for p in tracked_files(repo)):
+            raise ValueError(f"--out {relative(out)} is inside the tracked folder {top}/: choose another, "
+                             "e.g. build/student")
+    if out.is_file():
+        raise ValueError(f"--out {out} is a file, not a folder: choose another, e.g. build/student")
+    if out.is_dir() and any(out.iterdir()) and not (out / EDITION_MARK).is_file():
+        raise ValueError(f"--out {out} is a folder that holds other files: choose an empty or new one")
+
+
+def student_file(path: Path, rel: str) -> bytes:
+    """The student edition of one file's content."""
+    if path.suffix == ".ipynb":
+        nb = student_notebook(nbformat.read(path, as_version=4), rel)
         nbformat.validate(nb)
-        nbformat.write(nb, out / path.name)
-        written.append(out / path.name)
+        return (nbformat.writes(nb) + "\n").encode()
+    if path.suffix == ".py":
+        text = path.read_text()
+        if not has_regions(text):
+            return path.read_bytes()
+        cleared = clear_solution(text, rel)
+        compile(cleared, rel, "exec")  # a region that leaves broken code is the reference's bug: say so here
+        return cleared.encode()
+    return path.read_bytes()
+
+
+def write_student_edition(out: Path, repo: Path = REPO) -> list[str]:
+    """The student edition of `repo` in `out` (written beside it, then moved into place); returns
+    the files written, relative."""
+    check_out(out, repo)
+    out = Path(out).resolve()
+    staging = out.with_name(out.name + ".partial")
+    shutil.rmtree(staging, ignore_errors=True)
+    written = []
+    try:
+        for rel in tracked_files(repo):
+            if excluded(rel):
+                continue
+            target = staging / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(student_file(repo / rel, rel))
+            shutil.copymode(repo / rel, target)
+            written.append(rel)
+        (staging / EDITION_MARK).write_text("written by `python -m minitrain.lab.student`; rewritten by it\n")
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    shutil.rmtree(out, ignore_errors=True)
+    staging.rename(out)
     return written
 
 
-def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description="Write the student edition: notebooks with solutions cleared.")
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description="Write the student edition: the repository with the learner's TODOs blank.")
     p.add_argument("--out", type=Path, required=True, help="folder to (re)create, e.g. build/student")
     args = p.parse_args(argv)
-    written = write_student_edition(args.out)
-    print(f"student edition: {len(written)} notebooks in {relative(args.out)}, solutions replaced by "
-          f"{STUB[0]!r} and {STUB[1]!r}, outputs cleared")
+    try:
+        written = write_student_edition(args.out)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    regions = sum(1 for rel in written if rel.endswith((".py", ".ipynb"))
+                  and re.search(r'^\s*"?\s*### BEGIN SOLUTION', (REPO / rel).read_text(errors="replace"), re.M))
+    print(f"student edition: {len(written)} files in {relative(args.out)}; solution regions of {regions} files "
+          "replaced by '# YOUR CODE HERE (...)' and 'raise NotImplementedError(\"not done yet: ...\")', "
+          "notebook outputs cleared, no reference run artifacts")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -1,0 +1,465 @@
+"""Grade the learner's TODOs: each in a fresh process with a timeout, by the real tests and graders.
+
+    python -m minitrain.lab.grade [REPO]            # one tree (default: this one); `make grade`
+    python -m minitrain.lab.grade --class FOLDER    # every submission in FOLDER: a table and FOLDER/grades.csv
+
+Each row of TODOS is graded by `python -m minitrain.lab.grade --todo KEY REPO`, run with REPO/src
+first on PYTHONPATH (so the learner's minitrain is the one imported) and its whole process tree
+stopped at the timeout: PASS, FAIL (the mistake named), "not done" (a stub still raises "not done
+yet: ..."), or "hangs". A submission is a student tree, or any folder holding its notebooks: only
+the learner's files (TODO_FILES, the notebooks and the run's artifacts) are copied into a fresh
+student tree, so a submission's own graders and tests are never the ones run.
+"""
+
+import argparse
+import csv
+import importlib.util
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+import traceback
+import types
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from unittest.mock import patch
+
+import nbformat
+
+from minitrain.launch import LaunchError, run_streaming
+from minitrain.paths import REPO, relative
+
+EXPERIMENT = "experiments/35-ddp-cpu"
+RESULT = "grade-result: "  # the child's last line: this, then {"status": ..., "detail": ...}
+NOT_DONE = "not done yet"
+RUN_FILES = ("timings.jsonl", "run.json", "manifest.json", "scaling.png", "state-rank-0.pt", "state-rank-1.pt")
+RUN_FOLDERS = ("single-process", "repeats")
+SHORT_RUN = ["--steps", "6", "--warmup", "2"]  # train.py's own run for Block C: a few steps
+
+
+@dataclass(frozen=True)
+class Todo:
+    key: str
+    file: str  # where the learner writes it, relative to the repository
+    what: str
+    points: int
+    graded_by: str
+    timeout_s: float
+
+
+TODOS = (
+    Todo("A", "src/minitrain/ddp.py", "Block A: init_distributed, wrap_for_ddp, is_main_process, barrier, cleanup", 3,
+         "tests/minitrain/test_ddp.py (real 2-process gloo runs)", 300),
+    Todo("B1", "src/minitrain/data.py", "Block B: make_shard's split", 1,
+         "graders.grade_make_shard: make_shard on 7 small corpora, 1-4 ranks", 120),
+    Todo("B2", "src/minitrain/data.py", "Block B: the counts check and the first-sentence log", 1,
+         "graders.grade_check_shards: check_shards in a real 3-process gloo run", 120),
+    Todo("C", f"{EXPERIMENT}/train.py", "Block C: train.py's setup and loop", 3,
+         "a real 2-process run of the learner's train.py (6 steps): states allclose, one timing per step", 300),
+    Todo("D", "src/minitrain/timing.py", "Block D: BarrierTimer (variant A: the barriers and the clock)", 2,
+         "graders.grade_barrier_timer: alone and in a real 2-process gloo run", 120),
+    Todo("E", f"{EXPERIMENT}/compare_states.py", "Block E: states_equivalent", 1,
+         "graders.grade_states_equivalent on the script's function (and the learner's run)", 120),
+    Todo("F", f"{EXPERIMENT}/", "the learner's run: stop conditions 1-3 (files, equivalence, timing)", 2,
+         "python -m minitrain.lab.check on the learner's experiment folder", 120),
+    Todo("G", "notebooks/06-scaling-and-report.ipynb", "Block G: the paragraph (manifest lesson_notes)", 2,
+         "stop condition 4 on the learner's manifest", 120),
+    Todo("ex02", "notebooks/02-sharding.ipynb", "exercise: shard_indices", 1, "graders.grade_shard_indices", 120),
+    Todo("ex03", "notebooks/03-wrapping.ipynb", "exercise: rank1_holds_rank0_init", 1,
+         "graders.grade_rank1_holds_rank0_init", 120),
+    Todo("ex04", "notebooks/04-launch-and-timing.ipynb", "exercise: my_timing_hook (variant B)", 2,
+         "graders.grade_timing_hook: real gloo runs of 3 and 2 processes", 180),
+    Todo("ex05", "notebooks/05-verification.ipynb", "exercise: states_equivalent", 1,
+         "graders.grade_states_equivalent", 120),
+)
+BY_KEY = {t.key: t for t in TODOS}
+EXERCISES = {"ex02": "shard-indices", "ex03": "rank1-holds-rank0-init", "ex04": "my-timing-hook",
+             "ex05": "states-equivalent"}  # key -> the solution cell's nbgrader grade_id
+TODO_FILES = sorted({t.file for t in TODOS if not t.file.endswith("/")})
+
+
+@dataclass
+class Grade:
+    todo: Todo
+    status: str  # PASS, FAIL, not done, hangs
+    detail: str
+    seconds: float = 0.0
+
+    @property
+    def points(self) -> int:
+        return self.todo.points if self.status == "PASS" else 0
+
+
+class NotDone(Exception):
+    """A TODO (or one it needs) still raises "not done yet", or the learner's run does not exist yet."""
+
+
+class Failed(Exception):
+    """A TODO's grader found a mistake; the message names it."""
+
+
+# ------------------------------------------------------------------------------------------------
+# The graders of each TODO, run inside the child process (`--todo KEY REPO`)
+
+
+def _load(path: Path, name: str) -> types.ModuleType:
+    """The module at `path` (a script or a notebook cell written to a file), imported as `name`."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # spawned workers unpickle its functions by name
+    spec.loader.exec_module(module)
+    return module
+
+
+def _graded(call: Callable[[], str]) -> str:
+    """A grader's verdict; its ExerciseError as NotDone or Failed."""
+    from minitrain.lab.graders import ExerciseError
+    try:
+        return call()
+    except ExerciseError as e:
+        raise (NotDone if NOT_DONE in str(e) else Failed)(str(e)) from e
+
+
+def _grade_ddp_tests(repo: Path) -> str:
+    import pytest
+
+    failures: list[tuple[str, str]] = []
+
+    class Collect:
+        def pytest_runtest_logreport(self, report):
+            if report.failed:
+                failures.append((report.nodeid.split("::")[-1], report.longreprtext))
+
+    tests = repo / "tests" / "minitrain" / "test_ddp.py"
+    status = pytest.main(["-q", "-p", "no:cacheprovider", "-p", "no:randomly", str(tests)], plugins=[Collect()])
+    blank = [text for _, text in failures if NOT_DONE in text]
+    if blank:
+        line = next(line for line in blank[0].splitlines() if NOT_DONE in line)
+        raise NotDone(line[line.index(NOT_DONE):].strip(" \"')"))
+    if failures or status != 0:
+        raise Failed(f"{len(failures)} of test_ddp.py's tests fail: {', '.join(name for name, _ in failures) or status}")
+    return "tests/minitrain/test_ddp.py passes"
+
+
+def _corpus(repo: Path) -> Path:
+    from minitrain.corpus import ensure_corpus
+    folder = repo / "data" / "corpus"
+    ensure_corpus(folder)
+    return folder
+
+
+def _grade_make_shard(repo: Path) -> str:
+    from minitrain import data
+    from minitrain.lab.graders import grade_make_shard
+    return _graded(lambda: grade_make_shard(data.make_shard, _corpus(repo)))
+
+
+def _grade_check_shards(repo: Path) -> str:
+    from minitrain import data
+    from minitrain.lab.graders import grade_check_shards
+    if not hasattr(data, "check_shards"):
+        raise Failed("src/minitrain/data.py has no check_shards(shard, rank, world_size, corpus_total)")
+    return _graded(lambda: grade_check_shards(data.check_shards))
+
+
+def _grade_train(repo: Path) -> str:
+    from minitrain.lab.check import CheckFailed, validated_timings
+    from minitrain.verify import StateFileError, compare_state_files
+    output: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="minitrain-grade-") as tmp:
+        out = Path(tmp) / "run"
+        command = [sys.executable, "-m", "minitrain.launch", "--nproc-per-node=2", str(repo / EXPERIMENT / "train.py"),
+                   *SHORT_RUN, "--out", str(out)]
+        try:
+            run_streaming(command, echo=output.append)
+        except LaunchError as e:
+            blank = [line for line in output if NOT_DONE in line]
+            if blank:
+                raise NotDone(blank[0][blank[0].index(NOT_DONE):].strip(" \"')")) from e
+            raise Failed("train.py's 2-process run failed: " + " | ".join(str(e).splitlines()[-3:])) from e
+        try:
+            comparison = compare_state_files(out / "state-rank-0.pt", out / "state-rank-1.pt")
+            records = validated_timings(out / "timings.jsonl")
+        except (StateFileError, CheckFailed) as e:
+            raise Failed(f"after train.py's 2-process run: {e}") from e
+    if not comparison.allclose:
+        raise Failed(f"after train.py's run the ranks' weights differ by {comparison.max_abs_diff:.2e}: "
+                     "are the gradients all-reduced (the model wrapped before the optimizer is built)?")
+    steps = int(SHORT_RUN[1])
+    if len(records) != steps:
+        raise Failed(f"train.py --steps {steps} wrote {len(records)} lines to timings.jsonl: one per step")
+    return (f"a real 2-process run of train.py ({steps} steps): both ranks' weights allclose (max |diff| "
+            f"{comparison.max_abs_diff:.1e}), {len(records)} timed steps")
+
+
+def _grade_barrier_timer(repo: Path) -> str:
+    from minitrain import timing
+    from minitrain.lab.graders import grade_barrier_timer
+    return _graded(lambda: grade_barrier_timer(timing.BarrierTimer))
+
+
+def _run_states(repo: Path) -> tuple[dict, dict] | None:
+    from minitrain.verify import StateFileError, load_state
+    try:
+        return tuple(load_state(repo / EXPERIMENT / f"state-rank-{r}.pt") for r in range(2))
+    except StateFileError:
+        return None
+
+
+def _grade_compare_script(repo: Path) -> str:
+    from minitrain.lab.graders import grade_states_equivalent
+    script = _load(repo / EXPERIMENT / "compare_states.py", "compare_states")
+    if not hasattr(script, "states_equivalent"):
+        raise Failed("compare_states.py has no states_equivalent(a, b, atol)")
+    return _graded(lambda: grade_states_equivalent(script.states_equivalent, real=_run_states(repo)))
+
+
+def _stop_conditions(repo: Path, names: tuple[str, ...]) -> str:
+    from minitrain.lab.check import check_folder
+    folder = repo / EXPERIMENT
+    if not any((folder / name).exists() for name in RUN_FILES):
+        raise NotDone(f"{NOT_DONE}: no run in {EXPERIMENT}/ (run `make lab`)")
+    results = [r for r in check_folder(folder, run_tests=False) if r.name in names]
+    failed = [f"{r.name}: {r.detail}" for r in results if not r.passed]
+    if failed:
+        raise Failed("; ".join(failed))
+    return "; ".join(f"{r.name}: {r.detail}" for r in results)
+
+
+def _solution_cell(repo: Path, todo: Todo, folder: Path) -> Path:
+    """The exercise's solution cell from the learner's notebook, written to a module in `folder`."""
+    nb = nbformat.read(repo / todo.file, as_version=4)
+    cells = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == EXERCISES[todo.key]]
+    if not cells:
+        raise Failed(f"{todo.file} has no cell with nbgrader grade_id {EXERCISES[todo.key]!r}")
+    path = folder / f"learner_{todo.key}.py"
+    path.write_text(cells[0].source + "\n")
+    return path
+
+
+def _wrap_folder(folder: Path) -> Path:
+    """before/after files as the wrap demo saves them: two seeds before wrapping, rank 0's weights after."""
+    import torch
+
+    from minitrain.data import SEED_BASE
+    from minitrain.lab.wrapdemo import snapshot, state_path
+    from minitrain.model import build_minigpt
+    states = []
+    for seed in (SEED_BASE, SEED_BASE + 1):
+        torch.manual_seed(seed)
+        states.append(snapshot(build_minigpt(50, block_size=16, n_layer=2, n_head=2, n_embd=32, dropout=0.0)))
+    for rank in range(2):
+        torch.save(states[rank], state_path(folder, "before", rank))
+        torch.save(states[0], state_path(folder, "after", rank))
+    return folder
+
+
+def _grade_exercise(repo: Path, todo: Todo) -> str:
+    from minitrain.lab import graders
+    with tempfile.TemporaryDirectory(prefix="minitrain-grade-") as tmp:
+        folder = Path(tmp)
+        sys.path.insert(0, str(folder))
+        try:
+            cell = _load(_solution_cell(repo, todo, folder), f"learner_{todo.key}")
+        except Exception as e:
+            raise Failed(f"the solution cell of {todo.file} does not run: {type(e).__name__}: {e}") from e
+        fn = {"ex02": "shard_indices", "ex03": "rank1_holds_rank0_init", "ex04": "my_timing_hook",
+              "ex05": "states_equivalent"}[todo.key]
+        if not hasattr(cell, fn):
+            raise Failed(f"the solution cell of {todo.file} defines no {fn}")
+        learner = getattr(cell, fn)
+        calls = {"ex02": lambda: graders.grade_shard_indices(learner, _corpus(repo)),
+                 "ex03": lambda: graders.grade_rank1_holds_rank0_init(learner, _wrap_folder(folder)),
+                 "ex04": lambda: graders.grade_timing_hook(learner),
+                 "ex05": lambda: graders.grade_states_equivalent(learner, real=_run_states(repo))}
+        return _graded(calls[todo.key])
+
+
+def grade_todo(repo: Path, key: str) -> tuple[str, str]:
+    """(status, detail) of one TODO, graded in this process."""
+    todo = BY_KEY[key]
+    graders: dict[str, Callable[[], str]] = {
+        "A": lambda: _grade_ddp_tests(repo), "B1": lambda: _grade_make_shard(repo),
+        "B2": lambda: _grade_check_shards(repo), "C": lambda: _grade_train(repo),
+        "D": lambda: _grade_barrier_timer(repo), "E": lambda: _grade_compare_script(repo),
+        "F": lambda: _stop_conditions(repo, ("files", "equivalence", "allreduce timing")),
+        "G": lambda: _stop_conditions(repo, ("lesson notes",)),
+        **{k: (lambda k=k: _grade_exercise(repo, BY_KEY[k])) for k in EXERCISES}}
+    try:
+        return "PASS", graders[todo.key]()
+    except NotDone as e:
+        return "not done", str(e)
+    except Failed as e:
+        return "FAIL", str(e)
+    except NotImplementedError as e:
+        return "not done", str(e) if NOT_DONE in str(e) else f"{NOT_DONE}: {e}"
+    except Exception as e:  # the learner's code crashed where no grader expected it: still a row
+        last = traceback.format_exception_only(type(e), e)[-1].strip()
+        return ("not done", last[last.index(NOT_DONE):]) if NOT_DONE in last else ("FAIL", f"crashed: {last}")
+
+
+def _child(repo: Path, key: str) -> int:
+    """`--todo KEY REPO`: grade one TODO, print its result as the last line."""
+    import minitrain
+    os.chdir(repo)
+    if Path(minitrain.__file__).resolve().parents[1] != (repo / "src").resolve():
+        status, detail = "FAIL", f"imported minitrain from {minitrain.__file__}, not {repo / 'src'}"
+    else:
+        status, detail = grade_todo(repo, key)
+    print(RESULT + json.dumps({"status": status, "detail": detail}), flush=True)
+    return 0
+
+
+# ------------------------------------------------------------------------------------------------
+# The parent: one child per TODO, a table, a class
+
+
+def run_todo(repo: Path, todo: Todo, timeout_s: float | None = None) -> Grade:
+    """One TODO of `repo` graded in a fresh process; a child that outlives the timeout is stopped
+    (its whole process tree) and graded "hangs"."""
+    repo = Path(repo).resolve()
+    timeout_s = todo.timeout_s if timeout_s is None else timeout_s
+    output: list[str] = []
+    pythonpath = os.pathsep.join([str(repo / "src"), *filter(None, [os.environ.get("PYTHONPATH")])])
+    command = [sys.executable, "-m", "minitrain.lab.grade", "--todo", todo.key, str(repo)]
+    start = time.monotonic()
+    try:
+        with patch.dict(os.environ, {"PYTHONPATH": pythonpath}):
+            run_streaming(command, timeout=timeout_s, echo=output.append)
+    except TimeoutError:
+        return Grade(todo, "hangs", f"no result within {timeout_s:g} s: its processes were stopped",
+                     time.monotonic() - start)
+    except LaunchError:
+        pass  # reported below: the child prints its result before it ends, or never did
+    seconds = time.monotonic() - start
+    results = [line for line in output if line.startswith(RESULT)]
+    if not results:
+        tail = " | ".join(line for line in output[-3:] if line.strip())
+        return Grade(todo, "FAIL", f"the grader's process ended without a result: {tail}", seconds)
+    result = json.loads(results[-1][len(RESULT):])
+    return Grade(todo, result["status"], result["detail"], seconds)
+
+
+def grade_repo(repo: Path, keys: list[str] | None = None, timeout_s: float | None = None,
+               echo: Callable[[str], None] | None = None) -> list[Grade]:
+    """Every TODO of `repo` (or those in `keys`), each in a fresh process."""
+    grades = []
+    for todo in TODOS:
+        if keys is None or todo.key in keys:
+            grades.append(run_todo(repo, todo, timeout_s))
+            if echo:
+                echo(format_row(grades[-1]))
+    return grades
+
+
+def format_row(g: Grade) -> str:
+    return f"{g.todo.key:<5} {g.todo.file:<40} {g.points}/{g.todo.points}  {g.status:<8}  {g.todo.what}: {g.detail}"
+
+
+def format_table(grades: list[Grade]) -> str:
+    score, total = sum(g.points for g in grades), sum(g.todo.points for g in grades)
+    return "\n".join([*map(format_row, grades), f"score: {score} / {total}"])
+
+
+def submission_tree(submission: Path, fresh: Path, out: Path) -> Path:
+    """A copy of the fresh student tree `fresh` in `out` with the learner's files from `submission`:
+    TODO_FILES and the notebooks where they are in a tree, notebooks found by name anywhere else, and
+    the run's artifacts."""
+    shutil.copytree(fresh, out, symlinks=True)
+    for rel in TODO_FILES:
+        if (submission / rel).is_file():
+            shutil.copy(submission / rel, out / rel)
+    for notebook in (fresh / "notebooks").glob("*.ipynb"):
+        found = [submission / "notebooks" / notebook.name] if (submission / "notebooks" / notebook.name).is_file() \
+            else sorted(submission.rglob(notebook.name))
+        if found:
+            shutil.copy(found[0], out / "notebooks" / notebook.name)
+    for name in RUN_FILES:
+        if (submission / EXPERIMENT / name).is_file():
+            shutil.copy(submission / EXPERIMENT / name, out / EXPERIMENT / name)
+    for name in RUN_FOLDERS:
+        if (submission / EXPERIMENT / name).is_dir():
+            shutil.copytree(submission / EXPERIMENT / name, out / EXPERIMENT / name, dirs_exist_ok=True)
+    return out
+
+
+def grade_class(folder: Path, keys: list[str] | None = None, timeout_s: float | None = None,
+                echo: Callable[[str], None] = print) -> dict[str, list[Grade]]:
+    """Every submission (a subfolder) of `folder`, graded in a fresh student tree of its own; writes
+    folder/grades.csv (one row per submission: each TODO's status and points, the total)."""
+    from minitrain.lab.student import write_student_edition
+    folder = Path(folder)
+    submissions = sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
+    if not submissions:
+        raise ValueError(f"--class {folder}: no submission folders in it (one folder per learner)")
+    grades: dict[str, list[Grade]] = {}
+    with tempfile.TemporaryDirectory(prefix="minitrain-class-") as tmp:
+        fresh = Path(tmp) / "fresh"
+        write_student_edition(fresh)
+        if (REPO / "data" / "corpus").is_dir():
+            shutil.copytree(REPO / "data" / "corpus", fresh / "data" / "corpus")
+        for submission in submissions:
+            tree = submission_tree(submission, fresh, Path(tmp) / submission.name)
+            echo(f"--- {submission.name}")
+            grades[submission.name] = grade_repo(tree, keys, timeout_s, echo)
+            shutil.rmtree(tree)
+    write_csv(folder / "grades.csv", grades)
+    return grades
+
+
+def write_csv(path: Path, grades: dict[str, list[Grade]]) -> None:
+    """One row per submission: each TODO's status and points, then the total."""
+    keys = [g.todo.key for g in next(iter(grades.values()))]
+    with open(path, "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["submission", *(f"{k} {c}" for k in keys for c in ("status", "points")), "total", "out of"])
+        for name, row in grades.items():
+            writer.writerow([name, *(x for g in row for x in (g.status, g.points)),
+                             sum(g.points for g in row), sum(g.todo.points for g in row)])
+
+
+def class_table(grades: dict[str, list[Grade]]) -> str:
+    keys = [g.todo.key for g in next(iter(grades.values()))]
+    width = max(map(len, grades))
+    lines = [f"{'submission':<{width}}  " + "  ".join(f"{k:<8}" for k in keys) + "  total"]
+    for name, row in grades.items():
+        lines.append(f"{name:<{width}}  " + "  ".join(f"{g.status:<8}" for g in row)
+                     + f"  {sum(g.points for g in row)}/{sum(g.todo.points for g in row)}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description="Grade the lab's TODOs by the real tests, each in a fresh process.")
+    p.add_argument("repo", nargs="?", type=Path, default=REPO, help="the tree to grade (default: this one)")
+    p.add_argument("--class", dest="class_folder", type=Path, metavar="FOLDER",
+                   help="grade every submission folder in FOLDER; writes FOLDER/grades.csv")
+    p.add_argument("--only", action="append", choices=list(BY_KEY), help="grade only this TODO (repeatable)")
+    p.add_argument("--timeout", type=float, default=None, help="seconds per TODO (default: each TODO's own)")
+    p.add_argument("--todo", choices=list(BY_KEY), help=argparse.SUPPRESS)  # the child's mode
+    args = p.parse_args(argv)
+    if args.todo:
+        return _child(args.repo.resolve(), args.todo)
+    if args.class_folder is not None:
+        if not args.class_folder.is_dir():
+            p.error(f"--class {args.class_folder}: not a folder")
+        try:
+            grades = grade_class(args.class_folder, args.only, args.timeout)
+        except ValueError as e:
+            p.error(str(e))
+        print(class_table(grades))
+        print(f"grades: {relative(args.class_folder / 'grades.csv')}")
+        return 0
+    if not (args.repo / "src" / "minitrain").is_dir():
+        p.error(f"{args.repo} is not a lab repository (no src/minitrain in it)")
+    print(f"grading {relative(args.repo)}: each TODO in a fresh process")
+    grades = grade_repo(args.repo, args.only, args.timeout, echo=print)
+    score, total = sum(g.points for g in grades), sum(g.todo.points for g in grades)
+    print(f"score: {score} / {total}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
