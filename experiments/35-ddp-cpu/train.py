@@ -25,7 +25,7 @@ from minitrain.data import SEED_BASE, check_shards, load_corpus, make_shard
 from minitrain.ddp import cleanup, init_distributed, is_main_process, unwrap, wrap_for_ddp
 from minitrain.launch import spawn_workers
 from minitrain.model import MiniGPTConfig
-from minitrain.run_files import write_run_files
+from minitrain.run_record import write_run_files
 from minitrain.timing import BY_NAME, VARIANTS, attach_instrumented_hook, timed_backward
 from minitrain.train import TrainConfig, build_model_for_corpus, log_step, seed_everything
 
