@@ -6,15 +6,16 @@ of the fair 1-vs-2 comparison, plot, manifest.
 The sheet's runs time the all-reduce both ways (variant A's two barriers per step make 2 processes
 meet twice more, while in a group of 1 they cost next to nothing), so the throughput verdict
 comes from separate repeats timed the same way for both (the comm hook only), alternating 1, 2, 1, 2, ...
+(minitrain.lab.repeats: two jobs that stay up and take turns).
 """
 
 import shutil
 import sys
-import time
 from pathlib import Path
 
 from minitrain.cli import LabArgumentParser, nonnegative_int, output_folder, positive_int
 from minitrain.corpus import DEFAULT_CORPUS_DIR, ensure_corpus
+from minitrain.lab.repeats import run_repeats
 from minitrain.lab.report import build_manifest, plot_scaling, write_manifest
 from minitrain.lab.runs import has_run, read_repeats, repeat_dir, run_dir_in
 from minitrain.launch import run_streaming, torchrun_command
@@ -32,19 +33,6 @@ def run_training(nproc: int, out: Path, steps: int, warmup: int, corpus_dir: Pat
     run_streaming(torchrun_command(TRAIN_SCRIPT, nproc, "--out", str(out), "--steps", str(steps),
                                    "--warmup", str(warmup), "--corpus-dir", str(corpus_dir), *extra),
                   timeout=timeout, echo=echo)
-
-
-def run_repeats(out: Path, repeats: int = REPEATS, steps: int = STEPS, warmup: int = WARMUP,
-                corpus_dir: Path = DEFAULT_CORPUS_DIR, timeout: float | None = None) -> None:
-    """The fair 1-vs-2 comparison: `repeats` runs of each, comm-hook timing only, alternating
-    1, 2, 1, 2, ... so that a change in the machine's load hits both alike."""
-    for repeat in range(repeats):
-        for nproc in (1, 2):
-            start = time.perf_counter()
-            run_training(nproc, repeat_dir(out, repeat, nproc), steps, warmup, corpus_dir, timeout,
-                         timing="hook", echo=lambda line: None)  # a failure raises with its last lines
-            print(f"repeat {repeat + 1}/{repeats}, {nproc} process(es): {time.perf_counter() - start:.1f} s",
-                  flush=True)
 
 
 def ensure_runs(out: Path, steps: int, warmup: int, repeats: int, live_run: bool,

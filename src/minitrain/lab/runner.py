@@ -25,7 +25,8 @@ from pathlib import Path
 
 from minitrain.cli import LabArgumentParser, SettingError, lab_out_folder, positive_int
 from minitrain.lab.check import CheckResult, check_folder, format_table
-from minitrain.lab.experiment import REPEATS, STEPS, WARMUP, run_repeats
+from minitrain.lab.experiment import REPEATS, STEPS, WARMUP
+from minitrain.lab.repeats import run_repeats
 from minitrain.lab.runs import output_dir, run_dir_in
 from minitrain.launch import LaunchError
 from minitrain.paths import BUILD_DIR, EXPERIMENT_DIR, NOTEBOOKS_DIR, relative
@@ -81,7 +82,7 @@ def measured_phase(out: Path, repeats: int) -> None:
         parameters = {"nproc": nproc, "steps": STEPS, "warmup": WARMUP, "out_dir": os.path.relpath(folder, NOTEBOOKS_DIR)}
         execute(NOTEBOOKS_DIR / RUN_NOTEBOOK, folder / f"run-{nproc}proc.ipynb", parameters)
         print(f"  {RUN_NOTEBOOK} nproc={nproc}: {time.perf_counter() - start:.1f} s -> {relative(folder)}", flush=True)
-    run_repeats(out, repeats)
+    run_repeats(out, repeats, STEPS, WARMUP)
 
 
 def display_phase(run_tests: bool, workers: int, repeats: int) -> tuple[list[CheckResult], list[str]]:
