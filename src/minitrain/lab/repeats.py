@@ -66,7 +66,7 @@ def run_repeats(out: Path, repeats: int, steps: int, warmup: int, corpus_dir: Pa
             for nproc in (1, 2):
                 start = time.perf_counter()
                 _turn(turns, repeat, nproc, "go").touch()
-                _wait_for(_turn(turns, repeat, nproc, "done"), jobs, turns, timeout)
+                _wait_for(_turn(turns, repeat, nproc, "done"), nproc, jobs, turns, timeout)
                 print(f"repeat {repeat + 1}/{repeats}, {nproc} process(es): {time.perf_counter() - start:.1f} s",
                       flush=True)
         for nproc, job in jobs.items():
@@ -82,11 +82,12 @@ def run_repeats(out: Path, repeats: int, steps: int, warmup: int, corpus_dir: Pa
     turns.rmdir()
 
 
-def _wait_for(done: Path, jobs: dict[int, subprocess.Popen], turns: Path, timeout: float | None) -> None:
+def _wait_for(done: Path, turn: int, jobs: dict[int, subprocess.Popen], turns: Path, timeout: float | None) -> None:
+    """Until `done` exists; a job that failed, or the job whose turn it is ending without it, raises."""
     deadline = None if timeout is None else time.monotonic() + timeout
     while not done.exists():
         for nproc, job in jobs.items():
-            if job.poll() is not None:
+            if job.poll() is not None and (job.returncode != 0 or nproc == turn) and not done.exists():
                 raise LaunchError(f"the {nproc}-process repeats job exited with status {job.returncode} before "
                                   f"{done.name}:\n" + _tail(turns / f"job-{nproc}proc.log"))
         if deadline is not None and time.monotonic() > deadline:
