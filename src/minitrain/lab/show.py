@@ -41,7 +41,7 @@ def plot_timing_variants(timings: list[dict], warmup: int):
     steps = [r["step"] for r in timings]
     colors = ("#4c72b0", "#c44e52", "#55a868", "#8172b2")
     shown = [(v, c) for v, c in zip(VARIANTS, colors) if all(r.get(v.field) is not None for r in timings)]
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.8))
     for variant, color in shown:
         ax1.plot(steps, [r[variant.field] for r in timings], label=variant.label, color=color)
     ax1.axvspan(0, warmup - 0.5, color="0.9", label=f"warm-up (first {warmup} steps, not summarized)")
@@ -49,7 +49,8 @@ def plot_timing_variants(timings: list[dict], warmup: int):
     ax1.set_ylabel("ms")
     ax1.set_yscale("log")
     ax1.set_title("Per step")
-    ax1.legend(fontsize=8)
+    # below the axes: inside, the legend hid variant B's lowest steps
+    ax1.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.18), frameon=False)
     for variant, color in shown:
         measured = [r[variant.field] for r in timings[warmup:]]
         ax2.hist(measured, bins=20, alpha=0.7, color=color,
