@@ -76,9 +76,11 @@ def demo(raises: Exception | None = None) -> Measurement:
 def test_main_runs_writes_and_says_what_it_wrote(tmp_path, capsys):
     demo().main(["--out", str(tmp_path), "--answer", "42"])
     printed = capsys.readouterr().out
-    assert "the answer: 42" in printed and printed.rstrip().endswith(f"wrote demo.json and demo.png to {tmp_path} in 0 s")
+    assert "the answer: 42" in printed
+    assert printed.rstrip().endswith(f"wrote demo.json and demo.png to {tmp_path} in 0 s")
     results = json.loads((tmp_path / "demo.json").read_text())
-    assert results["answer"] == 42 and results["provenance"]["command"] == f"python -m minitrain.measure.demo --out {tmp_path} --answer 42"
+    assert results["answer"] == 42
+    assert results["provenance"]["command"] == f"python -m minitrain.measure.demo --out {tmp_path} --answer 42"
     assert (tmp_path / "demo.png").read_bytes() == b"png"
 
 
