@@ -6,6 +6,7 @@ is not under test."""
 import copy
 import gzip
 import json
+from dataclasses import asdict
 
 import pytest
 
@@ -82,6 +83,7 @@ def test_results_on_disk(quick_run):
     assert results["measurement"] == "buckets"
     assert "--quick" in check_provenance(results, "minitrain.measure.buckets", "corpus_sha256")["command"]
     assert results["benchmark"]["file"] is None and results["caps"][0]["predicted_ms"] is None  # no --bench: no fit
+    assert results["config"]["plan"] == json.loads(json.dumps(asdict(QUICK)))  # the workers ran the driver's plan
     assert (out / "buckets.png").stat().st_size > 0
     assert not list(out.glob(".*"))  # no temporary files left behind
 

@@ -1,7 +1,9 @@
 """The deeper measurements, beyond the lab sheet: one module each, found by `registry()`.
 
-Each module defines `MEASUREMENT` (see `measurement.py`): adding one is a module, a notebook and a
-test; the lab's runner and report find them through their notebooks and JSON files.
+Each measurement module defines `MEASUREMENT` (see `measurement.py`): adding one is a module, a
+notebook and a test; the lab's runner and report find them through their notebooks and JSON files.
+The modules without one are parts they share (allreduce, scoring, sockets, trace) or one
+measurement's side (NAME_ranks: what its ranks run under torchrun; scaling_runs, resumes, restart_figure).
 """
 
 import importlib

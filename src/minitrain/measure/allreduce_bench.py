@@ -160,7 +160,8 @@ def bench_worker(plan: Plan, raw_path: str) -> None:
 # Results
 
 
-def minigpt_gradient_bytes(corpus_dir: Path = DEFAULT_CORPUS_DIR, block_size: int = TrainConfig.block_size) -> tuple[int, int]:
+def minigpt_gradient_bytes(corpus_dir: Path = DEFAULT_CORPUS_DIR,
+                           block_size: int = TrainConfig.block_size) -> tuple[int, int]:
     """(parameters, float32 gradient bytes) of the lab's default MiniGPT: what DDP all-reduces per step."""
     model, _ = build_model_for_corpus(ensure_corpus(corpus_dir), block_size)
     params = count_parameters(model)

@@ -50,7 +50,7 @@ class Measurement:
     report: Callable[[dict], str]  # what `python -m` prints before the "wrote" line
     quick_help: str
     plan: type | None = None  # a dataclass with a `quick()` classmethod; None: no plan
-    worker: Callable[..., dict] | None = None  # one rank under torchrun: worker(plan, corpus_dir, work, rank, world_size)
+    worker: Callable[..., dict] | None = None  # one rank under torchrun: (plan, corpus_dir, work, rank, world_size)
     options: Callable[[argparse.ArgumentParser], None] | None = None  # its own command-line options
     corpus: bool = True  # trains on the corpus (takes --corpus-dir)
     written: Callable[[dict], list[str]] = lambda results: []  # files beyond NAME.json and the figures

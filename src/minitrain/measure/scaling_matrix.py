@@ -23,7 +23,7 @@ import matplotlib.pyplot as plt
 from minitrain.artifacts import save_figure
 from minitrain.cli import positive_int
 from minitrain.corpus import DEFAULT_CORPUS_DIR, ensure_corpus
-from minitrain.measure.measurement import Measurement, finding, fresh_folder, progress, runs_folder
+from minitrain.measure.measurement import Measurement, apart, finding, fresh_folder, progress, runs_folder
 from minitrain.measure.scaling_runs import (ALL_CORES, BLOCK_SIZE, ONE_THREAD, PINNED, QUICK_SIZE, SCALINGS, SIZES,
                                             STRONG_GLOBAL_BATCH, TWO_PROCS, WEAK_BATCH, Size, batches,
                                             configurations, measure)
@@ -162,11 +162,11 @@ def crossings(pts: list[dict], scaling: str) -> list[dict]:
         for n0, n1 in zip(both, both[1:]):
             a_led, a_leads = (tps[(a, n)]["median"] > tps[(b, n)]["median"] for n in (n0, n1))
             if a_led != a_leads:
-                apart = all(tps[(a, n)]["min"] > tps[(b, n)]["max"] or tps[(b, n)]["min"] > tps[(a, n)]["max"]
-                            for n in (n0, n1))
+                span = lambda c, n: [tps[(c, n)]["min"], tps[(c, n)]["max"]]  # noqa: E731 (the repeats' range)
+                separated = all(apart(span(a, n), span(b, n)) for n in (n0, n1))
                 found.append({"scaling": scaling, "between_params": [n0, n1],
                               "faster_before": a if a_led else b, "faster_after": a if a_leads else b,
-                              "separated": apart})
+                              "separated": separated})
     return found
 
 
