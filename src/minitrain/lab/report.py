@@ -113,7 +113,8 @@ def build_manifest(out: Path, command: str) -> Manifest:
         raise FileNotFoundError(f"{out / REPEATS_DIR} holds {len(repeats[1])} 1-process and "
                                 f"{len(repeats[2])} 2-process repeats; run python -m minitrain.lab.experiment")
     run1, run2 = median_run(repeats[1]), median_run(repeats[2])
-    speedups = [throughput(b) / throughput(a) for a, b in zip(*repeats.values())]
+    tps = {n: [throughput(r) for r in repeats[n]] for n in (1, 2)}
+    speedups = [b / a for a, b in zip(tps[1], tps[2])]
     measured = timings2[sheet2.warmup_steps:]
     timing = {name: summarize([r[v.field] for r in measured])[stat]
               for v in VARIANTS for name, stat in manifest_fields(v).items()}
@@ -134,14 +135,14 @@ def build_manifest(out: Path, command: str) -> Manifest:
         "tokens_per_sec_2proc": tps2,
         "speedup_2proc": tps2 / tps1,
         "speedup_2proc_range": [min(speedups), max(speedups)],
-        "verdict": verdict_over_repeats([throughput(r) for r in repeats[2]], [throughput(r) for r in repeats[1]]),
+        "verdict": verdict_over_repeats(tps[2], tps[1]),
         "repeats": {
             "count": len(speedups), "timing": "comm hook only (no barriers), for both process counts",
             "tokens_per_sec": "global tokens per step / median step time over the steps after the warm-up",
             "order": "alternating 1, 2, 1, 2, ...", "speedups": speedups,
-            **{f"{n}proc": [{"run_id": r.run_id, "tokens_per_sec": throughput(r),
+            **{f"{n}proc": [{"run_id": r.run_id, "tokens_per_sec": t,
                              "step_p50_ms": r.summary["step_ms"]["median"], "command": r.command}
-                            for r in repeats[n]] for n in (1, 2)},
+                            for r, t in zip(repeats[n], tps[n])] for n in (1, 2)},
             "median_run_ids": {"1proc": run1.run_id, "2proc": run2.run_id},
         },
         "step_p50_ms_1proc": run1.summary["step_ms"]["median"],
