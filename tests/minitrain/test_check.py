@@ -1,6 +1,7 @@
 """The stop-condition checker, on a real short experiment and on tampered copies of it."""
 
 import json
+import re
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -9,7 +10,10 @@ import pytest
 import torch
 
 from helpers import run_module
-from minitrain.lab.check import OUTCOMES, check_folder, main
+from minitrain.lab.check import check_folder, main
+from minitrain.lab.manifest import Manifest
+from minitrain.lab.paragraph import claims, figures, paragraph_problems, stated_verdicts
+from minitrain.paths import EXPERIMENT_DIR, REPO
 
 CONDITIONS = ["files", "equivalence", "allreduce timing", "lesson notes", "ddp tests"]
 
@@ -173,9 +177,23 @@ def test_missing_timing_lines_are_counted(tampered):
     assert detail == "timings.jsonl has 10 lines, the manifest says steps = 12"
 
 
-def edit_speedup(notes: str, m: dict) -> str:
-    speedup = f"{m['speedup_2proc']:.2f}x"
-    return notes.replace(speedup, f"{m['speedup_2proc'] + 0.5:.2f}x", 1)
+OUTCOMES = {"faster": "2 processes were faster here", "slower": "2 processes were slower here",
+            "no clear winner": "there is no clear winner on this machine"}  # the reference paragraph's words
+NCCL = "Switching to NCCL would make 2 processes twice as fast."  # false, and no number check can tell
+
+
+def not_a_figure(m: dict, kind: str, candidates: tuple[float, ...]) -> float:
+    """A value of `kind` far from every figure the checker accepts for this manifest."""
+    known = figures(Manifest(**m))[kind].values()
+    return next(c for c in candidates if all(abs(c - v) > 0.2 * v for v in known))
+
+
+def wrong_ratio(m: dict) -> float:
+    return not_a_figure(m, "ratio", (4.44, 7.77, 13.13, 29.29))
+
+
+def wrong_speedup(notes: str, m: dict) -> str:
+    return notes.replace(f"{m['speedup_2proc']:.2f}x", f"{wrong_ratio(m):.2f}x", 1)
 
 
 def swap_outcome(notes: str, m: dict) -> str:
@@ -183,48 +201,97 @@ def swap_outcome(notes: str, m: dict) -> str:
     return notes.replace(OUTCOMES[m["verdict"]], other, 1)
 
 
-def edit_tokens(notes: str, m: dict) -> str:
-    return notes.replace(f"{m['tokens_per_sec_1proc']:,.0f} for 1 process", "1,234 for 1 process", 1)
-
-
-def edit_range(notes: str, m: dict) -> str:
-    low = m["speedup_2proc_range"][0]
-    return notes.replace(f"range {low:.2f}-", f"range {low - 0.1:.2f}-", 1)
-
-
-def edit_share(notes: str, m: dict) -> str:
-    share = m["allreduce_share_of_step"]
-    return notes.replace(f"took {share:.0%} of a", f"took {share + 0.2:.0%} of a", 1)
-
-
-def edit_threads(notes: str, m: dict) -> str:
-    threads = m["threads_per_rank"]["2proc"]
-    return notes.replace(f"on {threads} thread(s) against", f"on {threads + 1} thread(s) against", 1)
+def wrong_share(notes: str, m: dict) -> str:
+    wrong = not_a_figure(m, "percent", (71.0, 83.0, 97.0))
+    return notes.replace(f"took {m['allreduce_share_of_step']:.0%} of a", f"took {wrong:.0f}% of a", 1)
 
 
 @pytest.mark.parametrize("edit, expected", [
-    (edit_speedup, "cites speedup"),
-    (swap_outcome, "cites outcome"),
-    (edit_tokens, "cites tokens_1proc '1,234'"),
-    (edit_range, "cites low"),
-    (edit_share, "all-reduce share"),
-    (edit_threads, "threads (2proc/1proc)"),
-    (lambda notes, m: "2 processes were slower. " + notes, "the first sentence does not read"),
+    # named as one of the three ratios: with the quick run's 1 repeat, all three are equal
+    (wrong_speedup, lambda m: f"the paragraph says {wrong_ratio(m):.2f}x, the manifest's"),
+    (swap_outcome, "the paragraph says '2 processes were"),
+    (lambda notes, m: notes.replace(f"{m['tokens_per_sec_1proc']:,.0f} for 1 process", "1,234 for 1 process", 1),
+     "the paragraph says 1,234, the manifest's tokens/s of 1 process is"),
+    (lambda notes, m: notes.replace(f"-{m['speedup_2proc_range'][1]:.2f}x", "x", 1),
+     "the paragraph does not state the highest repeat's ratio"),
+    (wrong_share, "the manifest's all-reduce share of a 2-process step is"),
     (lambda notes, m: notes + " More words." * 100, "at most 180"),
     (lambda notes, m: "", "not a paragraph"),
-], ids=["speedup", "outcome", "tokens", "range", "share", "threads", "reworded", "too long", "empty"])
-def test_lesson_notes_must_cite_the_manifest(tampered, edit, expected):
+], ids=["speedup", "verdict", "tokens", "range", "share", "too long", "empty"])
+def test_lesson_notes_must_state_the_manifest(tampered, edit, expected):
     manifest = json.loads((tampered / "manifest.json").read_text())
     edited = edit(manifest["lesson_notes"], manifest)
     assert edited != manifest["lesson_notes"]
     edit_json(tampered / "manifest.json", lambda m: m.update(lesson_notes=edited))
     failed = failures(tampered)
     assert failed.keys() == {"lesson notes"}
-    assert expected in failed["lesson notes"]
+    assert (expected(manifest) if callable(expected) else expected) in failed["lesson notes"]
+
+
+def in_other_words(m: dict) -> str:
+    """A right paragraph that shares no sentence with the reference: rounded figures, other units."""
+    lo, hi = m["speedup_2proc_range"]
+    verdict = {"faster": "Two processes came out ahead.", "slower": "So two processes were slower.",
+               "no clear winner": "The repeats overlap, so this run cannot tell the two apart."}[m["verdict"]]
+    return (f"Two processes reached {m['tokens_per_sec_2proc'] / 1e3:.1f}k tokens per second and one process "
+            f"{m['tokens_per_sec_1proc']:,.0f}, a ratio of about {m['speedup_2proc']:.1f}x; across the repeats it "
+            f"went from {lo:.2f}x to {hi:.2f}x. {verdict} The all-reduce, waiting for the peer included, was "
+            f"{100 * m['allreduce_share_of_step']:.0f} percent of a two-process step; the rest is forward, backward "
+            "and the optimizer, which each rank does in full for its own batch.")
+
+
+@pytest.mark.parametrize("write", [in_other_words, lambda m: m["lesson_notes_reference"] + " " + NCCL],
+                         ids=["other words", "false cause appended"])
+def test_a_paragraph_with_the_right_numbers_passes(tampered, write):
+    """Content, not wording: and a false cause passes too, which is what the rubric is for."""
+    edit_json(tampered / "manifest.json", lambda m: m.update(lesson_notes=write(m)))
+    assert failures(tampered) == {}
+
+
+COMMITTED = Manifest.read(EXPERIMENT_DIR / "manifest.json")  # 1.06x, repeats 0.96-1.17x, no clear winner
+
+
+@pytest.mark.parametrize("text", [
+    COMMITTED.lesson_notes_reference,
+    "One process ran at 30,947 tokens/s and two at about 33k, so the ratio was 1.06x, but the repeats "
+    "ranged from 4% slower to 17% faster (0.96x to 1.17x): no clear winner. Two processes were slightly faster "
+    "at the median. The all-reduce was 6.8% of a 2-process step.",
+    "2 processes: 32,836 tokens/s; 1 process: 30.9 thousand tokens/s. That is 1.1x, between 0.96 and 1.17x "
+    "over the repeats, too close to call. Communication took 7% of each 2-process step.",
+], ids=["reference", "percent and median", "thousand and range"])
+def test_right_paragraphs_pass_on_the_committed_manifest(text):
+    assert paragraph_problems(text, COMMITTED) == []
+
+
+@pytest.mark.parametrize("text, named", [
+    (COMMITTED.lesson_notes_reference.replace("1.06x", "1.20x"),
+     "the paragraph says 1.20x, the manifest's median 2-vs-1 ratio is 1.06x"),
+    (COMMITTED.lesson_notes_reference.replace("took 7%", "took 40%"),
+     "the paragraph says 40%, the manifest's all-reduce share of a 2-process step is 7%"),
+    (COMMITTED.lesson_notes_reference + " It ran at 52,000 tokens/s at best.",
+     "the paragraph says 52,000, none of the manifest's figures (nearest: the ideal tokens/s of 2 processes, "
+     "61,893 tokens/s)"),
+    (COMMITTED.lesson_notes_reference.replace("there is no clear winner on this machine", "2 processes were faster"),
+     "the paragraph says '2 processes were faster', the repeats give 'no clear winner' (1 process 28,304-34,056 "
+     "tokens/s, 2 processes 32,467-33,234)"),
+    ("2 processes ran at 32,836 tokens/s against 30,947: 1.06x (repeats 0.96-1.17x); the all-reduce took 7% "
+     "of the step.", "the paragraph does not state the verdict: the repeats give 'no clear winner'"),
+], ids=["ratio", "share", "stray tokens", "wrong verdict", "no verdict"])
+def test_wrong_paragraphs_are_named_on_the_committed_manifest(text, named):
+    assert named in "; ".join(paragraph_problems(text, COMMITTED))
+
+
+def test_claims_read_units_ranges_and_precision():
+    found = claims("16 x 64 tokens at 41k tokens/s, 0.96-1.17x, 6.8% and 3 times as fast, 6 percent faster; "
+                   "273,504 parameters, 62.4 ms, 12,000 tokens. In 2026, 2 processes.")
+    assert [(c.kind, c.value, c.unit, c.text) for c in found] == [
+        ("tokens", 41000.0, 1000.0, "41k"), ("ratio", 0.96, 0.01, "0.96x"), ("ratio", 1.17, 0.01, "1.17x"),
+        ("percent", 6.8, 0.1, "6.8%"), ("ratio", 3.0, 1.0, "3 times"), ("gain", 6.0, 1.0, "6 percent"),
+        ("tokens", 12000.0, 1000.0, "12,000")]
 
 
 @pytest.mark.parametrize("edit, expected", [
-    (lambda m: m.update(verdict=next(v for v in OUTCOMES if v != m["verdict"])), "verdict is"),
+    (lambda m: m.update(verdict=next(v for v in OUTCOMES if v != m["verdict"])), "the repeats' tokens/s give"),
     (lambda m: m.update(speedup_2proc_range=[0.01, 99.0]), "speedup_2proc_range is [0.01, 99.0]"),
     (lambda m: m["repeats"].update(speedups=[]), "no number for repeats.speedups"),
 ], ids=["verdict", "range", "no repeats"])
@@ -245,7 +312,14 @@ def test_speedup_must_be_the_ratio_of_the_throughputs(tampered):
     edit_json(tampered / "manifest.json",
               lambda m: m.update(tokens_per_sec_1proc=m["tokens_per_sec_1proc"] * 2))
     detail = failures(tampered)["lesson notes"]
-    assert "speedup_2proc is" in detail and "cites tokens_1proc" in detail
+    assert "speedup_2proc is" in detail and "does not state the tokens/s of 1 process" in detail
+
+
+def test_a_missing_manifest_field_is_named(tampered):
+    edit_json(tampered / "manifest.json", lambda m: m.pop("lesson_notes_reference"))
+    failed = failures(tampered)
+    assert failed.keys() == {"equivalence", "allreduce timing", "lesson notes"}
+    assert all("manifest.json lacks lesson_notes_reference" in detail for detail in failed.values())
 
 
 def test_cli_exit_status(run_folder, tampered, capsys):
@@ -255,3 +329,54 @@ def test_cli_exit_status(run_folder, tampered, capsys):
     assert main([str(tampered), "--skip-tests"]) != 0
     out = capsys.readouterr().out
     assert "files             FAIL     missing: scaling.png" in out
+
+
+RUBRIC = REPO / "solutions" / "rubric-paragraph.md"
+
+
+def manifest_value(path: str) -> object:
+    """A field of the committed manifest by its dotted path; a findings list is entered by name."""
+    value: object = json.loads((EXPERIMENT_DIR / "manifest.json").read_text())
+    for key in path.split("."):
+        value = next(r["value"] for r in value if r["name"] == key) if isinstance(value, list) else value[key]
+    return value
+
+
+def test_the_rubric_quotes_the_committed_manifest():
+    """Every figure in the rubric's table is the committed manifest's, at the precision shown, and the
+    rubric names the manifest's runs: after a new `make lab`, this says which figures to update."""
+    text = RUBRIC.read_text()
+    rows = re.findall(r"^\| `([^`]+)` \| ([^|]+?) \|", text, re.MULTILINE)
+    assert len(rows) >= 20
+    for path, shown in rows:
+        true = manifest_value(path)
+        if isinstance(true, (bool, str)):
+            assert shown == str(true).lower() if isinstance(true, bool) else shown == true, (path, shown, true)
+            continue
+        for number, value in zip(shown.split(" - "), true if isinstance(true, list) else [true]):
+            digits = number.replace(",", "")
+            half = 0.5 * 10.0 ** -len(digits.split(".")[1]) if "." in digits else 0.5
+            assert abs(float(digits) - value) <= half, f"{RUBRIC.name}: {path} is {value}, the rubric says {shown}"
+    m = manifest_value("run_ids") | {f"median {k}": v for k, v in manifest_value("repeats.median_run_ids").items()}
+    assert all(f"`{run_id}`" in text for run_id in m.values()), f"{RUBRIC.name} does not name the runs {m}"
+
+
+def test_the_rubric_s_answers_are_graded_as_it_says():
+    """Answers A and B pass stop condition 4 (B's false cause is the rubric's to catch); C fails it."""
+    answers = dict(re.findall(r"^### Answer (\w): .*\n\n> (.+)$", RUBRIC.read_text(), re.MULTILINE))
+    assert answers.keys() == {"A", "B", "C"}
+    assert paragraph_problems(answers["A"], COMMITTED) == []
+    assert paragraph_problems(answers["B"], COMMITTED) == [] and "NCCL" in answers["B"]
+    assert "the paragraph says 'Two processes were faster'" in "; ".join(paragraph_problems(answers["C"], COMMITTED))
+
+
+@pytest.mark.parametrize("text, verdicts", [
+    ("Across the repeats it varied. Two processes came out ahead.", {"faster"}),
+    ("Two processes were faster in 2 of 3 repeats, and slower at the median; no clear winner.", {"no clear winner"}),
+    ("The sheet expected 2 processes to be slower, but 1 process was slower here.", {"faster"}),
+    ("2 processes were not faster; 2 processes lost.", {"slower"}),
+    ("With NCCL 2 processes would be faster.", set()),
+    ("2 processes were faster in every repeat.", {"faster"}),
+])
+def test_the_verdict_a_paragraph_states(text, verdicts):
+    assert stated_verdicts(text).keys() == verdicts

@@ -1,42 +1,99 @@
 """The report's pure parts on made-up inputs: the lesson paragraph's branches (and the checker
-accepting each), and the deeper measurements' findings read back from JSON files."""
+accepting each), the verdict over repeats, the manifest as one typed record, and the deeper
+measurements' findings read back from JSON files."""
 
 import json
+from dataclasses import fields, replace
 
 import pytest
 
-from minitrain.lab.check import check_lesson_notes
-from minitrain.lab.report import beyond_findings, findings_table, lesson_notes, verdict
+from minitrain.lab.check import TIMING_FIELDS, check_lesson_notes
+from minitrain.lab.manifest import Manifest, ManifestError
+from minitrain.lab.report import beyond_findings, findings_table, reference_paragraph, set_lesson_notes
+from minitrain.lab.verdict import verdict_over_repeats
+from minitrain.paths import EXPERIMENT_DIR
 
 BATCH, BLOCK = 16, 64
+COMMITTED = EXPERIMENT_DIR / "manifest.json"
 
 
-def manifest(step_1proc: float, step_2proc: float, speedups: list[float], threads_1proc: int, cores: int,
-             share: float) -> dict:
-    """The manifest fields lesson_notes reads, consistent with each other (2 ranks x 1 thread)."""
+def manifest(steps_1proc: list[float], steps_2proc: list[float], threads_1proc: int, cores: int,
+             share: float, buckets: int = 2) -> Manifest:
+    """The committed manifest with made-up repeats (median step ms of each), consistent with each
+    other as build_manifest makes them (2 ranks x 1 thread)."""
     tokens = BATCH * BLOCK
-    tps1, tps2 = tokens / (step_1proc / 1e3), 2 * tokens / (step_2proc / 1e3)
-    return {"world_size": 2, "tokens_per_sec_1proc": tps1, "tokens_per_sec_2proc": tps2,
-            "speedup_2proc": tps2 / tps1, "speedup_2proc_range": [min(speedups), max(speedups)],
-            "verdict": verdict(speedups), "repeats": {"count": len(speedups), "speedups": speedups},
-            "allreduce_share_of_step": share, "threads_per_rank": {"1proc": threads_1proc, "2proc": 1},
-            "cores": cores, "batch_size_per_rank": BATCH, "block_size": BLOCK, "gradient_bytes": 1_094_016,
-            "buckets": [{"index": 0}, {"index": 1}], "step_p50_ms_1proc": step_1proc,
-            "step_p50_ms_2proc": step_2proc}
+    tps = {1: [tokens / (ms / 1e3) for ms in steps_1proc], 2: [2 * tokens / (ms / 1e3) for ms in steps_2proc]}
+    median = {n: sorted(range(len(tps[n])), key=tps[n].__getitem__)[(len(tps[n]) - 1) // 2] for n in (1, 2)}
+    speedups = [b / a for a, b in zip(tps[1], tps[2])]
+    m = Manifest.read(COMMITTED)
+    return replace(
+        m, world_size=2, tokens_per_sec_1proc=tps[1][median[1]], tokens_per_sec_2proc=tps[2][median[2]],
+        speedup_2proc=tps[2][median[2]] / tps[1][median[1]], speedup_2proc_range=[min(speedups), max(speedups)],
+        verdict=verdict_over_repeats(tps[2], tps[1]),
+        repeats=m.repeats | {"count": len(speedups), "speedups": speedups} | {
+            f"{n}proc": [{"run_id": f"{n}{i}", "tokens_per_sec": t, "step_p50_ms": s, "command": "made up"}
+                         for i, (t, s) in enumerate(zip(tps[n], steps))]
+            for n, steps in ((1, steps_1proc), (2, steps_2proc))},
+        step_p50_ms_1proc=steps_1proc[median[1]], step_p50_ms_2proc=steps_2proc[median[2]],
+        allreduce_share_of_step=share, threads_per_rank={"1proc": threads_1proc, "2proc": 1}, cores=cores,
+        batch_size_per_rank=BATCH, block_size=BLOCK, gradient_bytes=1_094_016,
+        buckets=[{"index": i, "bytes": 1_094_016 // buckets} for i in range(buckets)])
 
 
-@pytest.mark.parametrize("speedups, expected", [
-    ([1.2, 1.1, 1.3], "faster"), ([0.5, 0.9], "slower"), ([0.9, 1.1, 1.05], "no clear winner"),
-    ([1.0], "no clear winner"), ([1.01], "faster"),
+def test_the_manifest_fields_are_the_report_s():
+    """One field list: the checker's timing fields are Manifest fields, and the committed manifest
+    reads, holds nothing else and writes back unchanged."""
+    names = [f.name for f in fields(Manifest)]
+    assert set(TIMING_FIELDS) <= set(names)
+    assert list(json.loads(COMMITTED.read_text())) == names
+
+
+def test_committed_manifest_round_trips(tmp_path):
+    Manifest.read(COMMITTED).write(tmp_path / "manifest.json")
+    assert (tmp_path / "manifest.json").read_text() == COMMITTED.read_text()
+
+
+def test_set_lesson_notes_keeps_every_other_field(tmp_path):
+    (tmp_path / "manifest.json").write_text(COMMITTED.read_text())
+    written = set_lesson_notes(tmp_path, "My own paragraph.")
+    assert Manifest.read(tmp_path / "manifest.json") == written
+    assert written == replace(Manifest.read(COMMITTED), lesson_notes="My own paragraph.")
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda d: d.pop("verdict"), "manifest.json lacks verdict; re-make it with python -m minitrain.lab.experiment"),
+    (lambda d: d.update(speedup=1.0), "manifest.json has unknown fields speedup"),
+], ids=["missing", "unknown"])
+def test_a_manifest_with_other_fields_is_named(tmp_path, edit, message):
+    data = json.loads(COMMITTED.read_text())
+    edit(data)
+    (tmp_path / "manifest.json").write_text(json.dumps(data))
+    with pytest.raises(ManifestError, match=message):
+        Manifest.read(tmp_path / "manifest.json")
+
+
+@pytest.mark.parametrize("candidate, baseline, higher_is_faster, expected", [
+    ([1.2, 1.1, 1.3], [1.0, 1.05, 0.9], True, "faster"),
+    ([0.5, 0.9], [1.0, 1.2], True, "slower"),
+    ([1.0, 1.3], [0.9, 1.1], True, "no clear winner"),  # every pair 2-vs-1 above 1, but the ranges overlap
+    ([1.0], [1.0], True, "no clear winner"),
+    ([50.0, 52.0], [60.0, 55.0], False, "faster"),  # times: lower is faster
+    ([61.0, 62.0], [60.0, 55.0], False, "slower"),
 ])
-def test_verdict_needs_every_repeat_on_one_side_of_1(speedups, expected):
-    assert verdict(speedups) == expected
+def test_verdict_needs_the_repeats_ranges_apart(candidate, baseline, higher_is_faster, expected):
+    assert verdict_over_repeats(candidate, baseline, higher_is_faster) == expected
 
 
-FASTER, SLOWER, UNCLEAR = [1.2, 1.25, 1.3], [0.7, 0.8, 0.9], [0.9, 1.05, 1.1]
+def test_a_verdict_needs_repeats():
+    with pytest.raises(ValueError, match="a verdict needs repeats on both sides, got 0 and 2"):
+        verdict_over_repeats([], [1.0, 2.0])
+
+
+FASTER, SLOWER, UNCLEAR = ([100.0, 102.0, 98.0], [160.0, 165.0, 158.0]), \
+    ([100.0, 102.0, 98.0], [250.0, 240.0, 260.0]), ([100.0, 90.0, 110.0], [190.0, 200.0, 185.0])
 # what each branch of the paragraph's explanation says, and nothing else does
 BRANCHES = {
-    "no clear winner": "The repeats disagree on the sign",
+    "no clear winner": "The repeats overlap: 1 process ran at",
     "faster, threads idle": "split each small operation of one step",
     "faster, one thread": "The single process ran 1 thread, so a second process could use compute",
     "slower, contention": "the ranks' threads outnumber the logical CPUs",
@@ -46,31 +103,40 @@ BRANCHES = {
 
 
 @pytest.mark.parametrize("branch, m, outcome", [
-    ("no clear winner", manifest(100.0, 190.0, UNCLEAR, 2, 2, 0.1), "there is no clear winner on this machine"),
-    ("faster, threads idle", manifest(100.0, 160.0, FASTER, 2, 2, 0.1), "2 processes were faster here"),
-    ("faster, one thread", manifest(100.0, 160.0, FASTER, 1, 2, 0.1), "2 processes were faster here"),
-    ("slower, contention", manifest(100.0, 250.0, SLOWER, 1, 1, 0.1), "2 processes were slower here"),
-    ("slower, all-reduce", manifest(100.0, 250.0, SLOWER, 2, 2, 0.4), "2 processes were slower here"),
-    ("slower, otherwise", manifest(100.0, 250.0, SLOWER, 2, 2, 0.1), "2 processes were slower here"),
+    ("no clear winner", manifest(*UNCLEAR, 2, 2, 0.1), "there is no clear winner on this machine"),
+    ("faster, threads idle", manifest(*FASTER, 2, 2, 0.1), "2 processes were faster here"),
+    ("faster, one thread", manifest(*FASTER, 1, 2, 0.1, buckets=1), "2 processes were faster here"),
+    ("slower, contention", manifest(*SLOWER, 1, 1, 0.1), "2 processes were slower here"),
+    ("slower, all-reduce", manifest(*SLOWER, 2, 2, 0.4), "2 processes were slower here"),
+    ("slower, otherwise", manifest(*SLOWER, 2, 2, 0.1), "2 processes were slower here"),
 ], ids=list(BRANCHES))
-def test_lesson_notes_branches(tmp_path, branch, m, outcome):
-    notes = lesson_notes(m)
+def test_reference_paragraph_branches(tmp_path, branch, m, outcome):
+    notes = reference_paragraph(m)
     first = notes.split(". ")[0]
-    lo, hi = m["speedup_2proc_range"]
-    for figure in (f"On {m['cores']} logical CPUs", f"{m['tokens_per_sec_2proc']:,.0f} tokens/s",
-                   f"against {m['tokens_per_sec_1proc']:,.0f} for 1 process", f"{m['speedup_2proc']:.2f}x",
-                   f"medians of {len(m['repeats']['speedups'])} alternating repeats", f"range {lo:.2f}-{hi:.2f}x",
+    lo, hi = m.speedup_2proc_range
+    for figure in (f"On {m.cores} logical CPUs", f"{m.tokens_per_sec_2proc:,.0f} tokens/s",
+                   f"against {m.tokens_per_sec_1proc:,.0f} for 1 process", f"{m.speedup_2proc:.2f}x",
+                   f"medians of {len(m.repeats['speedups'])} alternating repeats", f"range {lo:.2f}-{hi:.2f}x",
                    f"so {outcome}"):
         assert figure in first, (figure, first)
     assert [b for b, words in BRANCHES.items() if words in notes] == [branch]
-    ratio = m["step_p50_ms_2proc"] / m["step_p50_ms_1proc"]
+    ratio = m.step_p50_ms_2proc / m.step_p50_ms_1proc
     assert f"here it took {ratio:.2f}x" in notes
-    assert f"took {m['allreduce_share_of_step']:.0%} of a 2-process step" in notes
-    assert "1.09 MB of gradients (2 bucket(s))" in notes
-    assert f"on 1 thread(s) against the single process's {m['threads_per_rank']['1proc']}" in notes
+    assert f"took {m.allreduce_share_of_step:.0%} of a 2-process step" in notes
+    assert f"1.09 MB of gradients ({len(m.buckets)} bucket{'s' if len(m.buckets) > 1 else ''})" in notes
+    assert f"on 1 thread against the single process's {m.threads_per_rank['1proc']}" in notes
+    assert "(s)" not in notes and "other load" not in notes  # no unmeasured causes of the spread
     # the stop-condition checker accepts the paragraph it is meant to check
-    (tmp_path / "manifest.json").write_text(json.dumps(m | {"lesson_notes": notes}))
-    assert check_lesson_notes(tmp_path).startswith(f"cites {m['speedup_2proc']:.2f}x")
+    replace(m, lesson_notes=notes, lesson_notes_reference=notes).write(tmp_path / "manifest.json")
+    assert check_lesson_notes(tmp_path).startswith(f"states {m.speedup_2proc:.2f}x")
+
+
+def test_no_clear_winner_says_where_the_spread_is():
+    m = manifest(*UNCLEAR, 2, 2, 0.1)
+    notes = reference_paragraph(m)
+    tps1 = sorted(r["tokens_per_sec"] for r in m.repeats["1proc"])
+    assert f"1 process ran at {tps1[0]:,.0f}-{tps1[-1]:,.0f} tokens/s (median steps 90.0-110.0 ms)" in notes
+    assert "(185.0-200.0 ms), so these repeats cannot tell them apart" in notes
 
 
 def write(path, data: object) -> None:

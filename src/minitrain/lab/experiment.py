@@ -15,9 +15,10 @@ from pathlib import Path
 
 from minitrain.cli import LabArgumentParser, nonnegative_int, output_folder, positive_int
 from minitrain.corpus import DEFAULT_CORPUS_DIR, ensure_corpus
+from minitrain.lab.manifest import Manifest
 from minitrain.lab.repeats import run_repeats
-from minitrain.lab.report import build_manifest, plot_scaling, write_manifest
-from minitrain.lab.runs import has_run, read_repeats, repeat_dir, run_dir_in
+from minitrain.lab.report import build_manifest, plot_scaling
+from minitrain.lab.runs import has_run, read_repeats, run_dir_in
 from minitrain.launch import run_streaming, torchrun_command
 from minitrain.paths import EXPERIMENT_DIR, TRAIN_SCRIPT
 
@@ -56,7 +57,7 @@ def ensure_runs(out: Path, steps: int, warmup: int, repeats: int, live_run: bool
 
 
 def run_experiment(out: Path = EXPERIMENT_DIR, steps: int = STEPS, warmup: int = WARMUP,
-                   corpus_dir: Path = DEFAULT_CORPUS_DIR, repeats: int = REPEATS) -> dict:
+                   corpus_dir: Path = DEFAULT_CORPUS_DIR, repeats: int = REPEATS) -> Manifest:
     """Run everything into `out` and return the manifest."""
     out = Path(out).resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -67,11 +68,11 @@ def run_experiment(out: Path = EXPERIMENT_DIR, steps: int = STEPS, warmup: int =
     print(f"== {repeats} repeats of 1 and 2 processes, comm-hook timing only", flush=True)
     run_repeats(out, repeats, steps, warmup, corpus_dir)
     manifest = write_report(out, " ".join(["python -m minitrain.lab.experiment", *sys.argv[1:]]))
-    print(manifest["lesson_notes"])
+    print(manifest.lesson_notes)
     return manifest
 
 
-def write_report(out: Path, command: str) -> dict:
+def write_report(out: Path, command: str) -> Manifest:
     """scaling.png and manifest.json from the 1- and 2-process runs in `out`; return the manifest.
 
     A copy of train.py goes next to the artifacts when `out` is not the experiment folder, so
@@ -82,7 +83,7 @@ def write_report(out: Path, command: str) -> dict:
         shutil.copy2(TRAIN_SCRIPT, out / TRAIN_SCRIPT.name)
     manifest = build_manifest(out, command)
     plot_scaling(manifest, out / "scaling.png")
-    write_manifest(manifest, out / "manifest.json")
+    manifest.write(out / "manifest.json")
     return manifest
 
 

@@ -1,55 +1,61 @@
 """Blocks F and G: the scaling plot, the manifest, and the lesson paragraph written from the numbers."""
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
-from minitrain.artifacts import save_figure, write_json
+from minitrain.artifacts import save_figure
+from minitrain.lab.manifest import Manifest
 from minitrain.lab.runs import (PHASES, REPEATS_DIR, SINGLE_DIR, phase_medians, read_repeats, read_run,
                                 throughput)
+from minitrain.lab.verdict import verdict_over_repeats
 from minitrain.paths import BEYOND_DIR
 from minitrain.run_record import RunRecord
 from minitrain.timing import VARIANTS, manifest_fields, summarize
 from minitrain.verify import compare_state_files
 
 
-def verdict(speedups: list[float]) -> str:
-    """'faster', 'slower', or 'no clear winner' when the repeats' 2-vs-1 ratios straddle 1."""
-    return "faster" if min(speedups) > 1 else "slower" if max(speedups) < 1 else "no clear winner"
+def plural(count: int, noun: str) -> str:
+    """'1 thread', '2 threads'."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
-def lesson_notes(m: dict) -> str:
-    """The "why are 2 processes slower (or not) here" paragraph, from the manifest's numbers alone."""
-    speedup, share, (lo, hi) = m["speedup_2proc"], m["allreduce_share_of_step"], m["speedup_2proc_range"]
-    t1, t2, cores = m["threads_per_rank"]["1proc"], m["threads_per_rank"]["2proc"], m["cores"]
-    ratio = m["step_p50_ms_2proc"] / m["step_p50_ms_1proc"]  # speedup = 2 / ratio: break-even at 2x
+def reference_paragraph(m: Manifest) -> str:
+    """The "why are 2 processes slower (or not) here" paragraph, from the manifest's numbers alone:
+    the reference a learner's own paragraph (lesson_notes) is compared with."""
+    speedup, share, (lo, hi) = m.speedup_2proc, m.allreduce_share_of_step, m.speedup_2proc_range
+    t1, t2, cores = m.threads_per_rank["1proc"], m.threads_per_rank["2proc"], m.cores
+    ratio = m.step_p50_ms_2proc / m.step_p50_ms_1proc  # speedup = 2 / ratio: break-even at 2x
     outcome = {"faster": "2 processes were faster here", "slower": "2 processes were slower here",
-               "no clear winner": "there is no clear winner on this machine"}[m["verdict"]]
+               "no clear winner": "there is no clear winner on this machine"}[m.verdict]
     text = [
-        f"On {cores} logical CPUs, 2 processes trained at {m['tokens_per_sec_2proc']:,.0f} tokens/s against "
-        f"{m['tokens_per_sec_1proc']:,.0f} for 1 process: {speedup:.2f}x (medians of "
-        f"{m['repeats']['count']} alternating repeats timed the same way; range {lo:.2f}-{hi:.2f}x), "
+        f"On {cores} logical CPUs, 2 processes trained at {m.tokens_per_sec_2proc:,.0f} tokens/s against "
+        f"{m.tokens_per_sec_1proc:,.0f} for 1 process: {speedup:.2f}x (medians of "
+        f"{m.repeats['count']} alternating repeats timed the same way; range {lo:.2f}-{hi:.2f}x), "
         f"so {outcome}.",
-        f"Each rank does the single process's whole batch ({m['batch_size_per_rank']} x "
-        f"{m['block_size']} tokens), on {t2} thread(s) against the single process's {t1}, so 2 "
+        f"Each rank does the single process's whole batch ({m.batch_size_per_rank} x "
+        f"{m.block_size} tokens), on {plural(t2, 'thread')} against the single process's {t1}, so 2 "
         f"processes win while a rank's step stays under twice the single process's step; here it "
         f"took {ratio:.2f}x.",
-        f"The all-reduce of {m['gradient_bytes'] / 1e6:.2f} MB of gradients ({len(m['buckets'])} "
-        f"bucket(s)) took {share:.0%} of a 2-process step, from launch to completion, waiting for "
-        f"the other rank included.",
+        f"The all-reduce of {m.gradient_bytes / 1e6:.2f} MB of gradients ({plural(len(m.buckets), 'bucket')}) "
+        f"took {share:.0%} of a 2-process step, from launch to completion, waiting for the other rank included.",
     ]
-    # Each branch says only what its condition guarantees. Slower means a rank's step took over twice
-    # the single process's; with the all-reduce under 30% of it, the rest alone took over 1.4 times.
-    if m["verdict"] == "no clear winner":
-        text.append("The repeats disagree on the sign: the gap between 1 and 2 processes is smaller than "
-                    "the variation from one repeat to the next (other load, scheduling, clock speed), so "
-                    "this machine cannot tell them apart. The sheet expected 2 processes to be slower.")
-    elif m["verdict"] == "faster":
+    # Each branch says only what its condition guarantees. Slower means every 2-process repeat ran
+    # below every 1-process one; with the all-reduce under 30% of a step, the rest alone is the larger part.
+    if m.verdict == "no clear winner":
+        tps = {n: [r["tokens_per_sec"] for r in m.repeats[f"{n}proc"]] for n in (1, 2)}
+        steps = {n: [r["step_p50_ms"] for r in m.repeats[f"{n}proc"]] for n in (1, 2)}
+        text.append(f"The repeats overlap: 1 process ran at {min(tps[1]):,.0f}-{max(tps[1]):,.0f} tokens/s "
+                    f"(median steps {min(steps[1]):.1f}-{max(steps[1]):.1f} ms), 2 processes at "
+                    f"{min(tps[2]):,.0f}-{max(tps[2]):,.0f} ({min(steps[2]):.1f}-{max(steps[2]):.1f} ms), so these "
+                    "repeats cannot tell them apart. The sheet expected 2 processes to be slower.")
+    elif m.verdict == "faster":
         text.append(f"The single process's {t1} threads split each small operation of one step and gained "
                     "less than a second process running whole steps side by side; the all-reduce did not "
                     "close that gap. The sheet expected the opposite." if t1 > 1 else
                     "The single process ran 1 thread, so a second process could use compute the first left "
                     "unused, at the price of the all-reduce. The sheet expected the opposite.")
-    elif m["world_size"] * t2 > cores:
+    elif m.world_size * t2 > cores:
         text.append("As the sheet expected: the ranks' threads outnumber the logical CPUs, so the processes "
                     "contend for them and pay the all-reduce on top.")
     elif share >= 0.3:
@@ -57,9 +63,8 @@ def lesson_notes(m: dict) -> str:
                     "part of a 2-process step, time the single process never spends.")
     else:
         text.append(f"As the sheet expected, though the all-reduce is the smaller part: the rest of a rank's "
-                    f"step alone took longer than the single process's whole step, computed with {t2} "
-                    f"thread(s) per rank against {t1}, the two ranks sharing cores, caches and memory "
-                    "bandwidth with each other and with whatever else runs.")
+                    f"step alone took longer than the single process's whole step, computed with {plural(t2, 'thread')} per "
+                    f"rank against {t1}, the two ranks sharing the logical CPUs, caches and memory bandwidth.")
     text.append("Notebook 08 measures when each side wins: model size, threads, pinning.")
     return " ".join(text)
 
@@ -98,8 +103,9 @@ def median_run(runs: list[RunRecord]) -> RunRecord:
     return sorted(runs, key=throughput)[(len(runs) - 1) // 2]
 
 
-def build_manifest(out: Path, command: str) -> dict:
-    """manifest.json's content: the sheet's fields from the sheet's runs and the repeats in `out`."""
+def build_manifest(out: Path, command: str) -> Manifest:
+    """manifest.json's content: the sheet's fields from the sheet's runs and the repeats in `out`,
+    with the reference paragraph as lesson_notes until the learner writes theirs (set_lesson_notes)."""
     sheet1, _ = read_run(out / SINGLE_DIR)
     sheet2, timings2 = read_run(out)
     repeats = read_repeats(out)
@@ -107,13 +113,14 @@ def build_manifest(out: Path, command: str) -> dict:
         raise FileNotFoundError(f"{out / REPEATS_DIR} holds {len(repeats[1])} 1-process and "
                                 f"{len(repeats[2])} 2-process repeats; run python -m minitrain.lab.experiment")
     run1, run2 = median_run(repeats[1]), median_run(repeats[2])
-    speedups = [throughput(b) / throughput(a) for a, b in zip(*repeats.values())]
+    tps = {n: [throughput(r) for r in repeats[n]] for n in (1, 2)}
+    speedups = [b / a for a, b in zip(tps[1], tps[2])]
     measured = timings2[sheet2.warmup_steps:]
     timing = {name: summarize([r[v.field] for r in measured])[stat]
               for v in VARIANTS for name, stat in manifest_fields(v).items()}
     comparison = compare_state_files(out / "state-rank-0.pt", out / "state-rank-1.pt")
     tps1, tps2 = throughput(run1), throughput(run2)
-    manifest = {
+    manifest = Manifest(**{
         "lab": "01-ddp-on-cpu",
         "seed": sheet2.seed_base,
         "backend": "gloo",
@@ -128,14 +135,14 @@ def build_manifest(out: Path, command: str) -> dict:
         "tokens_per_sec_2proc": tps2,
         "speedup_2proc": tps2 / tps1,
         "speedup_2proc_range": [min(speedups), max(speedups)],
-        "verdict": verdict(speedups),
+        "verdict": verdict_over_repeats(tps[2], tps[1]),
         "repeats": {
             "count": len(speedups), "timing": "comm hook only (no barriers), for both process counts",
             "tokens_per_sec": "global tokens per step / median step time over the steps after the warm-up",
             "order": "alternating 1, 2, 1, 2, ...", "speedups": speedups,
-            **{f"{n}proc": [{"run_id": r.run_id, "tokens_per_sec": throughput(r),
+            **{f"{n}proc": [{"run_id": r.run_id, "tokens_per_sec": t,
                              "step_p50_ms": r.summary["step_ms"]["median"], "command": r.command}
-                            for r in repeats[n]] for n in (1, 2)},
+                            for r, t in zip(repeats[n], tps[n])] for n in (1, 2)},
             "median_run_ids": {"1proc": run1.run_id, "2proc": run2.run_id},
         },
         "step_p50_ms_1proc": run1.summary["step_ms"]["median"],
@@ -160,35 +167,38 @@ def build_manifest(out: Path, command: str) -> dict:
         "date": sheet2.date,
         "command": command,
         "run_commands": {"1proc": sheet1.command, "2proc": sheet2.command},
-    }
-    manifest["beyond_findings"] = beyond_findings(out / BEYOND_DIR.name)
-    manifest["lesson_notes"] = lesson_notes(manifest)
+        "beyond_findings": beyond_findings(out / BEYOND_DIR.name),
+        "lesson_notes_reference": "", "lesson_notes": "",
+    })
+    reference = reference_paragraph(manifest)
+    return replace(manifest, lesson_notes_reference=reference, lesson_notes=reference)
+
+
+def set_lesson_notes(out: Path, notes: str) -> Manifest:
+    """Put the learner's paragraph (Block G) into the manifest in `out` as lesson_notes; return it."""
+    manifest = replace(Manifest.read(Path(out) / "manifest.json"), lesson_notes=notes)
+    manifest.write(Path(out) / "manifest.json")
     return manifest
 
 
-def write_manifest(manifest: dict, path: Path) -> None:
-    """Write the manifest atomically: a reader never sees a half-written one."""
-    write_json(path, manifest)
-
-
-def plot_scaling(m: dict, path: Path) -> None:
+def plot_scaling(m: Manifest, path: Path) -> None:
     """scaling.png from the manifest: tokens/s of every repeat against the ideal 2x, and where a
     step's time goes in the median repeats (comm-hook timing only: no barrier waits in any phase)."""
     import matplotlib.pyplot as plt  # here: reading and writing the manifest never needs it
 
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.8))
-    reps, threads = m["repeats"], m["threads_per_rank"]
-    medians = {1: m["tokens_per_sec_1proc"], 2: m["tokens_per_sec_2proc"]}
+    reps, threads = m.repeats, m.threads_per_rank
+    medians = {1: m.tokens_per_sec_1proc, 2: m.tokens_per_sec_2proc}
     for n, color in ((1, "#4c72b0"), (2, "#dd8452")):
         values = [r["tokens_per_sec"] for r in reps[f"{n}proc"]]
         ax1.plot([n] * len(values), values, "o", color=color, alpha=0.6, markersize=7,
-                 label=f"{n} process{'es' if n > 1 else ''} x {threads[f'{n}proc']} thread(s): each repeat")
+                 label=f"{n} process{'es' if n > 1 else ''} x {plural(threads[f'{n}proc'], 'thread')}: each repeat")
         ax1.hlines(medians[n], n - 0.18, n + 0.18, color=color, linewidth=3)
         ax1.annotate(f"median {medians[n]:,.0f}", (n + 0.2, medians[n]), va="center", fontsize=9)
     ax1.plot([1, 2], [medians[1], 2 * medians[1]], "--", color="0.4",
              label="ideal: 2 processes do 2x the tokens of 1")
-    lo, hi = m["speedup_2proc_range"]
-    ax1.set_title(f"2 vs 1 process: {m['speedup_2proc']:.2f}x (repeats {lo:.2f}-{hi:.2f}x): {m['verdict']}",
+    lo, hi = m.speedup_2proc_range
+    ax1.set_title(f"2 vs 1 process: {m.speedup_2proc:.2f}x (repeats {lo:.2f}-{hi:.2f}x): {m.verdict}",
                   fontsize=10)
     ax1.set_xticks([1, 2])
     ax1.set_xlim(0.5, 2.8)
@@ -197,20 +207,20 @@ def plot_scaling(m: dict, path: Path) -> None:
     ax1.set_ylim(0, 2.3 * medians[1])
     ax1.legend(loc="upper left", fontsize=8)
 
-    labels = [f"1 process\n{threads['1proc']} thread(s)", f"2 processes\n{threads['2proc']} thread(s) each"]
+    labels = [f"1 process\n{plural(threads['1proc'], 'thread')}", f"2 processes\n{plural(threads['2proc'], 'thread')} each"]
     bottoms = [0.0, 0.0]
     names = {"backward": "backward (without the all-reduce)",
              "all-reduce": "all-reduce (comm hook, incl. waiting for the peer)"}
     for phase, color in zip(PHASES, ("#4c72b0", "#55a868", "#c44e52", "#8172b2")):
-        heights = [m["step_breakdown_ms"][k][phase] for k in ("1proc", "2proc")]
+        heights = [m.step_breakdown_ms[k][phase] for k in ("1proc", "2proc")]
         ax2.bar(labels, heights, bottom=bottoms, color=color, label=names.get(phase, phase), width=0.5)
         bottoms = [b + h for b, h in zip(bottoms, heights)]
     ax2.set_ylabel("ms per step (each phase's median)")
     ax2.set_title("Where a step's time goes (the median repeats)", fontsize=10)
     ax2.legend(loc="upper left", fontsize=8)
     ax2.set_ylim(0, 1.35 * max(bottoms))
-    fig.suptitle(f"MiniGPT ({m['model_params']:,} params), {m['batch_size_per_rank']} x {m['block_size']} "
-                 f"tokens per rank per step, gloo on {m['cores']} logical CPU(s) of {m['cpu_model']}; "
-                 f"{m['repeats']['count']} repeats each, alternating", fontsize=10)
+    fig.suptitle(f"MiniGPT ({m.model_params:,} params), {m.batch_size_per_rank} x {m.block_size} "
+                 f"tokens per rank per step, gloo on {plural(m.cores, 'logical CPU')} of {m.cpu_model}; "
+                 f"{m.repeats['count']} repeats each, alternating", fontsize=10)
     fig.tight_layout()
     save_figure(fig, path)

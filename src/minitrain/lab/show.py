@@ -3,6 +3,7 @@
 import os
 import statistics
 
+from minitrain.lab.manifest import Manifest
 from minitrain.lab.report import findings_table
 from minitrain.timing import VARIANTS, summarize
 
@@ -70,7 +71,7 @@ MEASURED = ("run_ids", "tokens_per_sec_1proc", "tokens_per_sec_2proc", "speedup_
             "allreduce_p95_ms", "backward_allreduce_p50_ms", "threads_per_rank", "cores", "cpu_model", "date")
 
 
-def manifest_figures(manifest: dict) -> str:
+def manifest_figures(manifest: Manifest) -> str:
     """The manifest's measured figures, one a line (they differ from machine to machine)."""
     def shown(value: object) -> str:
         if isinstance(value, float):
@@ -79,12 +80,12 @@ def manifest_figures(manifest: dict) -> str:
             return " - ".join(shown(v) for v in value)
         return str(value)
 
-    return "\n".join(f"{key}: {shown(manifest[key])}" for key in MEASURED)
+    return "\n".join(f"{key}: {shown(getattr(manifest, key))}" for key in MEASURED)
 
 
-def repeats_table(manifest: dict) -> str:
+def repeats_table(manifest: Manifest) -> str:
     """Each repeat of the 1-vs-2 comparison: run ids, tokens/s and the 2-vs-1 ratio, in run order."""
-    reps = manifest["repeats"]
+    reps = manifest.repeats
     rows = [(i + 1, a["run_id"], f"{a['tokens_per_sec']:,.0f}", b["run_id"], f"{b['tokens_per_sec']:,.0f}",
              f"{ratio:.2f}x") for i, (a, b, ratio) in enumerate(zip(reps["1proc"], reps["2proc"], reps["speedups"]))]
     return format_rows(rows, headers=("repeat", "1-process run", "tokens/s", "2-process run", "tokens/s", "2 vs 1"))
@@ -94,11 +95,6 @@ def beyond_table(beyond: dict[str, dict]) -> str:
     """The deeper measurements' findings, each under the file, date and command it came from."""
     return "\n\n".join(f"{name} ({entry['file']}, {entry['date']})\n  {entry['command']}\n"
                         + findings_table(entry["findings"]) for name, entry in beyond.items())
-
-
-def run_ids(*runs: dict) -> str:
-    """'run id 1a2b3c4d' for each run shown, so every number on screen names the run it came from."""
-    return ", ".join(f"run id {run['run_id']}" for run in runs)
 
 
 def a_against_b(timings: list[dict], warmup: int) -> str:

@@ -1,0 +1,97 @@
+"""manifest.json: the lab's figures from the sheet's runs and the repeats, as one typed record.
+
+minitrain.lab.report builds and writes it; the checker and the notebooks read it with Manifest.read.
+"""
+
+import json
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+
+from minitrain.artifacts import write_json
+
+
+class ManifestError(ValueError):
+    """manifest.json cannot be read as a Manifest; the message names the problem and the fix."""
+
+
+@dataclass
+class Manifest:
+    """The sheet's manifest fields, then the repeats, the machine and the lesson paragraph."""
+
+    lab: str
+    seed: int
+    backend: str
+    world_size: int
+    launcher: str
+    model_params: int
+    steps: int
+    warmup_steps: int
+    run_ids: dict[str, str]  # "1proc", "2proc" -> the sheet's runs
+    # timings.jsonl of the sheet's 2-process run over the steps after the warm-up (minitrain.timing.manifest_fields)
+    backward_allreduce_p50_ms: float
+    backward_allreduce_p95_ms: float
+    backward_allreduce_mean_ms: float
+    allreduce_p50_ms: float
+    allreduce_p95_ms: float
+    allreduce_mean_ms: float
+    tokens_per_sec_1proc: float  # of the median repeats
+    tokens_per_sec_2proc: float
+    speedup_2proc: float
+    speedup_2proc_range: list[float]  # min, max of the repeats' 2-vs-1 ratios
+    verdict: str  # minitrain.lab.verdict over the repeats' tokens/s
+    repeats: dict  # count, timing, order, speedups, "1proc" and "2proc" runs, median_run_ids
+    step_p50_ms_1proc: float
+    step_p50_ms_2proc: float
+    allreduce_share_of_step: float  # of the median 2-process repeat's median step
+    step_breakdown_ms: dict[str, dict[str, float]]  # "1proc", "2proc" -> phase -> median ms
+    buckets: list[dict[str, int]]
+    gradient_bytes: int
+    byte_equivalent: bool
+    max_abs_diff: float
+    bitwise_equal: bool
+    threads_per_rank: dict[str, int]
+    cores: int
+    cpu_model: str
+    torch: str
+    python: str
+    platform: str
+    batch_size_per_rank: int
+    block_size: int
+    lr: float
+    corpus_sha256: str
+    date: str
+    command: str
+    run_commands: dict[str, str]
+    beyond_findings: dict[str, dict]  # the deeper measurements' findings, by name (minitrain.lab.report)
+    lesson_notes_reference: str  # the paragraph minitrain.lab.report writes from these figures
+    lesson_notes: str  # the learner's paragraph (stop condition 4); the reference until they write theirs
+
+    def __getitem__(self, key: str) -> object:
+        """manifest["key"]: only for notebook 06's cells, until they read attributes (then this goes)."""
+        return getattr(self, key)
+
+    def write(self, path: Path) -> None:
+        """Write manifest.json atomically: a reader never sees a half-written one."""
+        write_json(path, asdict(self))
+
+    @classmethod
+    def read(cls, path: Path) -> "Manifest":
+        """Read manifest.json, or ManifestError naming what is wrong. Values are not checked here:
+        the checker names a null, a placeholder or a wrong figure field by field."""
+        path = Path(path)
+        fix = f"re-make it with python -m minitrain.lab.experiment --out {path.parent}"
+        try:
+            data = json.loads(path.read_text())
+        except FileNotFoundError:
+            raise ManifestError(f"{path.name} is missing; {fix}") from None
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise ManifestError(f"{path.name} is not valid JSON ({e}); {fix}") from e
+        if not isinstance(data, dict):
+            raise ManifestError(f"{path.name} does not hold a JSON object; {fix}")
+        names = [f.name for f in fields(cls)]
+        missing, unknown = [n for n in names if n not in data], sorted(data.keys() - set(names))
+        if missing or unknown:
+            found = "; ".join(f"{label} {', '.join(keys)}" for label, keys in
+                              (("lacks", missing), ("has unknown fields", unknown)) if keys)
+            raise ManifestError(f"{path.name} {found}; {fix}")
+        return cls(**data)
