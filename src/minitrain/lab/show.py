@@ -2,9 +2,11 @@
 
 import os
 import statistics
+from pathlib import Path
 
+from minitrain.lab.check import check_lesson_notes, run_check
 from minitrain.lab.manifest import Manifest
-from minitrain.lab.report import findings_table
+from minitrain.lab.report import findings_table, set_lesson_notes
 from minitrain.timing import VARIANTS, summarize
 
 
@@ -130,3 +132,13 @@ def run_parameters_problem(nproc: object, steps: object, warmup: object, out_dir
     if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or not 0 < timeout_s < float("inf"):
         return f"timeout_s = {timeout_s!r} is not a number of seconds above 0 (papermill: -p timeout_s 600)"
     return None
+
+
+def your_paragraph(out: Path, text: str) -> str:
+    """Block G: `text` becomes the manifest's lesson_notes in `out`; what stop condition 4 says of it."""
+    if not isinstance(text, str) or not text.strip():
+        return "not done yet: write your paragraph as my_paragraph = \"\"\"...\"\"\" in the cell above"
+    set_lesson_notes(out, text.strip())
+    result = run_check("4. your paragraph", lambda: check_lesson_notes(out))
+    return f"stop condition 4: {result.status}: {result.detail}"
+
