@@ -2,6 +2,8 @@
 learner's own edits included, never a stale import): the named functions, with the file and lines."""
 
 import ast
+import importlib.util
+import types
 from pathlib import Path
 
 from minitrain.paths import REPO, relative
@@ -26,3 +28,12 @@ def your_code(path: str | Path, *names: str) -> str:
             end += 1  # a comment closing the body (### END SOLUTION) is not in the syntax tree
         parts.append(f"# {relative(path)}, lines {start}-{end}\n" + "\n".join(lines[start - 1:end]))
     return "\n\n".join(parts)
+
+
+def import_script(path: str | Path) -> types.ModuleType:
+    """A script of the learner's (compare_states.py, train.py) imported as a module, fresh from disk."""
+    path = Path(path) if Path(path).is_absolute() else REPO / path
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
