@@ -188,46 +188,7 @@ def stops_the_clock_at_launch(state, bucket):
     return fut.then(lambda fut: fut.value()[0])
 
 
-def returns_the_raw_future(state, bucket):
-    tensor = bucket.buffer().div_(dist.get_world_size())
-    start = time.perf_counter()
-    fut = dist.all_reduce(tensor, async_op=True).get_future()
-    state.append(time.perf_counter() - start)
-    return fut
-
-
-def divides_by_two(state, bucket):
-    tensor = bucket.buffer().div_(2)
-    start = time.perf_counter()
-    fut = dist.all_reduce(tensor, async_op=True).get_future()
-
-    def done(fut):
-        state.append(time.perf_counter() - start)
-        return fut.value()[0]
-
-    return fut.then(done)
-
-
-def blocking(state, bucket):
-    tensor = bucket.buffer().div_(dist.get_world_size())
-    start = time.perf_counter()
-    dist.all_reduce(tensor)  # synchronous: returns once every rank has sent its bucket
-    state.append(time.perf_counter() - start)
-    fut = torch.futures.Future()
-    fut.set_result(tensor)
-    return fut
-
-
-def barrier_inside(state, bucket):
-    dist.barrier()  # "line the ranks up first": the wait happens here, before the clock
-    return my_timing_hook(state, bucket)
-
-
-def test_timing_hook_reference_passes_at_three_and_two_processes():
-    verdict = graders.grade_timing_hook(my_timing_hook)
-    assert verdict.startswith("my_timing_hook: correct. In real gloo runs of 3 and 2 processes, every rank's "
-                              "gradients equal one process's on the whole batch (float64, atol 1e-10), the hook "
-                              "returned at once")
+# The reference hook passes: tests/minitrain/test_grade.py grades the reference put back, by the real path.
 
 
 @pytest.mark.parametrize("fn, message", [
@@ -237,7 +198,6 @@ def test_timing_hook_reference_passes_at_three_and_two_processes():
     (blocking, "blocking hook: on rank 0 the call to blocking took"),
     (barrier_inside, "barrier inside the hook: on rank 0 the call to barrier_inside took"),
     (stops_the_clock_at_launch, "clock stopped before the future completed: rank 0's backward waited"),
-    (returns_the_raw_future, "the future returns_the_raw_future returned completes with a list of tensors"),
 ])
 def test_timing_hook_mistakes_are_named(fn, message):
     assert fails_with(graders.grade_timing_hook, fn).startswith(message)
@@ -400,8 +360,7 @@ def test_make_shard_split_graded(learner_modules, corpus_dir, split, message):
         assert fails_with(graders.grade_make_shard, data.make_shard, corpus_dir).startswith(message)
 
 
-@pytest.mark.parametrize("name, checks, message", [
-    ("reference", REFERENCE_CHECKS, None),
+@pytest.mark.parametrize("name, checks, message", [  # the reference: test_grade.py
     ("no_counts", REFERENCE_CHECKS.replace("sum(counts) != corpus_total or ", ""),
      "counts not checked: shards of 4 + 4 + 3 sentences passed for a corpus of 12"),
     ("rank0_only", REFERENCE_CHECKS.replace("if sum(counts)", "if rank == 0 and sum(counts)").replace(
@@ -414,15 +373,10 @@ def test_make_shard_split_graded(learner_modules, corpus_dir, split, message):
 ])
 def test_check_shards_graded_in_three_processes(learner_modules, name, checks, message):
     data = learner_modules(DATA, {CHECKS: checks}, f"learner_checks_{name}")
-    if message is None:
-        assert graders.grade_check_shards(data.check_shards).startswith(
-            "Block B, check_shards: correct in a real 3-rank gloo run")
-    else:
-        assert fails_with(graders.grade_check_shards, data.check_shards).startswith(message)
+    assert fails_with(graders.grade_check_shards, data.check_shards).startswith(message)
 
 
-@pytest.mark.parametrize("name, before, after, message", [
-    ("reference", REFERENCE_BEFORE, REFERENCE_AFTER, None),
+@pytest.mark.parametrize("name, before, after, message", [  # the reference: test_grade.py
     ("no_barrier_before", "self.start = time.perf_counter()", REFERENCE_AFTER,
      "no barrier before the clock: rank 1 reached backward 300 ms late and rank 0 measured"),
     ("no_barrier_after", REFERENCE_BEFORE, "self.ms = (time.perf_counter() - self.start) * 1e3",
@@ -435,7 +389,4 @@ def test_check_shards_graded_in_three_processes(learner_modules, name, checks, m
 ])
 def test_barrier_timer_graded_in_two_processes(learner_modules, name, before, after, message):
     timing = learner_modules(TIMING, {BEFORE: before, AFTER: after}, f"learner_timing_{name}")
-    if message is None:
-        assert graders.grade_barrier_timer(timing.BarrierTimer).startswith("Block D variant A: correct.")
-    else:
-        assert fails_with(graders.grade_barrier_timer, timing.BarrierTimer).startswith(message)
+    assert fails_with(graders.grade_barrier_timer, timing.BarrierTimer).startswith(message)

@@ -9,7 +9,7 @@ import sys
 import nbformat
 import pytest
 
-from minitrain.lab import student
+from minitrain.lab import grade, student, teacher
 from minitrain.paths import NOTEBOOKS_DIR, REPO
 
 EXERCISES = {  # notebook -> (solution cell's grade_id, graded cell's grade_id)
@@ -181,3 +181,17 @@ def test_excluded_patterns_name_files_that_exist():
     tracked = student.tracked_files(REPO)
     unmatched = [p for p in student.EXCLUDED if not any(fnmatch.fnmatch(t, p) for t in tracked)]
     assert unmatched == []
+
+
+def test_the_key_quotes_the_reference_as_it_is():
+    text = teacher.KEY.read_text()
+    assert len(teacher.QUOTE.findall(text)) >= 12
+    assert teacher.refreshed(text) == text, "stale quotes: run `python -m minitrain.lab.teacher`"
+
+
+def test_teacher_md_lists_every_todo_with_its_points():
+    text = (REPO / "TEACHER.md").read_text()
+    for todo in grade.TODOS:
+        row = next((line for line in text.splitlines() if line.startswith(f"| {todo.key} | `{todo.file}` |")), None)
+        assert row is not None and f"| {todo.points} |" in row, todo.key
+    assert f"Total: {sum(t.points for t in grade.TODOS)} points" in text
