@@ -1,19 +1,16 @@
-"""The exercises' notebooks and their student edition (`make student`): the committed notebooks carry
-nbgrader's metadata, the student edition has every solution region replaced by the stub and no
-outputs, and a student notebook's graded cell, executed in a kernel, fails with "not done yet"."""
+"""The student edition (`make student`): a whole repository with every solution region (in .py files
+and notebooks) replaced by the stub, notebooks cleared, no reference-run artifact, no teacher's kit;
+the reference notebooks keep nbgrader's metadata."""
 
-import shutil
+import fnmatch
 import subprocess
 import sys
-from pathlib import Path
 
 import nbformat
 import pytest
-from nbclient import NotebookClient
-from nbclient.exceptions import CellExecutionError
 
-from minitrain.lab import student
-from minitrain.paths import EXPERIMENT_DIR, NOTEBOOKS_DIR
+from minitrain.lab import grade, student, teacher
+from minitrain.paths import NOTEBOOKS_DIR, REPO
 
 EXERCISES = {  # notebook -> (solution cell's grade_id, graded cell's grade_id)
     "02-sharding.ipynb": ("shard-indices", "test-shard-indices"),
@@ -21,36 +18,29 @@ EXERCISES = {  # notebook -> (solution cell's grade_id, graded cell's grade_id)
     "04-launch-and-timing.ipynb": ("my-timing-hook", "test-my-timing-hook"),
     "05-verification.ipynb": ("states-equivalent", "test-states-equivalent"),
 }
+# The sheet's files whose regions this repository holds, and one `what` each must have
+SHEET_REGIONS = {"src/minitrain/data.py": "Block B: make_shard's split",
+                 "src/minitrain/timing.py": "Block D: BarrierTimer.before_backward",
+                 "experiments/35-ddp-cpu/compare_states.py": "Block E: states_equivalent"}
 
 
 def nbgrader_cells(nb) -> dict[str, nbformat.NotebookNode]:
     return {c.metadata["nbgrader"]["grade_id"]: c for c in nb.cells if "nbgrader" in c.metadata}
 
 
-def solution_lines(source: str) -> list[str]:
-    """The non-blank lines between the solution markers."""
+def region_lines(source: str) -> list[str]:
+    """The non-blank lines inside solution regions."""
     inside, lines = False, []
     for line in source.splitlines():
-        if student.BEGIN in line or student.END in line:
-            inside = student.BEGIN in line
+        if student.BEGIN_LINE.match(line) or student.END_LINE.match(line):
+            inside = bool(student.BEGIN_LINE.match(line))
         elif inside and line.strip():
             lines.append(line.strip())
     return lines
 
 
-@pytest.fixture(scope="module")
-def edition(tmp_path_factory) -> Path:
-    """`python -m minitrain.lab.student --out DIR`, as `make student` runs it."""
-    out = tmp_path_factory.mktemp("student")
-    proc = subprocess.run([sys.executable, "-m", "minitrain.lab.student", "--out", str(out)],
-                          capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "solutions replaced by '# YOUR CODE HERE' and 'raise NotImplementedError()'" in proc.stdout
-    return out
-
-
 @pytest.mark.parametrize("name", EXERCISES)
-def test_committed_exercise_cells_carry_nbgrader_metadata(name):
+def test_reference_exercise_cells_carry_nbgrader_metadata(name):
     nb = nbformat.read(NOTEBOOKS_DIR / name, as_version=4)
     cells = nbgrader_cells(nb)
     solution_id, graded_id = EXERCISES[name]
@@ -62,85 +52,146 @@ def test_committed_exercise_cells_carry_nbgrader_metadata(name):
     assert graded.pop("points") > 0
     assert graded == {"grade": True, "grade_id": graded_id, "locked": True, "schema_version": 3,
                       "solution": False, "task": False}
-    assert cells[solution_id].metadata["jupyter"] == {"source_hidden": True}  # opens collapsed
-    assert len(solution_lines(cells[solution_id].source)) > 0
-    order = [c.id for c in nb.cells]
-    solution_at = order.index(cells[solution_id].id)
-    assert order.index(cells[graded_id].id) == solution_at + 1
-    before = nb.cells[solution_at - 1]
-    assert before.cell_type == "markdown" and "collapsed" in before.source  # says so, asks to try first
-    assert nb.cells[-1].cell_type == "markdown" and nb.cells[-1].source.startswith("## Takeaway")
-    assert any("*Your guess:*" in c.source for c in nb.cells[:solution_at])
+    assert region_lines(cells[solution_id].source)
 
 
-def test_clear_solution_keeps_the_indentation_and_the_rest():
-    source = "def f():\n    \"\"\"doc\"\"\"\n    ### BEGIN SOLUTION\n    return 1\n    ### END SOLUTION\nx = f"
-    assert student.clear_solution(source) == (
-        "def f():\n    \"\"\"doc\"\"\"\n    # YOUR CODE HERE\n    raise NotImplementedError()\nx = f")
-    with pytest.raises(ValueError, match="without"):
-        student.clear_solution("### BEGIN SOLUTION\nx = 1")
-    with pytest.raises(ValueError, match="nested"):
-        student.clear_solution("### BEGIN SOLUTION\n### BEGIN SOLUTION\n### END SOLUTION")
+def test_clear_solution_writes_the_stub_at_the_markers_indentation():
+    source = ('def f():\n    """doc"""\n    ### BEGIN SOLUTION: Block X: f\'s "body"\n    return 1\n'
+              "    ### END SOLUTION\nx = f")
+    cleared = student.clear_solution(source)
+    assert cleared == ('def f():\n    """doc"""\n    # YOUR CODE HERE (Block X: f\'s "body")\n'
+                       '    raise NotImplementedError("not done yet: Block X: f\'s \\"body\\"")\nx = f')
+    with pytest.raises(NotImplementedError, match='not done yet: Block X: f\'s "body"'):
+        namespace: dict = {}
+        exec(cleared, namespace)
+        namespace["f"]()
 
 
-def test_the_edition_refuses_to_write_over_the_notebooks(tmp_path):
-    with pytest.raises(ValueError, match="is the notebooks folder itself"):
-        student.write_student_edition(tmp_path, notebooks=tmp_path)  # a copy's folder: nothing tracked at risk
+def test_a_plain_marker_is_named_after_its_function():
+    source = "class T:\n    def hook(self):\n        ### BEGIN SOLUTION\n        pass\n        ### END SOLUTION\n"
+    assert 'raise NotImplementedError("not done yet: hook")' in student.clear_solution(source)
+    assert "not done yet: cell 3" in student.clear_solution("### BEGIN SOLUTION\nx = 1\n### END SOLUTION", "cell 3")
 
 
-def test_the_student_edition_has_no_solution_and_no_output(edition):
-    assert sorted(p.name for p in edition.glob("*.ipynb")) == sorted(p.name for p in NOTEBOOKS_DIR.glob("*.ipynb"))
-    for path in sorted(edition.glob("*.ipynb")):
+@pytest.mark.parametrize("source, message", [
+    ("### BEGIN SOLUTION\nx = 1", "without"),
+    ("### BEGIN SOLUTION\n### BEGIN SOLUTION\n### END SOLUTION", "nested"),
+    ("x = 1\n### END SOLUTION", "without"),
+])
+def test_broken_regions_are_named(source, message):
+    with pytest.raises(ValueError, match=message):
+        student.clear_solution(source, "f.py")
+
+
+def test_markdown_about_the_reference_solution_goes():
+    source = ("Write `f`.\n\nThe next cell is where `f` goes. Here it holds the reference solution,\n"
+              "**collapsed**: try first.\n\nIn the student edition it is blank.\n\nThe grader follows.")
+    assert student.student_markdown(source) == (
+        "Write `f`.\n\nThe next cell is where `f` goes" + student.YOUR_TURN + "\n\nThe grader follows.")
+
+
+def test_the_tree_holds_every_tracked_file_but_the_excluded(student_tree):
+    tracked = student.tracked_files(REPO)
+    written = sorted(str(p.relative_to(student_tree)) for p in student_tree.rglob("*") if p.is_file())
+    assert written == sorted([*(p for p in tracked if not student.excluded(p)), student.EDITION_MARK])
+    for gone in ("experiments/35-ddp-cpu/manifest.json", "experiments/35-ddp-cpu/state-rank-0.pt",
+                 "experiments/35-ddp-cpu/timings.jsonl", "experiments/35-ddp-cpu/scaling.png",
+                 "experiments/35-ddp-cpu/run.json", "experiments/35-ddp-cpu/run-2proc.ipynb"):
+        assert not (student_tree / gone).exists(), gone
+    assert not any((student_tree / "experiments/35-ddp-cpu" / d).exists() and any((student_tree / "experiments/35-ddp-cpu" / d).iterdir())
+                   for d in ("single-process", "repeats"))
+    assert not (student_tree / "solutions").exists() and not (student_tree / "TEACHER.md").exists()
+    beyond = [p for p in tracked if p.startswith("experiments/35-ddp-cpu/beyond/")]
+    assert beyond and all((student_tree / p).read_bytes() == (REPO / p).read_bytes() for p in beyond)
+
+
+def test_every_solution_region_becomes_its_stub(student_tree):
+    with_regions = [p for p in student.tracked_files(REPO) if p.endswith((".py", ".ipynb"))
+                    and not student.excluded(p) and p != "src/minitrain/lab/student.py"
+                    and any(map(student.BEGIN_LINE.match, "\n".join(_sources(REPO / p)).splitlines()))]
+    assert set(SHEET_REGIONS) | {f"notebooks/{n}" for n in EXERCISES} <= set(with_regions)
+    for rel in with_regions:
+        sources = _sources(student_tree / rel)
+        text = "\n".join(sources)
+        assert not any(student.BEGIN_LINE.match(line) or student.END_LINE.match(line) for line in text.splitlines()), rel
+        reference = region_lines("\n".join(_sources(REPO / rel)))
+        leftovers = {line for line in reference if line not in ("pass", "return")} & {
+            line.strip() for line in text.splitlines()}
+        assert not leftovers, f"{rel}: solution lines left in the student edition: {leftovers}"
+        assert "# YOUR CODE HERE (" in text and 'raise NotImplementedError("not done yet: ' in text, rel
+        if rel.endswith(".py"):
+            compile(text, rel, "exec")
+    for rel, what in SHEET_REGIONS.items():
+        assert f'raise NotImplementedError("not done yet: {what}")' in (student_tree / rel).read_text()
+
+
+def _sources(path) -> list[str]:
+    if path.suffix == ".ipynb":
+        return [c.source for c in nbformat.read(path, as_version=4).cells]
+    return [path.read_text()]
+
+
+def test_the_notebooks_are_cleared_and_say_nothing_of_the_reference(student_tree):
+    for path in sorted((student_tree / "notebooks").glob("*.ipynb")):
         nb = nbformat.read(path, as_version=4)
         nbformat.validate(nb)
-        text = path.read_text()
-        assert student.BEGIN not in text and student.END not in text, path.name
         for cell in nb.cells:
             assert "execution" not in cell.metadata
             if cell.cell_type == "code":
                 assert cell.outputs == [] and cell.execution_count is None, path.name
+            else:
+                assert not student.REFERENCE_TEXT.search(cell.source), f"{path.name}: {cell.source[:200]}"
     for name, (solution_id, graded_id) in EXERCISES.items():
-        committed = nbgrader_cells(nbformat.read(NOTEBOOKS_DIR / name, as_version=4))
-        cells = nbgrader_cells(nbformat.read(edition / name, as_version=4))
-        source = cells[solution_id].source
-        assert "    # YOUR CODE HERE\n    raise NotImplementedError()" in source  # inside the function
-        leftovers = set(solution_lines(committed[solution_id].source)) & {line.strip() for line in source.splitlines()}
-        assert leftovers == set(), f"{name}: solution lines left in the student edition: {leftovers}"
+        reference = nbgrader_cells(nbformat.read(NOTEBOOKS_DIR / name, as_version=4))
+        cells = nbgrader_cells(nbformat.read(student_tree / "notebooks" / name, as_version=4))
         assert "jupyter" not in cells[solution_id].metadata  # the stub is shown, not collapsed
-        assert cells[solution_id].metadata["nbgrader"] == committed[solution_id].metadata["nbgrader"]
-        assert cells[graded_id].source == committed[graded_id].source
+        assert cells[solution_id].metadata["nbgrader"] == reference[solution_id].metadata["nbgrader"]
+        assert cells[graded_id].source == reference[graded_id].source
 
 
-def up_to_the_graded_cell(nb, graded_id: str, *, self_contained: bool):
-    """The notebook's cells up to its graded cell; `self_contained`: the solution and graded cells only."""
-    ids = [c.metadata.get("nbgrader", {}).get("grade_id") for c in nb.cells]
-    end = ids.index(graded_id) + 1
-    nb.cells = nb.cells[end - 2:end] if self_contained else nb.cells[:end]
-    return nb
+def test_a_blank_stub_fails_loudly_with_what_is_missing(student_tree, corpus_dir):
+    code = ("import sys\nfrom minitrain.data import make_shard\n"
+            "try:\n    make_shard(0, 2, sys.argv[1])\nexcept NotImplementedError as e:\n    print(e)\n")
+    proc = subprocess.run([sys.executable, "-c", code, str(corpus_dir)], capture_output=True, text=True, timeout=120,
+                          cwd=student_tree, env={"PYTHONPATH": str(student_tree / "src"), "PATH": ""})
+    assert proc.stdout == "not done yet: Block B: make_shard's split\n", proc.stderr
 
 
-@pytest.mark.parametrize("name", EXERCISES)
-def test_a_student_graded_cell_fails_with_not_done_yet(edition, name, tmp_path, monkeypatch):
-    """Executed with nbclient in a kernel (python3) in a temporary folder, cells in order up to the
-    graded one. Notebook 04 runs its solution and graded cells alone (they import what they use):
-    its 100-step training run is not needed to grade the hook, which gets its own 2-process run."""
-    folder = tmp_path / "student"
-    folder.mkdir()
-    shutil.copy(edition / name, folder / name)
-    out = tmp_path / "out"  # the committed 2-process run, as a fresh clone has it (05 reads it)
-    out.mkdir()
-    for file in ("run.json", "timings.jsonl", "state-rank-0.pt", "state-rank-1.pt"):
-        shutil.copy(EXPERIMENT_DIR / file, out / file)
-    monkeypatch.setenv("MINITRAIN_LAB_OUT", str(out))
-    monkeypatch.setenv("MINITRAIN_LAB_SCRATCH", str(tmp_path / "scratch"))
-    nb = up_to_the_graded_cell(nbformat.read(folder / name, as_version=4), EXERCISES[name][1],
-                               self_contained=name.startswith("04"))
-    client = NotebookClient(nb, kernel_name="python3", timeout=600,
-                            resources={"metadata": {"path": str(folder)}})
-    with pytest.raises(CellExecutionError) as info:
-        client.execute()
-    error = [o for o in nb.cells[-1].outputs if o.output_type == "error"]
-    assert error, f"{name}: the error came from another cell than the graded one:\n{info.value}"
-    assert error[0].ename == "ExerciseError"
-    assert error[0].evalue.startswith("not done yet:")
-    assert all(not any(o.output_type == "error" for o in c.get("outputs", [])) for c in nb.cells[:-1])
+@pytest.mark.parametrize("out, message", [
+    ("src/build", "is inside the tracked folder src/"),
+    ("notebooks", "is inside the tracked folder notebooks/"),
+    (".", "holds the repository itself"),
+    ("..", "holds the repository itself"),
+])
+def test_out_inside_the_repository_is_refused_in_one_line(out, message):
+    proc = subprocess.run([sys.executable, "-m", "minitrain.lab.student", "--out", out], capture_output=True,
+                          text=True, timeout=60, cwd=REPO)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.count("\n") == 1 and message in proc.stderr and proc.stderr.startswith("error: --out")
+
+
+def test_a_folder_of_other_files_is_not_overwritten(tmp_path):
+    (tmp_path / "notes.txt").write_text("keep me")
+    with pytest.raises(ValueError, match="holds other files"):
+        student.write_student_edition(tmp_path)
+    assert (tmp_path / "notes.txt").read_text() == "keep me"
+
+
+def test_excluded_patterns_name_files_that_exist():
+    tracked = student.tracked_files(REPO)
+    unmatched = [p for p in student.EXCLUDED if not any(fnmatch.fnmatch(t, p) for t in tracked)]
+    assert unmatched == []
+
+
+def test_the_key_quotes_the_reference_as_it_is():
+    text = teacher.KEY.read_text()
+    assert len(teacher.QUOTE.findall(text)) >= 12
+    assert teacher.refreshed(text) == text, "stale quotes: run `python -m minitrain.lab.teacher`"
+
+
+def test_teacher_md_lists_every_todo_with_its_points():
+    text = (REPO / "TEACHER.md").read_text()
+    for todo in grade.TODOS:
+        row = next((line for line in text.splitlines() if line.startswith(f"| {todo.key} | `{todo.file}` |")), None)
+        assert row is not None and f"| {todo.points} |" in row, todo.key
+    assert f"Total: {sum(t.points for t in grade.TODOS)} points" in text

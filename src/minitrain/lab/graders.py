@@ -118,7 +118,8 @@ def grade_shard_indices(fn: Callable[[int, int, int], list[int]], corpus_dir: Pa
             f"contiguous split: {fn.__name__}({n}, {r}, {w}) gave rank {r} sentences {mine[0]}..{mine[-1]} in "
             f"one block; the sheet's rule is index % world_size == rank, so rank {r} of {w} gets "
             f"{', '.join(map(str, range(r, min(n, r + 3 * w), w)))}, ... (one sentence in every {w})")
-    if all(got[n, r, w] == [i for i in range(n) if i % 2 == r] for n, r, w in wrong):  # 2 hard-coded
+    if all(got[n, r, w] in ([i for i in range(n) if i % 2 == r], list(range(r, n, 2)))  # 2 hard-coded
+           for n, r, w in wrong):
         raise ExerciseError(f"world_size ignored: right for 2 ranks, wrong for {w}: {fn.__name__}({n}, {r}, {w}) "
                             f"returned {mine[:8]}..., expected {expected[:8]}...; use the world_size argument")
     owners: dict[int, list[int]] = {}
@@ -173,7 +174,12 @@ def grade_make_shard(make_shard: Callable, corpus_dir: Path) -> str:
                 (folder / "train.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in corpus[:n]))
                 shutil.copy(Path(corpus_dir) / "vocab.json", folder / "vocab.json")
             index = {text: i for i, text in enumerate(corpus[:n])}
-            return [index[text] for text in make_shard(rank, world_size, folder).sentences]
+            try:
+                return [index[text] for text in make_shard(rank, world_size, folder).sentences]
+            except ValueError as e:  # CorpusError: make_shard's own check after the split, the split gave nothing
+                if "empty shard" in str(e):
+                    return []
+                raise
         return "Block B, " + grade_shard_indices(make_shard_indices, None, MAKE_SHARD_CASES)
 
 
@@ -210,6 +216,12 @@ def _check_shards_rank(folder: str, check_shards: Callable) -> None:
 def grade_check_shards(check_shards: Callable) -> str:
     """`check_shards` (a module's function: the workers import it) in a real gloo run of 3 ranks, on
     shards that add up, shards whose counts do not, and two ranks with the same first sentence."""
+    try:  # a blank stub says so at once, before any process starts
+        check_shards(types.SimpleNamespace(num_sentences=1, first_sentence="a", sentences=["a"]), 0, 1, 1)
+    except NotImplementedError as e:
+        raise ExerciseError(f"{e}: check_shards still raises NotImplementedError") from e
+    except Exception:
+        pass  # no process group here: the real run below says what is wrong
     with tempfile.TemporaryDirectory(prefix="minitrain-grader-") as tmp:
         folder = Path(tmp)
         try:

@@ -25,16 +25,17 @@ class LaunchError(RuntimeError):
 
 
 def run_streaming(command: list[str], timeout: float | None = None,
-                  echo: Callable[[str], None] = print) -> int:
+                  echo: Callable[[str], None] = print, env: dict[str, str] | None = None) -> int:
     """Run a command, echo each output line as it arrives, return 0 or raise LaunchError.
 
     On a timeout or an interrupt (Ctrl-C, a notebook's stop button) the child's whole process
     tree (torchrun and every worker) is terminated, then killed: no worker outlives the cell. If
     this process itself dies hard (a kernel killed), the lab's launcher notices and stops the run.
+    `env`: variables set for the child on top of this process's environment.
     """
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             bufsize=1, start_new_session=True,
-                            env={**os.environ, WATCH_PID: str(os.getpid())})
+                            env={**os.environ, **(env or {}), WATCH_PID: str(os.getpid())})
     lines: queue.Queue[str | None] = queue.Queue()
     threading.Thread(target=_pump, args=(proc.stdout, lines), daemon=True).start()
     deadline = None if timeout is None else time.monotonic() + timeout

@@ -1,0 +1,74 @@
+"""The teacher's key, solutions/01-ddp-cpu-ref.md, quotes the reference code by name; this refreshes it.
+
+    python -m minitrain.lab.teacher            # rewrite every quote from the current sources
+    python -m minitrain.lab.teacher --check    # exit 1 when a quote no longer matches its source
+
+A quote is a line `<!-- quote: FILE::NAME -->` followed by a fenced python block: NAME is a
+function or class of FILE (`Class.method` for a method), or the nbgrader grade_id of a notebook's cell.
+"""
+
+import argparse
+import ast
+import re
+import sys
+from pathlib import Path
+
+import nbformat
+
+from minitrain.paths import REPO, relative
+
+KEY = REPO / "solutions" / "01-ddp-cpu-ref.md"
+QUOTE = re.compile(r"<!-- quote: (?P<file>[^:\s]+)::(?P<name>[\w.-]+) -->\n```python\n(?P<code>.*?)```", re.S)
+
+
+def source_of(file: str, name: str) -> str:
+    """The reference source of `name` in `file` (a definition, or a notebook cell by grade_id)."""
+    path = REPO / file
+    if path.suffix == ".ipynb":
+        for cell in nbformat.read(path, as_version=4).cells:
+            if cell.metadata.get("nbgrader", {}).get("grade_id") == name:
+                return cell.source.rstrip("\n") + "\n"
+        raise ValueError(f"{file} has no cell with grade_id {name!r}")
+    text = path.read_text()
+    body: list[ast.stmt] = ast.parse(text).body
+    node = None
+    for part in name.split("."):
+        node = next((n for n in body if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n.name == part), None)
+        if node is None:
+            raise ValueError(f"{file} defines no {name}")
+        body = node.body
+    lines = text.splitlines()
+    start = min([node.lineno, *(d.lineno for d in node.decorator_list)]) - 1
+    indent = len(lines[start]) - len(lines[start].lstrip())
+    return "\n".join(line[indent:] for line in lines[start:node.end_lineno]) + "\n"
+
+
+def refreshed(text: str) -> str:
+    """`text` with every quote's code replaced by its source now."""
+    return QUOTE.sub(lambda m: f"<!-- quote: {m['file']}::{m['name']} -->\n```python\n"
+                               f"{source_of(m['file'], m['name'])}```", text)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description="Refresh the quotes of the teacher's key from the reference sources.")
+    p.add_argument("--check", action="store_true", help="only say whether a quote is stale (exit 1)")
+    args = p.parse_args(argv)
+    text = KEY.read_text()
+    try:
+        new = refreshed(text)
+    except ValueError as e:
+        print(f"error: {relative(KEY)}: {e}", file=sys.stderr)
+        return 2
+    if args.check:
+        stale = [f"{a['file']}::{a['name']}" for a, b in zip(QUOTE.finditer(text), QUOTE.finditer(new))
+                 if a["code"] != b["code"]]
+        print(f"{relative(KEY)}: " + (f"stale quotes: {', '.join(stale)}; run `python -m minitrain.lab.teacher`"
+                                     if stale else f"{len(QUOTE.findall(text))} quotes up to date"))
+        return 1 if stale else 0
+    Path(KEY).write_text(new)
+    print(f"{relative(KEY)}: {len(QUOTE.findall(new))} quotes refreshed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,13 @@
+from pathlib import Path
+
+import pytest
+
+from minitrain.lab import student
+
+
+@pytest.fixture(scope="session")
+def student_tree(tmp_path_factory) -> Path:
+    """`make student`'s tree, built once per session; tests copy it before they change it."""
+    out = tmp_path_factory.mktemp("edition") / "student"
+    student.write_student_edition(out)
+    return out

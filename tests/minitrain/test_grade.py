@@ -1,0 +1,139 @@
+"""The grade command on real student trees, every TODO in a fresh process: the blank tree is "not
+done" everywhere, the reference put back passes, a mistake is named, a hang is graded "hangs" and
+leaves no process, and a class folder gets its table and grades.csv."""
+
+import ast
+import csv
+import json
+import os
+import shutil
+from concurrent.futures import ThreadPoolExecutor
+
+import psutil
+import pytest
+
+import learner
+from minitrain.lab import grade
+
+BLANK_TIMEOUT_S = 240  # per TODO: generous for a loaded machine; a blank ends in seconds
+
+
+def processes_of(tree) -> list[psutil.Process]:
+    """Live processes started for `tree` (their PYTHONPATH names its src)."""
+    found = []
+    for proc in psutil.process_iter():
+        try:
+            if str(tree / "src") in proc.environ().get("PYTHONPATH", ""):
+                found.append(proc)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            pass
+    return found
+
+
+def test_a_blank_tree_is_not_done_everywhere(student_tree, tmp_path):
+    tree = learner.copy_tree(student_tree, tmp_path / "blank")
+    grades = grade.grade_repo(tree, timeout_s=BLANK_TIMEOUT_S, jobs=3)
+    assert [g.todo.key for g in grades] == [t.key for t in grade.TODOS]
+    summary = {g.todo.key: (g.status, g.detail) for g in grades}
+    assert all(status == "not done" and "not done yet" in detail for status, detail in summary.values()), summary
+    assert processes_of(tree) == []
+
+
+def test_the_reference_put_back_passes(student_tree, tmp_path):
+    """Every TODO but A (tests/minitrain/test_ddp.py, which this suite runs on the reference itself)."""
+    tree = learner.copy_tree(student_tree, tmp_path / "reference")
+    learner.put_back_the_reference(tree, grade.TODO_FILES)
+    learner.put_back_the_committed_run(tree)
+    keys = [t.key for t in grade.TODOS if t.key != "A"]
+    grades = grade.grade_repo(tree, keys, jobs=2)
+    failed = {g.todo.key: (g.status, g.detail) for g in grades if g.status != "PASS"}
+    assert failed == {}
+    assert sum(g.points for g in grades) == sum(t.points for t in grade.TODOS if t.key != "A")
+
+
+def with_function(path, name: str, code: str) -> None:
+    """`path` with its top-level function `name` replaced by `code` (the learner's version)."""
+    text = path.read_text()
+    node = next(n for n in ast.parse(text).body if isinstance(n, ast.FunctionDef) and n.name == name)
+    lines = text.splitlines()
+    path.write_text("\n".join(lines[:node.lineno - 1] + code.strip("\n").splitlines() + lines[node.end_lineno:]) + "\n")
+
+
+DDP_MISTAKES = {  # function -> (the learner's version, the test of test_ddp.py that catches it)
+    "barrier": ("def barrier() -> None:\n    dist.barrier()\n", "test_helpers_without_process_group"),
+    "is_main_process": ("def is_main_process() -> bool:\n    return dist.get_rank() == 0\n",
+                        "test_helpers_without_process_group"),
+    "init_distributed": ("def init_distributed(backend='gloo', timeout=None):\n    dist.init_process_group(backend)\n"
+                         "    return dist.get_rank(), dist.get_world_size()\n",
+                         "test_init_distributed_outside_torchrun_fails_clearly"),
+}
+
+
+def test_ddp_mistakes_fail_with_the_test_that_catches_them(student_tree, tmp_path):
+    """Three trees graded side by side, each with one mistake in the reference ddp.py."""
+    trees = {}
+    for name, (code, _) in DDP_MISTAKES.items():
+        trees[name] = learner.copy_tree(student_tree, tmp_path / name)
+        learner.put_back_the_reference(trees[name], ["src/minitrain/ddp.py"])
+        with_function(trees[name] / "src/minitrain/ddp.py", name, code)
+    with ThreadPoolExecutor(len(trees)) as pool:
+        results = dict(zip(trees, pool.map(lambda tree: grade.grade_repo(tree, ["A"], BLANK_TIMEOUT_S)[0],
+                                           trees.values())))
+    for name, (_, test) in DDP_MISTAKES.items():
+        assert results[name].status == "FAIL", (name, results[name].detail)
+        assert results[name].detail.startswith(f"test_ddp.py fails: {test}"), (name, results[name].detail)
+
+
+@pytest.mark.parametrize("key, message", [
+    ("F", "equivalence: manifest max_abs_diff is 0.001, the state files say 0"),
+    ("G", "lesson notes:"),
+], ids=["run: the manifest disagrees with the states", "paragraph: a wrong number"])
+def test_the_learners_run_is_graded_by_the_stop_conditions(student_tree, tmp_path, key, message):
+    """grade_todo in-process: the child process runs the same function on the learner's folder."""
+    tree = learner.copy_tree(student_tree, tmp_path / "tree")
+    assert grade.grade_todo(tree, key)[0] == "not done"  # no run yet
+    learner.put_back_the_committed_run(tree)
+    path = tree / "experiments/35-ddp-cpu/manifest.json"
+    manifest = json.loads(path.read_text())
+    if key == "F":
+        manifest["max_abs_diff"] = 1e-3
+    else:
+        manifest["lesson_notes"] = manifest["lesson_notes"].replace(f"{manifest['speedup_2proc']:.2f}x", "9.99x")
+    path.write_text(json.dumps(manifest))
+    status, detail = grade.grade_todo(tree, key)
+    assert status == "FAIL" and message in detail, detail
+
+
+HANG = '''
+if rank == 1:
+    import time
+    time.sleep(3600)  # a rank that never reaches the collective
+'''
+
+
+def test_a_hanging_submission_is_graded_hangs_and_leaves_no_process(student_tree, tmp_path):
+    tree = learner.copy_tree(student_tree, tmp_path / "hangs")
+    learner.write(tree, "src/minitrain/data.py", "Block B: the counts check and the first-sentence log", HANG)
+    [result] = grade.grade_repo(tree, ["B2"], timeout_s=15)
+    assert result.status == "hangs" and "no result within 15 s" in result.detail
+    assert processes_of(tree) == []
+
+
+def test_a_class_is_graded_into_a_table_and_a_csv(student_tree, tmp_path):
+    """Two submissions: one learner's notebooks only, another's tree; each in a fresh student tree."""
+    folder = tmp_path / "class"
+    (folder / "ana" / "work").mkdir(parents=True)
+    shutil.copy(grade.REPO / "notebooks/02-sharding.ipynb", folder / "ana" / "work")  # the solved notebook
+    tree = learner.copy_tree(student_tree, folder / "ben")
+    learner.put_back_the_reference(tree, ["experiments/35-ddp-cpu/compare_states.py"])
+    lines: list[str] = []
+    grades = grade.grade_class(folder, ["ex02", "E"], echo=lines.append)
+    statuses = {name: {g.todo.key: g.status for g in row} for name, row in grades.items()}
+    assert statuses == {"ana": {"E": "not done", "ex02": "PASS"}, "ben": {"E": "PASS", "ex02": "not done"}}
+    with open(folder / "grades.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert [(r["submission"], r["E status"], r["ex02 status"], r["total"], r["out of"]) for r in rows] == [
+        ("ana", "not done", "PASS", "1", "2"), ("ben", "PASS", "not done", "1", "2")]
+    assert "--- ana" in lines and "--- ben" in lines
+    assert sorted(os.listdir(folder)) == ["ana", "ben", "grades.csv"]
+    assert "PASS" in grade.class_table(grades)
