@@ -38,7 +38,7 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
 from minitrain.data import SEED_BASE, load_corpus
-from minitrain.ddp import loopback_interface, use_libuv
+from minitrain.gloo_setup import loopback_interface, use_libuv
 from minitrain.lab.wrapdemo import state_path
 from minitrain.launch import spawn_workers
 from minitrain.verify import ATOL, compare_states, load_state
