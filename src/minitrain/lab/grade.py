@@ -59,7 +59,8 @@ TODOS = (
     Todo("B2", "src/minitrain/data.py", "Block B: the counts check and the first-sentence log", 1,
          "graders.grade_check_shards: check_shards in a real 3-process gloo run", 120),
     Todo("C", f"{EXPERIMENT}/train.py", "Block C: train.py's setup and loop", 3,
-         "a real 2-process run of the learner's train.py (6 steps): states allclose, one timing per step", 300),
+         "a real 2-process run of the learner's train.py (6 steps): both ranks bit for bit DDP's arithmetic by hand "
+         "(lab.by_hand), one timing per step", 300),
     Todo("D", "src/minitrain/timing.py", "Block D: BarrierTimer (variant A: the barriers and the clock)", 2,
          "graders.grade_barrier_timer: alone and in a real 2-process gloo run", 120),
     Todo("E", f"{EXPERIMENT}/compare_states.py", "Block E: states_equivalent", 1,
@@ -180,8 +181,9 @@ def _grade_check_shards(repo: Path) -> str:
 
 
 def _grade_train(repo: Path) -> str:
+    from minitrain.lab.by_hand import judge_run
     from minitrain.lab.check import CheckFailed, validated_timings
-    from minitrain.verify import StateFileError, compare_state_files
+    from minitrain.verify import StateFileError, compare_state_files, load_state
     output: list[str] = []
     with tempfile.TemporaryDirectory(prefix="minitrain-grade-") as tmp:
         out = Path(tmp) / "run"
@@ -197,16 +199,18 @@ def _grade_train(repo: Path) -> str:
         try:
             comparison = compare_state_files(out / "state-rank-0.pt", out / "state-rank-1.pt")
             records = validated_timings(out / "timings.jsonl")
+            states = [load_state(out / f"state-rank-{rank}.pt") for rank in (0, 1)]
         except (StateFileError, CheckFailed) as e:
             raise Failed(f"after train.py's 2-process run: {e}") from e
-    if not comparison.allclose:
-        raise Failed(f"after train.py's run the ranks' weights differ by {comparison.max_abs_diff:.2e}: "
-                     "are the gradients all-reduced (the model wrapped before the optimizer is built)?")
     steps = int(SHORT_RUN[1])
     if len(records) != steps:
         raise Failed(f"train.py --steps {steps} wrote {len(records)} lines to timings.jsonl: one per step")
-    return (f"a real 2-process run of train.py ({steps} steps): both ranks' weights allclose (max |diff| "
-            f"{comparison.max_abs_diff:.1e}), {len(records)} timed steps")
+    mistake = judge_run(states, steps, _corpus(repo))  # DDP's arithmetic by hand, in this process
+    if mistake:
+        raise Failed(f"after train.py's {steps}-step 2-process run {mistake} (largest |rank 0 - rank 1| "
+                     f"{comparison.max_abs_diff:.1e})")
+    return (f"a real 2-process run of train.py ({steps} steps): both ranks' weights are bit for bit those of "
+            f"DDP's arithmetic done by hand in one process (minitrain.lab.by_hand), {len(records)} timed steps")
 
 
 def _grade_barrier_timer(repo: Path) -> str:
