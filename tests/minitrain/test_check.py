@@ -189,7 +189,7 @@ def not_a_figure(m: dict, kind: str, candidates: tuple[float, ...]) -> float:
 
 
 def wrong_ratio(m: dict) -> float:
-    return not_a_figure(m, "ratio", (4.44, 7.77, 13.13, 29.29))
+    return not_a_figure(m, "ratio", (4.44, 7.77, 13.13, 29.29, 57.57, 113.13))
 
 
 def wrong_speedup(notes: str, m: dict) -> str:
@@ -202,7 +202,7 @@ def swap_outcome(notes: str, m: dict) -> str:
 
 
 def wrong_share(notes: str, m: dict) -> str:
-    wrong = not_a_figure(m, "percent", (71.0, 83.0, 97.0))
+    wrong = not_a_figure(m, "percent", (71.0, 83.0, 97.0, 230.0, 370.0))  # no share is over 100%
     return notes.replace(f"took {m['allreduce_share_of_step']:.0%} of a", f"took {wrong:.0f}% of a", 1)
 
 
@@ -283,11 +283,12 @@ def test_wrong_paragraphs_are_named_on_the_committed_manifest(text, named):
 
 def test_claims_read_units_ranges_and_precision():
     found = claims("16 x 64 tokens at 41k tokens/s, 0.96-1.17x, 6.8% and 3 times as fast, 6 percent faster; "
-                   "273,504 parameters, 62.4 ms, 12,000 tokens. In 2026, 2 processes.")
+                   "273,504 parameters, 62.4 ms, 12,000 tokens, 30.1-36.2 ms, 802 against 790. In 2026 it rained. 2 processes "
+                   "ran 3 repeats at 802 tokens/s.")
     assert [(c.kind, c.value, c.unit, c.text) for c in found] == [
         ("tokens", 41000.0, 1000.0, "41k"), ("ratio", 0.96, 0.01, "0.96x"), ("ratio", 1.17, 0.01, "1.17x"),
         ("percent", 6.8, 0.1, "6.8%"), ("ratio", 3.0, 1.0, "3 times"), ("gain", 6.0, 1.0, "6 percent"),
-        ("tokens", 12000.0, 1000.0, "12,000")]
+        ("tokens", 802.0, 1.0, "802"), ("tokens", 790.0, 10.0, "790"), ("tokens", 802.0, 1.0, "802")]
 
 
 @pytest.mark.parametrize("edit, expected", [
@@ -380,3 +381,14 @@ def test_the_rubric_s_answers_are_graded_as_it_says():
 ])
 def test_the_verdict_a_paragraph_states(text, verdicts):
     assert stated_verdicts(text).keys() == verdicts
+
+
+@pytest.mark.parametrize("written, true, right", [
+    ("1.1x", 1.061, True), ("about 1.06x", 1.061, True), ("1.07x", 1.061, True), ("1x", 1.061, False),
+    ("1.20x", 1.061, False), ("0.3x", 0.265, True), ("41k tokens/s", 41_234, True), ("41,000 tokens/s", 41_234, True),
+    ("0.9k tokens/s", 856, True), ("40,000 tokens/s", 32_836, False), ("7%", 6.82, True), ("6%", 6.82, True),
+    ("10%", 6.82, False), ("6.5%", 6.82, False),
+])
+def test_a_number_is_right_at_the_precision_it_is_written_in(written, true, right):
+    [claim] = claims(written)
+    assert claim.matches(true) is right

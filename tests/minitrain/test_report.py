@@ -3,12 +3,14 @@ accepting each), the verdict over repeats, the manifest as one typed record, and
 measurements' findings read back from JSON files."""
 
 import json
+import random
 from dataclasses import fields, replace
 
 import pytest
 
 from minitrain.lab.check import TIMING_FIELDS, check_lesson_notes
 from minitrain.lab.manifest import Manifest, ManifestError
+from minitrain.lab.paragraph import paragraph_problems
 from minitrain.lab.report import beyond_findings, findings_table, reference_paragraph, set_lesson_notes
 from minitrain.lab.verdict import verdict_over_repeats
 from minitrain.paths import EXPERIMENT_DIR
@@ -178,3 +180,15 @@ def test_findings_table():
         "buckets                         2 buckets: all-reduces per step",
         "sent_over_ring_theory           None ratio: no counters"]
     assert findings_table([]) == ""
+
+
+def test_the_reference_paragraph_passes_its_own_check_on_made_up_runs():
+    """300 made-up runs (1 or 3 repeats, 5-400 ms steps, 2 processes 0.8-8x slower a step, any share):
+    the paragraph the report writes always states what stop condition 4 reads."""
+    rng = random.Random(35000)
+    for _ in range(300):
+        n, step1 = rng.choice([1, 3]), rng.uniform(5, 400)
+        step2 = step1 * rng.uniform(0.8, 8)
+        m = manifest([step1 * rng.uniform(0.7, 1.3) for _ in range(n)], [step2 * rng.uniform(0.7, 1.3) for _ in range(n)],
+                     rng.choice([1, 2]), rng.choice([1, 2, 4]), rng.uniform(0.001, 0.9), rng.choice([1, 2]))
+        assert paragraph_problems(reference_paragraph(m), m) == [], reference_paragraph(m)

@@ -25,7 +25,9 @@ RATIO = re.compile(r"\s*[x×](?!\w)(?!\s*\d)|\s+times(?=\s+(?:as|faster|slower|m
 PERCENT = re.compile(r"\s*(?:%|percent\b|per cent\b)")
 GAIN = re.compile(r"\s+(?:faster|slower|more|less|fewer|higher|lower|better|worse|longer|shorter|gain|loss|speed-?up|"
                   r"slow-?down)\b")  # "6% faster": a ratio as a gain or a loss
-NOT_TOKENS = re.compile(r"\s*(?:ms|s|MB|KB|GB|MiB|bytes|params|parameters|sentences|steps|words|lines)\b")
+TOKENS = re.compile(r"\s*tokens?\s*(?:/\s*s|/\s*sec|per second|a second)\b")
+NOT_TOKENS = re.compile(r"\s*(?:ms|s|seconds|MB|KB|GB|MiB|KiB|bytes|params|parameters|sentences|steps|words|lines|"
+                        r"tokens(?!\s*(?:/|per|a second)))\b")
 SENTENCE = re.compile(r"(?:[^.!?]|[.!?](?=\d))+[.!?]?")  # a decimal point does not end a sentence
 RANGE_JOIN = re.compile(r"\s*[x×]?\s*(?:-|–|—|to|and)\s*")  # "0.96-1.17x", "0.96x to 1.17x", "between 0.96 and 1.17x"
 SUBJECT2, SUBJECT1 = r"(?:2|two)\s+(?:DDP\s+)?(?:processes|ranks)", r"(?:1|one|a single|the single)\s+process"
@@ -59,9 +61,13 @@ class Claim:
     text: str
 
     def matches(self, true: float) -> bool:
-        """Right at the precision it is written in (rounded or cut off), never looser than 5%."""
-        tolerance = {"ratio": min(self.unit, 0.05 * abs(true)), "percent": self.unit, "gain": self.unit,
-                     "tokens": min(max(self.unit, 0.005 * true), 0.05 * true)}[self.kind]
+        """Right at the precision it is written in: rounded (half a unit of its last digit), or cut off
+        (a whole unit, within 5%). A ratio's unit is 0.1 at most ("1x" reads as "1.0x"); rounded
+        tokens/s stay within 10%; a percentage is within one unit."""
+        ratio_unit = min(self.unit, 0.1)
+        tolerance = {"ratio": max(0.5 * ratio_unit, min(ratio_unit, 0.05 * abs(true))),
+                     "tokens": max(min(0.5 * self.unit, 0.1 * true), min(max(self.unit, 0.005 * true), 0.05 * true)),
+                     "percent": self.unit, "gain": self.unit}[self.kind]
         return abs(self.value - true) <= tolerance + 1e-9
 
 
@@ -76,17 +82,18 @@ def claims(text: str) -> list[Claim]:
     units = [RATIO.match(text, n.end()) or PERCENT.match(text, n.end()) for n in numbers]
     kinds: list[str | None] = [None if u is None else "ratio" if u.re is RATIO else
                                "gain" if GAIN.match(text, u.end()) else "percent" for u in units]
+    other = [bool(NOT_TOKENS.match(text, n.end())) for n in numbers]  # ms, MB, params, ...: not judged
     for i in range(len(numbers) - 2, -1, -1):  # the first number of a range takes the second's unit
-        if kinds[i] is None and kinds[i + 1] and RANGE_JOIN.fullmatch(text, numbers[i].end(), numbers[i + 1].start()):
-            kinds[i] = kinds[i + 1]
+        if kinds[i] is None and not other[i] and RANGE_JOIN.fullmatch(text, numbers[i].end(), numbers[i + 1].start()):
+            kinds[i], other[i] = kinds[i + 1], other[i + 1]
     token_sentences = [s.span() for s in SENTENCE.finditer(text) if "token" in s[0].lower()]
     found = []
-    for n, unit, kind in zip(numbers, units, kinds):
+    for n, unit, kind, not_tokens in zip(numbers, units, kinds, other):
         digits, scale = n[1].replace(",", ""), 1000 if n[2] else 1
         value = float(digits) * scale
-        if kind is None and value >= 1000 and not NOT_TOKENS.match(text, n.end()) \
-                and any(a <= n.start() < b for a, b in token_sentences):
-            kind = "tokens"
+        if kind is None and not not_tokens and (TOKENS.match(text, n.end()) or value >= 100 and any(
+                a <= n.start() < b for a, b in token_sentences)):
+            kind = "tokens"  # "802 tokens/s", or "against 30,947 for 1 process" where tokens/s are the topic
         if kind is None:
             continue
         if "." in digits:
