@@ -65,10 +65,6 @@ class RunRecord:
     command: str  # the command line that started the run, paths relative to the repository
     restart: dict | None = None  # attempt, max_restarts, snapshot_every, faults, ...: only with snapshots or faults
 
-    def __getitem__(self, key: str) -> object:
-        """run["key"]: only for minitrain.measure, until it reads attributes (then this goes)."""
-        return getattr(self, key)
-
     def write(self, path: Path) -> None:
         """Write run.json (no "restart" key when there is no restart record, as before)."""
         record = {k: v for k, v in asdict(self).items() if k != "restart" or v is not None}

@@ -20,7 +20,7 @@ NOTEBOOKS = sorted(NOTEBOOKS_DIR.glob("*.ipynb")) + sorted(EXPERIMENT_DIR.rglob(
 
 def committed_run_ids() -> set[str]:
     folders = [EXPERIMENT_DIR, EXPERIMENT_DIR / SINGLE_DIR, *(EXPERIMENT_DIR / REPEATS_DIR).glob("r*")]
-    return {read_run(folder)[0]["run_id"] for folder in folders}
+    return {read_run(folder)[0].run_id for folder in folders}
 
 
 def committed_measurement_ids() -> set[str]:
@@ -52,8 +52,8 @@ def test_committed_notebook_shows_the_committed_run(path):
 
 def test_the_manifest_names_the_committed_runs():
     manifest = json.loads((EXPERIMENT_DIR / "manifest.json").read_text())
-    assert manifest["run_ids"] == {"1proc": read_run(EXPERIMENT_DIR / SINGLE_DIR)[0]["run_id"],
-                                   "2proc": read_run(EXPERIMENT_DIR)[0]["run_id"]}
+    assert manifest["run_ids"] == {"1proc": read_run(EXPERIMENT_DIR / SINGLE_DIR)[0].run_id,
+                                   "2proc": read_run(EXPERIMENT_DIR)[0].run_id}
     repeats = {r["run_id"] for n in ("1proc", "2proc") for r in manifest["repeats"][n]}
     assert repeats == committed_run_ids() - set(manifest["run_ids"].values())
     assert manifest["repeats"]["count"] >= REPEATS

@@ -66,10 +66,6 @@ class Manifest:
     lesson_notes_reference: str  # the paragraph minitrain.lab.report writes from these figures
     lesson_notes: str  # the learner's paragraph (stop condition 4); the reference until they write theirs
 
-    def __getitem__(self, key: str) -> object:
-        """manifest["key"]: only for notebook 06's cells, until they read attributes (then this goes)."""
-        return getattr(self, key)
-
     def write(self, path: Path) -> None:
         """Write manifest.json atomically: a reader never sees a half-written one."""
         write_json(path, asdict(self))

@@ -12,9 +12,10 @@ import tempfile
 from pathlib import Path
 
 from minitrain.artifacts import save_figure
+from minitrain.lab.verdict import verdict_over_repeats
 from minitrain.measure.allreduce import bench_option, benchmark_fit, predict_allreduce_ms
 from minitrain.measure.buckets_ranks import PROGRESS, TRACE_CAP, Plan, label, worker
-from minitrain.measure.measurement import WORLD_SIZE, Measurement, apart, finding, progress, relaunch
+from minitrain.measure.measurement import WORLD_SIZE, Measurement, finding, progress, relaunch
 from minitrain.measure.trace import load_trace, overlap_table, overlapped_share
 from minitrain.paths import BEYOND_DIR  # noqa: F401 (for the notebook)
 from minitrain.train import TrainConfig
@@ -174,8 +175,9 @@ def findings(results: dict) -> list[dict]:
     """The headline numbers: buckets, the fastest cap against the default, overlap, equality."""
     caps, default = results["caps"], by_cap(results)["default"]
     best, most = fastest(results), most_buckets(results)
-    verdict = ("the default is the fastest cap" if best is default
-               else "every repeat faster" if apart(best["step_ms_range"], default["step_ms_range"]) else "within the spread, no clear gain")
+    gain = verdict_over_repeats(best["step_ms_range"], default["step_ms_range"], higher_is_faster=False)
+    verdict = ("the default is the fastest cap" if best is default else "every repeat faster" if gain == "faster"
+               else "within the spread, no clear gain")
     return [
         finding("buckets_at_default", default["count"], "buckets",
                 f"DDP's default caps put MiniGPT's {results['gradient_bytes'] / 1e6:.2f} MB of gradients in this "
@@ -380,7 +382,7 @@ def takeaway(results: dict) -> str:
         lines.append(f"- Speed: no cap with more buckets was faster. The shortest median step, "
                      f"{best['step_ms']:.1f} ms ({best['tokens_per_s']:,.0f} tokens/s), came with {best['count']} "
                      f"bucket(s) (cap {best['cap']}).")
-    elif apart(best["step_ms_range"], default["step_ms_range"]):
+    elif verdict_over_repeats(best["step_ms_range"], default["step_ms_range"], higher_is_faster=False) == "faster":
         lines.append(f"- Speed: {best['count']} buckets (cap {best['cap']}) gave the shortest median step, "
                      f"{best['step_ms']:.1f} ms against {default['step_ms']:.1f} ms by default "
                      f"({default['step_ms'] / best['step_ms']:.2f}x, every repeat faster than every default one; "

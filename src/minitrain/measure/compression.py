@@ -21,10 +21,11 @@ from pathlib import Path
 import numpy as np
 
 from minitrain.artifacts import save_figure
+from minitrain.lab.verdict import verdict_over_repeats
 from minitrain.data import SEED_BASE
 from minitrain.measure.compression_ranks import (CONTROL_SEED_STEP, MIN_COMPRESSION_RATE, RUN_MARK, VARIANTS, Plan,
                                                  powersgd_matrices, powersgd_rank, theory, worker)
-from minitrain.measure.measurement import Measurement, apart, finding, progress, relaunch
+from minitrain.measure.measurement import Measurement, finding, progress, relaunch
 from minitrain.measure.scoring import final_metrics, one_thread_per_process, scoring_pairs
 from minitrain.paths import BEYOND_DIR  # noqa: F401 (for the notebook)
 from minitrain.train import TrainConfig
@@ -166,9 +167,8 @@ def step_verdict(v: dict, plain: dict) -> dict:
     AND its repeats' range (min-max) does not overlap plain's (notebook 11's rule): with 3 repeats,
     'every repeat' alone happens by chance one time in four."""
     mine, theirs = v["step_ms_per_repeat"], plain["step_ms_per_repeat"]
-    faster = sum(a < b for a, b in zip(mine, theirs))
-    slower = sum(a > b for a, b in zip(mine, theirs))
-    n, separate = len(mine), apart(mine, theirs)
+    faster, slower = sum(a < b for a, b in zip(mine, theirs)), sum(a > b for a, b in zip(mine, theirs))
+    n, separate = len(mine), verdict_over_repeats(mine, theirs) != "no clear winner"
     verdict = ("faster" if faster == n and separate else "slower" if slower == n and separate
                else "no clear difference")
     count = f"faster in {faster} of {n}" if faster >= slower else f"slower in {slower} of {n}"

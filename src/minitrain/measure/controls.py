@@ -103,9 +103,9 @@ def measure(out: Path, plan: Plan, corpus_dir: Path, echo, steps: int | None = N
                    "2proc": final_metrics(runs / "ddp" / "state-rank-0.pt", corpus_dir, pairs, val_batches)}
 
     drift = {case: drift_curve(cases[case]) for case in CASES}
-    learning = {label: {"nproc": cases[case]["run"]["world_size"],
-                        "batch_size_per_rank": cases[case]["run"]["batch_size_per_rank"],
-                        "threads_per_rank": cases[case]["run"]["threads_per_rank"],
+    learning = {label: {"nproc": cases[case]["run"].world_size,
+                        "batch_size_per_rank": cases[case]["run"].batch_size_per_rank,
+                        "threads_per_rank": cases[case]["run"].threads_per_rank,
                         "loss": [r["loss"] for r in cases[case]["timings"]],
                         **metrics[label]}
                 for label, case in (("1proc", "1proc"), ("2proc", "ddp"))}
@@ -114,8 +114,8 @@ def measure(out: Path, plan: Plan, corpus_dir: Path, echo, steps: int | None = N
         "quick": plan == Plan.quick(),
         "global_batch": GLOBAL_BATCH,
         "block_size": BLOCK_SIZE,
-        "lr": cases["ddp"]["run"]["lr"],
-        "model_params": cases["ddp"]["run"]["model_params"],
+        "lr": cases["ddp"]["run"].lr,
+        "model_params": cases["ddp"]["run"].model_params,
         "drift": drift,
         "final_drift": {case: d[-1] for case, d in drift.items()},
         "ddp_drift_exactly_zero": all(d == 0.0 for d in drift["ddp"]),
@@ -126,7 +126,7 @@ def measure(out: Path, plan: Plan, corpus_dir: Path, echo, steps: int | None = N
         "pairs": len(pairs),
         "val_batches": val_batches,
         "val_tokens": val_batches * GLOBAL_BATCH * BLOCK_SIZE,
-        "commands": {case: c["run"]["command"] for case, c in cases.items()},
+        "commands": {case: c["run"].command for case, c in cases.items()},
         "runtime_s": {case: round(c["seconds"], 1) for case, c in cases.items()},
     }
     return results

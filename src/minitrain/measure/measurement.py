@@ -142,11 +142,6 @@ def show_checks(checks: dict[str, bool]) -> None:
         raise AssertionError(f"a check of the live run failed: {'; '.join(failed)}")
 
 
-def apart(a: list[float], b: list[float]) -> bool:
-    """Do two sets of repeats' ranges (min-max) not overlap?"""
-    return max(a) < min(b) or max(b) < min(a)
-
-
 def finding(name: str, value: float | int | None, unit: str, meaning: str) -> dict:
     """One headline number of a measurement: what, how much, in what unit, and what it means."""
     return {"name": name, "value": value, "unit": unit, "meaning": meaning}

@@ -23,7 +23,8 @@ import matplotlib.pyplot as plt
 from minitrain.artifacts import save_figure
 from minitrain.cli import positive_int
 from minitrain.corpus import DEFAULT_CORPUS_DIR, ensure_corpus
-from minitrain.measure.measurement import Measurement, apart, finding, fresh_folder, progress, runs_folder
+from minitrain.lab.verdict import verdict_over_repeats
+from minitrain.measure.measurement import Measurement, finding, fresh_folder, progress, runs_folder
 from minitrain.measure.scaling_runs import (ALL_CORES, BLOCK_SIZE, ONE_THREAD, PINNED, QUICK_SIZE, SCALINGS, SIZES,
                                             STRONG_GLOBAL_BATCH, TWO_PROCS, WEAK_BATCH, Size, batches,
                                             configurations, measure)
@@ -163,7 +164,7 @@ def crossings(pts: list[dict], scaling: str) -> list[dict]:
             a_led, a_leads = (tps[(a, n)]["median"] > tps[(b, n)]["median"] for n in (n0, n1))
             if a_led != a_leads:
                 span = lambda c, n: [tps[(c, n)]["min"], tps[(c, n)]["max"]]  # noqa: E731 (the repeats' range)
-                separated = all(apart(span(a, n), span(b, n)) for n in (n0, n1))
+                separated = all(verdict_over_repeats(span(a, n), span(b, n)) != "no clear winner" for n in (n0, n1))
                 found.append({"scaling": scaling, "between_params": [n0, n1],
                               "faster_before": a if a_led else b, "faster_after": a if a_leads else b,
                               "separated": separated})

@@ -95,17 +95,17 @@ def measure(config: Config, size: Size, batch: int, scalings: list[str], out: Pa
     run_streaming(command, timeout=RUN_TIMEOUT_S, echo=lambda line: None)  # a failure shows its tail
     wall = time.perf_counter() - start
     run, _ = read_run(out)
-    summary = run["summary"]
+    summary = run.summary
     return {
         "config": config.name, "scaling": scalings, "nproc": config.nproc,
         "threads_configured": config.threads, "pinned_core": config.pin_core,
         "batch_size_per_rank": batch, "global_batch": batch * config.nproc, "block_size": BLOCK_SIZE,
-        "model_config": run["model_config"], "params": run["model_params"],
-        "steps": run["steps"], "warmup_steps": run["warmup_steps"],
-        "tokens_per_sec": run["tokens_per_sec"], "step_ms": summary["step_ms"],
+        "model_config": run.model_config, "params": run.model_params,
+        "steps": run.steps, "warmup_steps": run.warmup_steps,
+        "tokens_per_sec": run.tokens_per_sec, "step_ms": summary["step_ms"],
         "step_breakdown_ms": phase_medians(run),
         "allreduce_share": summary["allreduce_ms"]["median"] / summary["step_ms"]["median"],
-        "threads_per_rank": run["threads_per_rank"],
-        "ranks": run["ranks"],
+        "threads_per_rank": run.threads_per_rank,
+        "ranks": run.ranks,
         "load_average_1min": load, "wall_s": wall, "command": as_typed(command),
     }
