@@ -120,15 +120,16 @@ def notebook_stamps() -> dict[str, int]:
     return {p.name: p.stat().st_mtime_ns for p in NOTEBOOKS_DIR.glob("*.ipynb")}
 
 
-def commit_notebooks(stamps: dict[str, int]) -> list[str]:
+def commit_notebooks(stamps: dict[str, int], with_run: bool = True) -> list[str]:
     """Copy the executed notebooks of this lab run over the ones in notebooks/, without papermill's
     injected-parameters cell and metadata, so the notebooks show the run whose artifacts sit beside
-    them (`run.ipynb` from its 2-process execution, the sheet's run)."""
+    them (`run.ipynb` from its 2-process execution, the sheet's run, when this lab run made it)."""
     import nbformat
 
     names = []
     executed_copies = {name: EXECUTED_DIR / name for name in numbered_notebooks()}
-    executed_copies[RUN_NOTEBOOK] = run_dir_in(output_dir(), 2) / "run-2proc.ipynb"
+    if with_run:
+        executed_copies[RUN_NOTEBOOK] = run_dir_in(output_dir(), 2) / "run-2proc.ipynb"
     for name, executed in executed_copies.items():
         if notebook_stamps().get(name) != stamps.get(name):  # saved meanwhile: what you wrote wins
             print(f"{name} left as it is: it was saved while the lab ran", flush=True)
@@ -169,6 +170,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--skip-tests", action="store_true", help="do not run the DDP tests in the final check")
     p.add_argument("--repeats", type=positive_int, default=REPEATS, help="repeats of the 1-vs-2 comparison (at least 1)")
     p.add_argument("--workers", type=positive_int, default=2, help="notebooks executed side by side after the measured runs")
+    p.add_argument("--notebooks-only", action="store_true",
+                   help="no new runs: execute the notebooks against the runs already in the output folder (after "
+                        "editing a notebook, so the committed ones keep showing the committed run)")
     args = p.parse_args(argv)
     try:
         lab_out_folder()  # a MINITRAIN_LAB_OUT naming a file stops here, before any run
@@ -179,9 +183,11 @@ def main(argv: list[str] | None = None) -> int:
     os.environ["MINITRAIN_LAB_OUT"] = str(out)  # the kernels inherit it: every notebook agrees
     print(f"lab output folder: {relative(out)}; executed notebooks: {relative(EXECUTED_DIR)}", flush=True)
     total, stamps = time.perf_counter(), notebook_stamps()  # papermill reads the notebooks as they are now
-    print("measured runs, alone on the machine:", flush=True)
+    print("measured runs, alone on the machine:" if not args.notebooks_only
+          else "no new runs (--notebooks-only): the notebooks read the runs in the output folder", flush=True)
     try:
-        measured_phase(out, args.repeats)
+        if not args.notebooks_only:
+            measured_phase(out, args.repeats)
     except (NotebookFailed, LaunchError, TimeoutError) as e:
         print(f"FAILED: {e}", file=sys.stderr)
         return 1
@@ -200,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
         print("FAILED: the checker found a problem (FAIL rows above)", file=sys.stderr)
         return 1
     if out == EXPERIMENT_DIR.resolve():  # the lab's own artifacts: the notebooks show this run now
-        print(f"notebooks/ now shows this run: {', '.join(commit_notebooks(stamps))}")
+        print(f"notebooks/ now shows this run: {', '.join(commit_notebooks(stamps, with_run=not args.notebooks_only))}")
     print("lab complete: every notebook ran and every check passed")
     return 0
 
