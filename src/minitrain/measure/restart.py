@@ -377,14 +377,14 @@ def second_fault_table(results: dict) -> str:
     return "\n".join(lines)
 
 
-def checks(results: dict) -> str:
-    """The facts a run must show on any machine, one line each (a live run asserts none says False)."""
+def checks(results: dict) -> dict[str, bool]:
+    """The facts a run must show on any machine (a live run's show_checks fails naming any that does not)."""
     cmp, second = results["comparison"], results["second_fault"]
-    return "\n".join([
-        f"after the restart, bitwise equal to the uninterrupted run, losses too: {cmp['bitwise_equal'] and cmp['losses_equal']}",
-        f"the second fault ended the run, no process left: {second['failed'] and second['processes_left'] == 0}",
-        "each resume done wrong ended with other weights: "
-        f"{not any(w['bitwise_equal'] for w in results['done_wrong']['runs'])}"])
+    return {
+        "after the restart, bitwise equal to the uninterrupted run, losses too": cmp["bitwise_equal"] and cmp["losses_equal"],
+        "the second fault ended the run, no process left": second["failed"] and second["processes_left"] == 0,
+        "each resume done wrong ended with other weights": not any(w["bitwise_equal"] for w in results["done_wrong"]["runs"]),
+    }
 
 
 def takeaway(results: dict) -> str:

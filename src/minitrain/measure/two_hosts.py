@@ -353,12 +353,11 @@ def weights_table(results: dict) -> str:
     return "\n".join(lines)
 
 
-def checks(results: dict) -> str:
-    """The facts a run must show on any machine, one line each (a live run asserts none says False)."""
-    return "\n".join([
-        f"two nodes bitwise equal to one host: {results['bitwise_equal']}",
-        "every listening socket on its node's own address or loopback: "
-        f"{all(r['bound_to'] != 'ELSEWHERE' for r in results['listeners'])}"])
+def checks(results: dict) -> dict[str, bool]:
+    """The facts a run must show on any machine (a live run's show_checks fails naming any that does not)."""
+    return {"two nodes bitwise equal to one host": results["bitwise_equal"],
+            "every listening socket on its node's own address or loopback":
+                all(r["bound_to"] != "ELSEWHERE" for r in results["listeners"])}
 
 
 def takeaway(results: dict) -> str:
