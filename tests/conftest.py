@@ -10,6 +10,36 @@ from minitrain.corpus import generate_corpus
 # processes (runs, kernels) are not affected: they read OMP_NUM_THREADS, which stays as it was.
 torch.set_num_threads(1)
 
+# `make test` (pytest-xdist, --dist loadfile --no-loadscope-reorder) hands whole files to its two
+# workers in the order collected: the files with the longest runs (`pytest --durations`) go first, so
+# that no long file starts last while the other worker has nothing left; the rest keep their order.
+LONGEST_FIRST = [
+    "tests/faults/test_restart.py",
+    "tests/minitrain/test_check.py",
+    "tests/minitrain/test_restart_measure.py",
+    "tests/faults/test_launch_faults.py",
+    "tests/minitrain/test_graders.py",
+    "tests/minitrain/test_controls.py",
+    "tests/minitrain/test_student.py",
+    "tests/faults/test_stopped_runs.py",
+    "tests/minitrain/test_ddp.py",
+    "tests/faults/test_two_hosts.py",
+    "notebooks/04-launch-and-timing.ipynb",
+    "tests/minitrain/test_scaling_matrix.py",
+    "tests/faults/test_reproducible.py",
+    "tests/minitrain/test_compression.py",
+    "notebooks/run.ipynb",
+    "tests/faults/test_bad_arguments_more.py",
+    "tests/minitrain/test_allreduce_bench.py",
+    "tests/faults/test_bad_arguments.py",
+    "tests/faults/test_dead_parent.py",
+]
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    first = {path: i for i, path in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: first.get(item.nodeid.split("::")[0], len(first)))  # stable: a file's order kept
+
 
 @pytest.fixture(scope="session")
 def corpus_dir(tmp_path_factory) -> Path:
