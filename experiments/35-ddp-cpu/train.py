@@ -4,12 +4,10 @@
     torchrun --standalone --nproc-per-node=1 experiments/35-ddp-cpu/train.py --out build/one
     python experiments/35-ddp-cpu/train.py --launcher spawn --nproc 2               # the sheet's fallback
 
-Every rank seeds itself with 35000 + rank and trains on its own shard. Wrapping in DDP broadcasts
-rank 0's weights, so the ranks start equal; inside loss.backward() DDP averages the gradients with
-gloo all-reduces, so every rank takes the same optimizer step. Rank 0 writes timings.jsonl and
-run.json, every rank its state-rank-{rank}.pt, into --out (by default this folder, over the
-committed artifacts). The extras (controls, snapshots, faults) are one call each and do nothing
-without their flags.
+Every rank seeds itself with 35000 + rank and trains on its own shard; DDP averages the gradients
+inside loss.backward(). Rank 0 writes timings.jsonl and run.json, every rank its state-rank-{rank}.pt,
+into --out (by default this folder, over the committed artifacts). The extras (controls, snapshots,
+faults) are one call each and do nothing without their flags.
 """
 
 import argparse
@@ -81,9 +79,7 @@ def train(args: argparse.Namespace) -> None:
     hook = attach_instrumented_hook(model, comm=args.comm)  # DDP's own all-reduce, with a stopwatch
     timers = {v.field: v.attach(hook) for v in VARIANTS if v.name in args.timing}  # Block D's variants
     tokens = args.batch_size * args.block_size * world_size  # global tokens per step
-    config = {k: vars(args)[k] for k in ("batch_size", "block_size", "lr", "n_layer", "n_head", "n_embd",
-                                         "comm", "no_sync")} | {"world_size": world_size}
-    snapshots = snapshot.Snapshots(args.out, args.snapshot_every, args.steps, config, args.fail_at)
+    snapshots = snapshot.Snapshots(args, world_size)  # --snapshot-every; --fail-at goes into run.json
     records, start = snapshots.resume(unwrap(model), optimizer, shard)  # [], 0 without --snapshot-every
 
     for step in range(start, args.steps):

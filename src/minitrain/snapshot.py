@@ -11,6 +11,7 @@ the newest one that is complete is used. Rank 0 decides and tells the others, so
 from the same step. The folder must be one all ranks see (one machine here).
 """
 
+import argparse
 import hashlib
 import json
 import os
@@ -177,12 +178,17 @@ def restart_attempt() -> int:
     return int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
 
 
-class Snapshots:
-    """A run's snapshots (every `every` steps into OUT/snapshots) and its resume from the newest complete
-    one; `record` says what happened, for run.json. With `every` None it does nothing."""
+CONFIG = ("batch_size", "block_size", "lr", "n_layer", "n_head", "n_embd", "comm", "no_sync")  # train.py's, kept
 
-    def __init__(self, out: Path, every: int | None, steps: int, config: dict, faults: list | None) -> None:
-        self.root, self.every, self.steps, self.config = Path(out) / SNAPSHOTS, every, steps, config
+
+class Snapshots:
+    """train.py's snapshots (every --snapshot-every steps into OUT/snapshots) and its resume from the
+    newest complete one; `record` says what happened, for run.json. Without the flag it does nothing."""
+
+    def __init__(self, args: argparse.Namespace, world_size: int) -> None:
+        every, faults = args.snapshot_every, args.fail_at
+        self.root, self.every, self.steps = Path(args.out) / SNAPSHOTS, every, args.steps
+        self.config = {k: vars(args)[k] for k in CONFIG} | {"world_size": world_size}  # a resume must match it
         self.attempt, self.rank = restart_attempt(), dist.get_rank()
         self.record = None
         if every or faults or self.attempt:
