@@ -65,9 +65,10 @@ def test_out_naming_a_file(tmp_path):
     assert target.read_text() == "keep me"
 
 
-@pytest.mark.parametrize("content", [STATE.read_bytes()[:5000], b"not a tensor file\n"], ids=["truncated", "foreign"])
-def test_compare_states_names_a_broken_state_file(tmp_path, content):
-    (tmp_path / "state-rank-0.pt").write_bytes(content)
+@pytest.mark.parametrize("broken", [lambda state: state[:5000], lambda state: b"not a tensor file\n"],
+                         ids=["truncated", "foreign"])  # read when run: a student tree has no run at collection
+def test_compare_states_names_a_broken_state_file(tmp_path, broken):
+    (tmp_path / "state-rank-0.pt").write_bytes(broken(STATE.read_bytes()))
     (tmp_path / "state-rank-1.pt").write_bytes(STATE.read_bytes())
     proc = subprocess.run([sys.executable, str(COMPARE), str(tmp_path)], capture_output=True, text=True)
     assert proc.returncode == 2
