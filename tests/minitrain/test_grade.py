@@ -19,7 +19,8 @@ BLANK_TIMEOUT_S = 240  # per TODO: generous for a loaded machine; a blank ends i
 
 
 def processes_of(tree) -> list[psutil.Process]:
-    """Live processes started for `tree` (their PYTHONPATH names its src)."""
+    """Processes started for `tree` (their PYTHONPATH names its src) still alive 5 s after the grade
+    ended (a killed process may take a moment to be reaped)."""
     found = []
     for proc in psutil.process_iter():
         try:
@@ -27,7 +28,7 @@ def processes_of(tree) -> list[psutil.Process]:
                 found.append(proc)
         except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
             pass
-    return found
+    return psutil.wait_procs(found, timeout=5)[1]
 
 
 def test_a_blank_tree_is_not_done_everywhere(student_tree, tmp_path):
