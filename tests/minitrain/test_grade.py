@@ -19,7 +19,8 @@ BLANK_TIMEOUT_S = 240  # per TODO: generous for a loaded machine; a blank ends i
 
 
 def processes_of(tree) -> list[psutil.Process]:
-    """Live processes started for `tree` (their PYTHONPATH names its src)."""
+    """Processes started for `tree` (their PYTHONPATH names its src) still alive 5 s after the grade
+    ended (a killed process may take a moment to be reaped)."""
     found = []
     for proc in psutil.process_iter():
         try:
@@ -27,7 +28,7 @@ def processes_of(tree) -> list[psutil.Process]:
                 found.append(proc)
         except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
             pass
-    return found
+    return psutil.wait_procs(found, timeout=5)[1]
 
 
 def test_a_blank_tree_is_not_done_everywhere(student_tree, tmp_path):
@@ -84,24 +85,75 @@ def test_ddp_mistakes_fail_with_the_test_that_catches_them(student_tree, tmp_pat
         assert results[name].detail.startswith(f"test_ddp.py fails: {test}"), (name, results[name].detail)
 
 
-@pytest.mark.parametrize("key, message", [
-    ("F", "equivalence: manifest max_abs_diff is 0.001, the state files say 0"),
-    ("G", "lesson notes:"),
-], ids=["run: the manifest disagrees with the states", "paragraph: a wrong number"])
-def test_the_learners_run_is_graded_by_the_stop_conditions(student_tree, tmp_path, key, message):
+def wrong_max_abs_diff(folder):
+    manifest = json.loads((folder / "manifest.json").read_text())
+    (folder / "manifest.json").write_text(json.dumps({**manifest, "max_abs_diff": 1e-3}))
+
+
+def a_state_nudged(folder):
+    import torch
+    state = torch.load(folder / "state-rank-1.pt", weights_only=True)
+    next(iter(state.values())).view(-1)[0] += 1e-2
+    torch.save(state, folder / "state-rank-1.pt")
+
+
+def with_notes(change):
+    def write(folder):
+        manifest = json.loads((folder / "manifest.json").read_text())
+        (folder / "manifest.json").write_text(json.dumps({**manifest, "lesson_notes": change(manifest)}))
+    return write
+
+
+@pytest.mark.parametrize("key, change, message", [
+    ("F", lambda folder: (folder / "scaling.png").unlink(), "files: missing: scaling.png"),
+    ("F", wrong_max_abs_diff, "equivalence: manifest max_abs_diff is 0.001, the state files say 0"),
+    ("F", a_state_nudged, "equivalence: the ranks' states differ: max |diff| 1.000e-02"),
+    ("F", lambda folder: (folder / "timings.jsonl").write_text((folder / "timings.jsonl").read_text()[:-200]),
+     "allreduce timing: timings.jsonl line"),
+    ("G", with_notes(lambda m: m["lesson_notes"].replace(f"{m['speedup_2proc']:.2f}x", "9.99x")), "lesson notes:"),
+    ("G", with_notes(lambda m: m["lesson_notes"] + " Padding." * 60), "words"),
+    ("G", with_notes(lambda m: ""), "lesson notes: lesson_notes is '', not a paragraph"),
+], ids=["run: a file missing", "run: the manifest disagrees with the states", "run: the states differ",
+        "run: timings cut short", "paragraph: a wrong number", "paragraph: too long", "paragraph: none"])
+def test_the_learners_run_is_graded_by_the_stop_conditions(student_tree, tmp_path, key, change, message):
     """grade_todo in-process: the child process runs the same function on the learner's folder."""
     tree = learner.copy_tree(student_tree, tmp_path / "tree")
     assert grade.grade_todo(tree, key)[0] == "not done"  # no run yet
     learner.put_back_the_committed_run(tree)
-    path = tree / "experiments/35-ddp-cpu/manifest.json"
-    manifest = json.loads(path.read_text())
-    if key == "F":
-        manifest["max_abs_diff"] = 1e-3
-    else:
-        manifest["lesson_notes"] = manifest["lesson_notes"].replace(f"{manifest['speedup_2proc']:.2f}x", "9.99x")
-    path.write_text(json.dumps(manifest))
+    change(tree / "experiments/35-ddp-cpu")
     status, detail = grade.grade_todo(tree, key)
     assert status == "FAIL" and message in detail, detail
+
+
+@pytest.mark.parametrize("key, rel, what, code, message", [
+    ("E", "experiments/35-ddp-cpu/compare_states.py", "Block E: states_equivalent",
+     "common = a.keys() & b.keys()\nreturn all(torch.allclose(a[k], b[k], atol=atol) for k in common), "
+     "max((a[k] - b[k]).abs().max().item() for k in common)",
+     "wrong keys: a copy with an extra tensor came out equivalent"),
+    ("E", "experiments/35-ddp-cpu/compare_states.py", "Block E: states_equivalent",
+     "ok = all(torch.allclose(a[k], b[k]) for k in a) if a.keys() == b.keys() else False\n"
+     "return ok, max((a[k] - b[k]).abs().max().item() for k in a) if ok else float('inf')",
+     "allclose without a tolerance"),
+    ("E", "experiments/35-ddp-cpu/compare_states.py", "Block E: states_equivalent",
+     "if len(a) != len(b):\n    return False, float('inf')\ncommon = a.keys() & b.keys()\n"
+     "return all(torch.allclose(a[k], b[k], atol=atol) for k in common), "
+     "max(((a[k] - b[k]).abs().max().item() for k in common), default=0.0)",
+     "only the common keys compared"),
+    ("ex02", "notebooks/02-sharding.ipynb", "shard_indices", "return list(range(rank, num_sentences, 2))",
+     "world_size ignored"),
+    ("ex03", "notebooks/03-wrapping.ipynb", "rank1_holds_rank0_init",
+     "return all(torch.allclose(before_rank0[k], after_rank1[k]) for k in before_rank0)",
+     "tolerance instead of bit for bit"),
+    ("ex05", "notebooks/05-verification.ipynb", "states_equivalent", "return True, 0.0",
+     "largest difference not measured: on a pair equal within atol but not bit for bit"),
+], ids=["E: common keys", "E: no tolerance", "E: module. keys", "ex02: hard-coded 2", "ex03: allclose",
+        "ex05: always equivalent"])
+def test_a_mistake_written_in_the_student_tree_is_named(student_tree, tmp_path, key, rel, what, code, message):
+    """The learner's code where the stub was, graded by grade_todo in-process (the child's function)."""
+    tree = learner.copy_tree(student_tree, tmp_path / "tree")
+    learner.write(tree, rel, what, code)
+    status, detail = grade.grade_todo(tree, key)
+    assert status == "FAIL" and detail.startswith(message), detail
 
 
 HANG = '''

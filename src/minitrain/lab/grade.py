@@ -30,6 +30,7 @@ from pathlib import Path
 
 import nbformat
 
+from minitrain.cli import LabArgumentParser, positive_float, positive_int
 from minitrain.launch import LaunchError, run_streaming
 from minitrain.paths import REPO, relative
 
@@ -454,13 +455,13 @@ def class_table(grades: dict[str, list[Grade]]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description="Grade the lab's TODOs by the real tests, each in a fresh process.")
+    p = LabArgumentParser(description="Grade the lab's TODOs by the real tests, each in a fresh process.")
     p.add_argument("repo", nargs="?", type=Path, default=REPO, help="the tree to grade (default: this one)")
     p.add_argument("--class", dest="class_folder", type=Path, metavar="FOLDER",
                    help="grade every submission folder in FOLDER; writes FOLDER/grades.csv")
     p.add_argument("--only", action="append", choices=list(BY_KEY), help="grade only this TODO (repeatable)")
-    p.add_argument("--timeout", type=float, default=None, help="seconds per TODO (default: each TODO's own)")
-    p.add_argument("--jobs", type=int, default=1, help="TODOs graded at once (default 1: the timing graders "
+    p.add_argument("--timeout", type=positive_float, default=None, help="seconds per TODO (default: each TODO's own)")
+    p.add_argument("--jobs", type=positive_int, default=1, help="TODOs graded at once (default 1: the timing graders "
                    "measure waits, which a busy machine blurs)")
     p.add_argument("--todo", choices=list(BY_KEY), help=argparse.SUPPRESS)  # the child's mode
     args = p.parse_args(argv)

@@ -1,20 +1,27 @@
-"""Graders for the lab's four exercises: each runs the learner's function for real, and teaches.
+"""Graders for the lab's TODOs: each runs the learner's code for real, and teaches.
 
-Each is called from a locked nbgrader test cell, right after the learner's solution cell:
+The exercises' graders are called from a locked nbgrader test cell, right after the learner's
+solution cell; `python -m minitrain.lab.grade` calls them all, and those of the sheet's files:
 
     grade_shard_indices(shard_indices, corpus_dir)          02-sharding: the sheet's sharding rule
     grade_rank1_holds_rank0_init(fn, wrapdemo_folder)       03-wrapping: did DDP broadcast rank 0's weights?
-    grade_timing_hook(my_timing_hook)                       04-launch-and-timing: a comm hook, in 2 gloo processes
-    grade_states_equivalent(states_equivalent, real=(a, b)) 05-verification: Block E's comparison
+    grade_timing_hook(my_timing_hook)                       04-launch-and-timing: a comm hook, at 3 and 2 processes
+    grade_states_equivalent(states_equivalent, real=(a, b)) 05-verification and compare_states.py: Block E
+    grade_make_shard(make_shard, corpus_dir)                data.py: Block B's split
+    grade_check_shards(check_shards)                        data.py: Block B's checks, in 3 gloo processes
+    grade_barrier_timer(BarrierTimer)                       timing.py: Block D variant A, in 2 gloo processes
 
 A grader returns its verdict when every check passes. Otherwise it raises `ExerciseError`, an
-AssertionError (so nbgrader counts the cell as failed), whose message starts with "not done yet"
-for the student edition's blank (`raise NotImplementedError()`), or names the common mistake it
-recognized ("contiguous split: ...", "no division by the world size: ...").
+AssertionError (so nbgrader counts the cell as failed), whose message holds "not done yet" for
+the student edition's stub (`raise NotImplementedError("not done yet: <what>")`), or names the
+common mistake it recognized ("contiguous split: ...", "no division by the world size: ...").
+The graders that start processes join their own process group (`join_group`): the tree being
+graded may hold a blank or wrong Block A.
 
-The hook runs in 2 spawned processes, which cannot unpickle a function defined in a notebook's
+The hook runs in spawned processes, which cannot unpickle a function defined in a notebook's
 `__main__`: the grader writes the hook's source (`inspect.getsource`), after one import line for
 each module or name it uses, to a module in a temporary folder, and each worker loads it from there.
+check_shards and BarrierTimer come from modules, which the workers import by name.
 """
 
 import dis
@@ -41,6 +48,7 @@ from minitrain.data import SEED_BASE, load_corpus
 from minitrain.gloo_setup import loopback_interface, use_libuv
 from minitrain.lab.wrapdemo import state_path
 from minitrain.launch import spawn_workers
+from minitrain.parent_watch import exit_with_parent
 from minitrain.verify import ATOL, compare_states, load_state
 
 
@@ -74,6 +82,7 @@ def join_group(timeout: timedelta) -> tuple[int, int]:
     """Join spawn_workers' process group as init_distributed does, without the learner's code (which
     may be blank or wrong in the tree being graded); return (rank, world_size)."""
     rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    exit_with_parent(f"grader rank {rank}")  # a grader stopped outright must not leave its workers
     os.environ.setdefault("GLOO_SOCKET_IFNAME", loopback_interface())
     store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), world_size,
                           is_master=False, timeout=timeout, use_libuv=use_libuv())
@@ -497,6 +506,13 @@ def grade_timing_hook(fn: Callable) -> str:
     one step, rank 1 late by WAIT_S), then check the gradients against one process on the whole
     batch, that the hook returned at once, and the recorded seconds against rank 0's wait."""
     source = hook_module_source(fn)
+    try:  # a blank stub says so at once, before any process starts
+        fn([], types.SimpleNamespace(buffer=lambda: torch.zeros(1), index=lambda: 0, parameters=lambda: []))
+    except NotImplementedError as e:
+        raise ExerciseError(f"not done yet: {fn.__name__} still raises NotImplementedError; replace "
+                            "`# YOUR CODE HERE` and the `raise` under it with your code") from e
+    except Exception:
+        pass  # no process group here: the real runs below say what is wrong
     for world_size in WORLD_SIZES:
         ranks = _run_hook(fn, source, world_size)
         _check_hook_problems(fn, ranks, source)
@@ -590,7 +606,8 @@ def _check_hook_gradients(fn: Callable, ranks: list[dict], world_size: int) -> f
 # Block D variant A (src/minitrain/timing.py): BarrierTimer's barriers and clock, in real gloo processes
 
 ALONE_SLEEP_S = 0.05  # the single-process check: the "backward" is a sleep this long
-TIMER_SCENARIOS = ("late start", "late finish")  # rank 1 sleeps WAIT_S before before_backward / after backward
+TIMER_SCENARIOS = ("late start", "late finish")  # rank 1 sleeps TIMER_WAIT_S before before_backward / after backward
+TIMER_WAIT_S = 0.5  # half of it separates a right figure from a wrong one, with room for a busy machine
 
 
 def _timer_rank(folder: str, timer_cls: type) -> None:
@@ -609,11 +626,11 @@ def _timer_rank(folder: str, timer_cls: type) -> None:
         dist.barrier()
         try:
             if rank == 1 and scenario == "late start":
-                time.sleep(WAIT_S)
+                time.sleep(TIMER_WAIT_S)
             timer.before_backward()
             loss.backward()
             if rank == 1 and scenario == "late finish":
-                time.sleep(WAIT_S)
+                time.sleep(TIMER_WAIT_S)
             timer.after_backward()
             results[scenario] = ("ms", timer.pop_ms())
         except NotImplementedError as e:
@@ -669,7 +686,7 @@ def grade_barrier_timer(timer_cls: type) -> str:
             if kind != "ms":
                 raise ExerciseError(f"in the 2-process run the timer raised on rank {rank}: {detail}")
     late_start, late_finish = (ranks[0][scenario][1] for scenario in TIMER_SCENARIOS)
-    wait_ms = WAIT_S * 1e3
+    wait_ms = TIMER_WAIT_S * 1e3
     if late_start > wait_ms / 2:
         raise ExerciseError(f"no barrier before the clock: rank 1 reached backward {wait_ms:.0f} ms late and rank 0 "
                             f"measured {late_start:.0f} ms, its own wait included; call dist.barrier() first, then "

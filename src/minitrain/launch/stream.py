@@ -82,6 +82,10 @@ def stop_process_tree(proc: subprocess.Popen, grace: float = 5.0) -> None:
         proc.wait(timeout=grace)
     except subprocess.TimeoutExpired:
         pass
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)  # what ignores SIGTERM (multiprocessing's resource tracker)
+    except (ProcessLookupError, PermissionError):
+        pass
     for pid in alive(tree) + ([proc.pid] if proc.poll() is None else []):
         try:
             os.kill(pid, signal.SIGKILL)
