@@ -13,13 +13,14 @@ from minitrain.lab import grade, student, teacher
 from minitrain.paths import NOTEBOOKS_DIR, REPO
 
 EXERCISES = {  # notebook -> (solution cell's grade_id, graded cell's grade_id)
-    "02-sharding.ipynb": ("shard-indices", "test-shard-indices"),
     "03-wrapping.ipynb": ("rank1-holds-rank0-init", "test-rank1-holds-rank0-init"),
     "04-launch-and-timing.ipynb": ("my-timing-hook", "test-my-timing-hook"),
-    "05-verification.ipynb": ("states-equivalent", "test-states-equivalent"),
+    "06-scaling-and-report.ipynb": ("lesson-notes", "test-lesson-notes"),
 }
 # The sheet's files whose regions this repository holds, and one `what` each must have
-SHEET_REGIONS = {"src/minitrain/data.py": "Block B: make_shard's split",
+SHEET_REGIONS = {"src/minitrain/ddp.py": "Block A: init_distributed",
+                 "experiments/35-ddp-cpu/train.py": "Block C: one training step and its record",
+                 "src/minitrain/data.py": "Block B: make_shard's split",
                  "src/minitrain/timing.py": "Block D: BarrierTimer.before_backward",
                  "experiments/35-ddp-cpu/compare_states.py": "Block E: states_equivalent"}
 

@@ -70,17 +70,13 @@ TODOS = (
          "python -m minitrain.lab.check on the learner's experiment folder", 120),
     Todo("G", "notebooks/06-scaling-and-report.ipynb", "Block G: the paragraph (manifest lesson_notes)", 2,
          "stop condition 4 on the learner's manifest", 120),
-    Todo("ex02", "notebooks/02-sharding.ipynb", "exercise: shard_indices", 1, "graders.grade_shard_indices", 120),
     Todo("ex03", "notebooks/03-wrapping.ipynb", "exercise: rank1_holds_rank0_init", 1,
          "graders.grade_rank1_holds_rank0_init", 120),
     Todo("ex04", "notebooks/04-launch-and-timing.ipynb", "exercise: my_timing_hook (variant B)", 2,
          "graders.grade_timing_hook: real gloo runs of 3 and 2 processes", 180),
-    Todo("ex05", "notebooks/05-verification.ipynb", "exercise: states_equivalent", 1,
-         "graders.grade_states_equivalent", 120),
 )
 BY_KEY = {t.key: t for t in TODOS}
-EXERCISES = {"ex02": "shard-indices", "ex03": "rank1-holds-rank0-init", "ex04": "my-timing-hook",
-             "ex05": "states-equivalent"}  # key -> the solution cell's nbgrader grade_id
+EXERCISES = {"ex03": "rank1-holds-rank0-init", "ex04": "my-timing-hook"}  # key -> the solution cell's grade_id
 TODO_FILES = sorted({t.file for t in TODOS if not t.file.endswith("/")})
 
 
@@ -284,15 +280,12 @@ def _grade_exercise(repo: Path, todo: Todo) -> str:
             cell = _load(_solution_cell(repo, todo, folder), f"learner_{todo.key}")
         except Exception as e:
             raise Failed(f"the solution cell of {todo.file} does not run: {type(e).__name__}: {e}") from e
-        fn = {"ex02": "shard_indices", "ex03": "rank1_holds_rank0_init", "ex04": "my_timing_hook",
-              "ex05": "states_equivalent"}[todo.key]
+        fn = {"ex03": "rank1_holds_rank0_init", "ex04": "my_timing_hook"}[todo.key]
         if not hasattr(cell, fn):
             raise Failed(f"the solution cell of {todo.file} defines no {fn}")
         learner = getattr(cell, fn)
-        calls = {"ex02": lambda: graders.grade_shard_indices(learner, _corpus(repo)),
-                 "ex03": lambda: graders.grade_rank1_holds_rank0_init(learner, _wrap_folder(folder)),
-                 "ex04": lambda: graders.grade_timing_hook(learner),
-                 "ex05": lambda: graders.grade_states_equivalent(learner, real=_run_states(repo))}
+        calls = {"ex03": lambda: graders.grade_rank1_holds_rank0_init(learner, _wrap_folder(folder)),
+                 "ex04": lambda: graders.grade_timing_hook(learner)}
         return _graded(calls[todo.key])
 
 
