@@ -71,11 +71,12 @@ DDP_MISTAKES = {  # function -> (the learner's version, the test of test_ddp.py 
 
 
 def test_ddp_mistakes_fail_with_the_test_that_catches_them(student_tree, tmp_path):
-    """Three trees graded side by side, each with one mistake in the reference ddp.py."""
+    """Three trees graded side by side, each with one mistake in the reference ddp.py (Block B done:
+    test_ddp.py's runs shard with it)."""
     trees = {}
     for name, (code, _) in DDP_MISTAKES.items():
         trees[name] = learner.copy_tree(student_tree, tmp_path / name)
-        learner.put_back_the_reference(trees[name], ["src/minitrain/ddp.py"])
+        learner.put_back_the_reference(trees[name], ["src/minitrain/ddp.py", "src/minitrain/data.py"])  # B done too
         with_function(trees[name] / "src/minitrain/ddp.py", name, code)
     with ThreadPoolExecutor(len(trees)) as pool:
         results = dict(zip(trees, pool.map(lambda tree: grade.grade_repo(tree, ["A"], BLANK_TIMEOUT_S)[0],

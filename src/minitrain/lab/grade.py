@@ -130,7 +130,7 @@ def _grade_ddp_tests(repo: Path) -> str:
     class Collect:
         def pytest_collection_modifyitems(self, items):
             """The tests that start no process first, so that a mistake they catch is named in seconds."""
-            starts = lambda item: "wrapped_run" in item.fixturenames or any(  # noqa: E731
+            starts = lambda item: bool({"wrapped_run", "ddp_runs"} & set(item.fixturenames)) or any(  # noqa: E731
                 word in inspect.getsource(item.function) for word in ("mp.spawn", "subprocess.run"))
             items.sort(key=starts)
 
