@@ -248,10 +248,10 @@ def check_folder(folder: Path, run_tests: bool = True) -> list[CheckResult]:
     return results
 
 
-def format_table(results: list[CheckResult]) -> str:
-    """One line per condition: name, PASS/FAIL/SKIPPED, detail."""
+def format_table(results: list[CheckResult], details: bool = True) -> str:
+    """One line per condition: name, PASS/FAIL/SKIPPED, and (with `details`) what was found."""
     width = max(len(r.name) for r in results)
-    return "\n".join(f"{r.name:<{width}}  {r.status:<7}  {r.detail}" for r in results)
+    return "\n".join(f"{r.name:<{width}}  {r.status:<7}  {r.detail if details else ''}".rstrip() for r in results)
 
 
 def main(argv: list[str] | None = None) -> int:

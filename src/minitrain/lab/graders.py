@@ -101,6 +101,11 @@ def _is_block(indices: list[int]) -> bool:
     return len(indices) > 1 and indices == list(range(indices[0], indices[0] + len(indices)))
 
 
+def _called(fn: Callable, n: int, r: int, w: int) -> str:
+    """How a call of a sharding rule reads in a message: `fn.called(n, r, w)` where the rule has one."""
+    return fn.called(n, r, w) if hasattr(fn, "called") else f"{fn.__name__}({n}, {r}, {w})"
+
+
 def grade_shard_indices(fn: Callable[[int, int, int], list[int]], corpus_dir: Path | None = None,
                         cases: list[tuple[int, int]] = SHARD_CASES) -> str:
     """Every rank of every (sentences, world size) case gets `index % world_size == rank`, in corpus
@@ -108,10 +113,10 @@ def grade_shard_indices(fn: Callable[[int, int, int], list[int]], corpus_dir: Pa
     got = {}
     for n, w in cases:
         for r in range(w):
-            result = _call(fn, f"{fn.__name__}({n}, {r}, {w})", n, r, w)
+            result = _call(fn, _called(fn, n, r, w), n, r, w)
             if not isinstance(result, (list, tuple, range)) or not all(
                     isinstance(i, int) and not isinstance(i, bool) for i in result):
-                raise ExerciseError(f"{fn.__name__}({n}, {r}, {w}) returned {result!r:.80}: return a "
+                raise ExerciseError(f"{_called(fn, n, r, w)} returned {result!r:.80}: return a "
                                     "list of sentence indices (ints)")
             got[n, r, w] = list(result)
     wrong = [(n, r, w) for (n, r, w), indices in got.items() if indices != list(range(r, n, w))]
@@ -124,12 +129,12 @@ def grade_shard_indices(fn: Callable[[int, int, int], list[int]], corpus_dir: Pa
         n, r, w = blocks[0]
         mine = got[n, r, w]
         raise ExerciseError(
-            f"contiguous split: {fn.__name__}({n}, {r}, {w}) gave rank {r} sentences {mine[0]}..{mine[-1]} in "
+            f"contiguous split: {_called(fn, n, r, w)} gave rank {r} sentences {mine[0]}..{mine[-1]} in "
             f"one block; the sheet's rule is index % world_size == rank, so rank {r} of {w} gets "
             f"{', '.join(map(str, range(r, min(n, r + 3 * w), w)))}, ... (one sentence in every {w})")
     if all(got[n, r, w] in ([i for i in range(n) if i % 2 == r], list(range(r, n, 2)))  # 2 hard-coded
            for n, r, w in wrong):
-        raise ExerciseError(f"world_size ignored: right for 2 ranks, wrong for {w}: {fn.__name__}({n}, {r}, {w}) "
+        raise ExerciseError(f"world_size ignored: right for 2 ranks, wrong for {w}: {_called(fn, n, r, w)} "
                             f"returned {mine[:8]}..., expected {expected[:8]}...; use the world_size argument")
     owners: dict[int, list[int]] = {}
     for rank in range(w):
@@ -144,9 +149,9 @@ def grade_shard_indices(fn: Callable[[int, int, int], list[int]], corpus_dir: Pa
         raise ExerciseError(f"sentences missing: with {n} sentences and {w} ranks, sentence(s) {missing[:5]} "
                             "are in no shard; every sentence must go to some rank (full coverage)")
     if sorted(mine) == expected:
-        raise ExerciseError(f"not in corpus order: {fn.__name__}({n}, {r}, {w}) returned the right indices in "
+        raise ExerciseError(f"not in corpus order: {_called(fn, n, r, w)} returned the right indices in "
                             f"another order ({mine[:6]}...); return them ascending, as the corpus lists them")
-    raise ExerciseError(f"{fn.__name__}({n}, {r}, {w}) returned {mine[:8]}{'...' if len(mine) > 8 else ''}, "
+    raise ExerciseError(f"{_called(fn, n, r, w)} returned {mine[:8]}{'...' if len(mine) > 8 else ''}, "
                         f"expected {expected[:8]}{'...' if len(expected) > 8 else ''} (index % world_size == rank)")
 
 
@@ -189,6 +194,8 @@ def grade_make_shard(make_shard: Callable, corpus_dir: Path) -> str:
                 if "empty shard" in str(e):
                     return []
                 raise
+        make_shard_indices.called = lambda n, r, w: f"make_shard({r}, {w}) on a {n}-sentence corpus"
+        make_shard_indices.__name__ = "make_shard"
         return "Block B, " + grade_shard_indices(make_shard_indices, None, MAKE_SHARD_CASES)
 
 

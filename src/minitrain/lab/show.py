@@ -34,7 +34,7 @@ def timing_table(timings: list[dict], warmup: int) -> str:
     step = summarize([r["step_ms"] for r in measured])
     rows.append(("whole step (for scale)", f"{step['mean']:.2f}", f"{step['median']:.2f}", f"{step['p95']:.2f}"))
     return (f"over steps {warmup}..{len(timings) - 1} ({len(measured)} steps), in ms\n"
-            + format_rows(rows, headers=("variant", "mean", "median", "p95")))
+            + format_rows(rows, headers=("variant", "mean", "median", "p95 (nearest rank)")))
 
 
 def plot_timing_variants(timings: list[dict], warmup: int):
@@ -82,7 +82,15 @@ def manifest_figures(manifest: Manifest) -> str:
             return " - ".join(shown(v) for v in value)
         return str(value)
 
-    return "\n".join(f"{key}: {shown(getattr(manifest, key))}" for key in MEASURED)
+    repeats, sheet = manifest.repeats["median_run_ids"], manifest.run_ids
+    source = {"tokens_per_sec_1proc": f"median repeat {repeats['1proc']}, hook only",
+              "tokens_per_sec_2proc": f"median repeat {repeats['2proc']}, hook only",
+              "step_p50_ms_1proc": f"median repeat {repeats['1proc']}", "step_p50_ms_2proc": f"median repeat {repeats['2proc']}",
+              "allreduce_share_of_step": f"median repeat {repeats['2proc']}, hook only",
+              **{key: f"the sheet's run {sheet['2proc']}, timed both ways" for key in
+                 ("allreduce_p50_ms", "allreduce_p95_ms", "backward_allreduce_p50_ms")}}  # p95: nearest rank
+    return "\n".join(f"{key}: {shown(getattr(manifest, key))}" + (f"  ({source[key]})" if key in source else "")
+                     for key in MEASURED)
 
 
 def repeats_table(manifest: Manifest) -> str:
