@@ -14,6 +14,7 @@ torch.set_num_threads(1)
 # workers in the order collected: the files with the longest runs (`pytest --durations`) go first, so
 # that no long file starts last while the other worker has nothing left; the rest keep their order.
 LONGEST_FIRST = [
+    "tests/minitrain/test_grade.py",
     "tests/faults/test_restart.py",
     "tests/minitrain/test_check.py",
     "tests/minitrain/test_restart_measure.py",
@@ -22,6 +23,8 @@ LONGEST_FIRST = [
     "tests/minitrain/test_controls.py",
     "tests/minitrain/test_student.py",
     "tests/faults/test_stopped_runs.py",
+    "tests/minitrain/test_by_hand.py",
+    "tests/minitrain/test_repeats.py",
     "tests/minitrain/test_ddp.py",
     "tests/faults/test_two_hosts.py",
     "notebooks/04-launch-and-timing.ipynb",
