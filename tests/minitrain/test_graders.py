@@ -361,16 +361,16 @@ def learner_modules(tmp_path, monkeypatch, student_tree):
 @pytest.mark.parametrize("split, message", [
     ("mine = sentences[rank::world_size]", None),
     ("per = -(-len(sentences) // world_size)\nmine = sentences[rank * per:(rank + 1) * per]",
-     "contiguous split: make_shard_indices(10, 0, 2) gave rank 0 sentences 0..4 in one block"),
+     "contiguous split: make_shard(0, 2) on a 10-sentence corpus gave rank 0 sentences 0..4 in one block"),
     ("mine = sentences[rank::2]", "world_size ignored: right for 2 ranks, wrong for"),
     ("mine = sentences[:-1][rank::world_size]", "sentences missing: with 10 sentences and 2 ranks, sentence(s) [9]"),
-    ("raise NotImplementedError(\"not done yet: Block B: make_shard's split\")", "not done yet: make_shard_indices"),
+    ("raise NotImplementedError(\"not done yet: Block B: make_shard's split\")", "not done yet: make_shard"),
 ], ids=["reference", "contiguous", "hard-coded 2", "drops the last", "blank"])
 def test_make_shard_split_graded(learner_modules, corpus_dir, split, message):
     data = learner_modules(DATA, {SPLIT: split}, f"learner_data_{abs(hash(split))}")
     if message is None:
         assert graders.grade_make_shard(data.make_shard, corpus_dir).startswith(
-            "Block B, make_shard_indices: correct on 7 corpus sizes")
+            "Block B, make_shard: correct on 7 corpus sizes")
     else:
         assert fails_with(graders.grade_make_shard, data.make_shard, corpus_dir).startswith(message)
 
