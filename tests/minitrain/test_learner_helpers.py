@@ -36,3 +36,13 @@ def test_a_prediction_is_shown_beside_the_measurement(tmp_path, monkeypatch):
         "wrap: you predicted: 'rank 1 keeps its own'\nmeasured: rank 0's weights"
     with pytest.raises(TypeError, match="in quotes"):
         predictions.predict("wrap", 3)
+
+
+def test_make_lab_names_a_blank_todo_in_one_line():
+    from minitrain.lab.runner import not_done
+    log = ('  File "experiments/35-ddp-cpu/train.py", line 68, in train\n'
+           '    raise NotImplementedError("not done yet: Block C: the setup")\n'
+           'NotImplementedError: not done yet: Block C: the setup\nerror: the run failed, rank 0 exited with status 1\n')
+    assert not_done(log) == ("not done yet: Block C: the setup (experiments/35-ddp-cpu/train.py:68): "
+                             "write it, then run make lab again")
+    assert not_done("error: the run failed") is None

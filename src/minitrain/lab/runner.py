@@ -17,6 +17,7 @@ Environment:
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -60,6 +61,18 @@ def execute(src: Path, dst: Path, parameters: dict) -> float:
     if done.returncode != 0:
         raise NotebookFailed(f"{src.name} failed; see the executed copy {dst}\n" + _error_of(done.stderr))
     return time.perf_counter() - start
+
+
+def not_done(text: str) -> str | None:
+    """A TODO still blank, in one line: what, where (the stub's file and line), and what to do."""
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        if "NotImplementedError: not done yet: " in line:
+            what = line[line.index("not done yet: "):]
+            where = [re.search(r'File "([^"]+)", line (\d+)', earlier) for earlier in lines[:i]]
+            at = next((f" ({relative(Path(m[1]))}:{m[2]})" for m in reversed(where) if m), "")
+            return f"{what}{at}: write it, then run make lab again"
+    return None
 
 
 class NotebookFailed(RuntimeError):
@@ -189,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
         if not args.notebooks_only:
             measured_phase(out, args.repeats)
     except (NotebookFailed, LaunchError, TimeoutError) as e:
-        print(f"FAILED: {e}", file=sys.stderr)
+        print(f"FAILED: {not_done(str(e)) or e}", file=sys.stderr)
         return 1
     measured = time.perf_counter() - total
     print(f"measured runs: {measured:.1f} s\nnotebooks ({args.workers} side by side) and the checker "
@@ -200,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"lab total: {time.perf_counter() - total:.1f} s (measured runs {measured:.1f} s, then "
           f"{time.perf_counter() - total - measured:.1f} s)", flush=True)
     if failures:
-        print("FAILED:\n" + "\n".join(failures), file=sys.stderr)
+        print("FAILED:\n" + "\n".join(not_done(f) or f for f in failures), file=sys.stderr)
         return 1
     if not all(r.passed for r in results):
         print("FAILED: the checker found a problem (FAIL rows above)", file=sys.stderr)
