@@ -2,6 +2,7 @@
 
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -30,21 +31,32 @@ def test_train_py_is_ddps_arithmetic_bit_for_bit(reference_states):
     assert any(not torch.equal(untrained[k], v) for k, v in reference_states[0].items())  # the steps changed it
 
 
-@pytest.mark.parametrize("mistake, old, new, named", [
-    ("no zero_grad", "        optimizer.zero_grad(set_to_none=True)\n", "", "pile up"),
-    ("lr 1e-3", "lr=args.lr", "lr=1e-3", "not with DDP's arithmetic"),
-    ("no wrap", "    model = wrap_for_ddp(model)\n", "", "different weights"),
-])
-def test_a_loops_mistake_is_named(tmp_path, mistake, old, new, named):
-    text = TRAIN_SCRIPT.read_text()
-    assert old in text
-    script = tmp_path / "train.py"
-    script.write_text(text.replace(old, new))
-    if mistake == "no wrap":  # without DDP there is no comm hook to attach: time nothing
-        script.write_text(script.read_text().replace("hook = attach_instrumented_hook(model, comm=args.comm)",
-                                                     "hook = InstrumentedHook()").replace(
-            "timers = {v.field: v.attach(hook) for v in VARIANTS if v.name in args.timing}", "timers = {}").replace(
-            "from minitrain.timing import ", "from minitrain.timing import InstrumentedHook, ").replace(
-            "with controls.maybe_no_sync(model, args.no_sync):", "if True:"))
-    states = run_train(tmp_path / "out", script)
-    assert named in judge_run(states, STEPS)
+MISTAKES = {  # a loop's mistake: (what train.py had, what the learner wrote, what judge_run must name)
+    "no zero_grad": ("        optimizer.zero_grad(set_to_none=True)\n", "", "pile up"),
+    "lr 1e-3": ("lr=args.lr", "lr=1e-3", "not with DDP's arithmetic"),
+    "no wrap": ("    model = wrap_for_ddp(model)\n", "", "different weights"),
+}
+NO_WRAP_TOO = [  # without DDP there is no comm hook to attach: time nothing, no no_sync()
+    ("hook = attach_instrumented_hook(model, comm=args.comm)", "hook = InstrumentedHook()"),
+    ("timers = {v.field: v.attach(hook) for v in VARIANTS if v.name in args.timing}", "timers = {}"),
+    ("from minitrain.timing import ", "from minitrain.timing import InstrumentedHook, "),
+    ("with controls.maybe_no_sync(model, args.no_sync):", "if True:"),
+]
+
+
+def test_a_loops_mistakes_are_named(tmp_path):
+    """Each mistaken train.py runs for real on 2 ranks, the three side by side."""
+    scripts = {}
+    for mistake, (old, new, _) in MISTAKES.items():
+        text = TRAIN_SCRIPT.read_text()
+        assert old in text
+        text = text.replace(old, new)
+        for a, b in NO_WRAP_TOO if mistake == "no wrap" else []:
+            text = text.replace(a, b)
+        scripts[mistake] = tmp_path / mistake.replace(" ", "-") / "train.py"
+        scripts[mistake].parent.mkdir()
+        scripts[mistake].write_text(text)
+    with ThreadPoolExecutor(len(scripts)) as pool:
+        states = dict(zip(scripts, pool.map(lambda s: run_train(s.parent / "out", s), scripts.values())))
+    for mistake, (_, _, named) in MISTAKES.items():
+        assert named in judge_run(states[mistake], STEPS), mistake
