@@ -206,6 +206,14 @@ SHARD_SCENARIOS = {  # name -> (each rank's (sentence count, first sentence), th
 }
 
 
+def _leave(folder: str, rank: int, results: dict) -> None:
+    """A grader rank's end: its results saved for the grader, then every rank leaves the group together."""
+    (Path(folder) / f"rank-{rank}.json").write_text(json.dumps(results))
+    dist.barrier()
+    dist.destroy_process_group()
+    faulthandler.cancel_dump_traceback_later()
+
+
 def _check_shards_rank(folder: str, check_shards: Callable) -> None:
     """One rank of check_shards' run: every scenario in turn, its result or error saved per rank."""
     rank = int(os.environ["RANK"])
@@ -223,10 +231,7 @@ def _check_shards_rank(folder: str, check_shards: Callable) -> None:
             results[name] = ("blank", str(e))
         except Exception as e:
             results[name] = ("raised", f"{type(e).__name__}: {e}")
-    (Path(folder) / f"rank-{rank}.json").write_text(json.dumps(results))
-    dist.barrier()
-    dist.destroy_process_group()
-    faulthandler.cancel_dump_traceback_later()
+    _leave(folder, rank, results)
 
 
 def grade_check_shards(check_shards: Callable) -> str:
@@ -328,7 +333,7 @@ def grade_rank1_holds_rank0_init(fn: Callable[[dict, dict], bool], folder: Path)
             raise ExerciseError(f"wrong keys: {shown} passed; check that both state dicts hold the same names")
     prefixed = {f"module.{k}": v for k, v in after1.items()}
     if _keys_checked(lambda: _expect_bool(fn, before0, prefixed, "a copy with `module.` keys"), "module. keys"):
-        raise ExerciseError(f"only the common keys compared: against the same tensors under `module.`-prefixed names "
+        raise ExerciseError("only the common keys compared: against the same tensors under `module.`-prefixed names "
                             "(a DDP-wrapped model's state_dict) no name is shared, nothing was compared, and it "
                             "passed; the key sets must be equal, not just overlap")
     return (f"{fn.__name__}: correct. Rank 1 after wrapping holds rank 0's initial weights, all "
@@ -644,10 +649,7 @@ def _timer_rank(folder: str, timer_cls: type) -> None:
             results[scenario] = ("blank", str(e))
         except Exception as e:
             results[scenario] = ("raised", f"{type(e).__name__}: {e}")
-    (Path(folder) / f"rank-{rank}.json").write_text(json.dumps(results))
-    dist.barrier()
-    dist.destroy_process_group()
-    faulthandler.cancel_dump_traceback_later()
+    _leave(folder, rank, results)
 
 
 def _timer_alone(timer_cls: type) -> float | None:
