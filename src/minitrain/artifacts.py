@@ -1,9 +1,10 @@
-"""Writing the lab's results so that no reader ever sees half a file."""
+"""Writing the lab's results so that no reader ever sees half a file, and reading them back as typed records."""
 
 import json
 import os
 import tempfile
 from collections.abc import Callable
+from dataclasses import fields
 from pathlib import Path
 
 
@@ -35,3 +36,26 @@ def save_figure(fig, path: Path, dpi: int = 110) -> None:
 
     write_atomic(path, lambda tmp: fig.savefig(tmp, dpi=dpi, format="png"))
     plt.close(fig)
+
+
+def read_json_object(path: Path, error: type[ValueError], shown: str, missing_fix: str, bad_fix: str) -> dict:
+    """The JSON object in `path`, or `error` naming the file (as `shown`), what is wrong and the fix."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise error(f"{shown} is missing; {missing_fix}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise error(f"{shown} is not valid JSON ({e}); {bad_fix}") from e
+    if not isinstance(data, dict):
+        raise error(f"{shown} does not hold a JSON object; {bad_fix}")
+    return data
+
+
+def field_problems(record_type: type, data: dict, optional: tuple[str, ...] = ()) -> str:
+    """'lacks a, b; has unknown fields c' for a dataclass's fields against `data`'s keys ('' when they match)."""
+    names = [f.name for f in fields(record_type)]
+    missing = [n for n in names if n not in data and n not in optional]
+    unknown = sorted(data.keys() - set(names))
+    return "; ".join(f"{label} {', '.join(keys)}" for label, keys in
+                     (("lacks", missing), ("has unknown fields", unknown)) if keys)
+

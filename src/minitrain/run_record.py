@@ -10,12 +10,13 @@ import os
 import secrets
 import shutil
 import sys
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
 import torch.distributed as dist
 
+from minitrain.artifacts import field_problems, read_json_object
 from minitrain.data import SEED_BASE
 from minitrain.model import count_parameters
 from minitrain.paths import relative
@@ -74,20 +75,9 @@ class RunRecord:
     def read(cls, path: Path) -> "RunRecord":
         """Read run.json, or RunRecordError naming the file, what is wrong and the fix."""
         path = Path(path)
-        try:
-            data = json.loads(path.read_text())
-        except FileNotFoundError:
-            raise RunRecordError(f"{path} is missing; run train.py into {path.parent}") from None
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise RunRecordError(f"{path} is not valid JSON ({e}); re-run train.py into {path.parent}") from e
-        if not isinstance(data, dict):
-            raise RunRecordError(f"{path} does not hold a JSON object; re-run train.py into {path.parent}")
-        known = {f.name for f in fields(cls)}
-        required = {f.name for f in fields(cls) if f.name != "restart"}
-        missing, unknown = sorted(required - data.keys()), sorted(data.keys() - known)
-        if missing or unknown:
-            found = "; ".join(f"{label} {', '.join(names)}" for label, names in
-                              (("lacks", missing), ("has unknown fields", unknown)) if names)
+        rerun = f"re-run train.py into {path.parent}"
+        data = read_json_object(path, RunRecordError, str(path), f"run train.py into {path.parent}", rerun)
+        if found := field_problems(cls, data, optional=("restart",)):
             raise RunRecordError(f"{path} {found}: not written by this train.py; re-run it into {path.parent}")
         return cls(**data)
 

@@ -3,11 +3,10 @@
 minitrain.lab.report builds and writes it; the checker and the notebooks read it with Manifest.read.
 """
 
-import json
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from minitrain.artifacts import write_json
+from minitrain.artifacts import field_problems, read_json_object, write_json
 
 
 class ManifestError(ValueError):
@@ -76,18 +75,7 @@ class Manifest:
         the checker names a null, a placeholder or a wrong figure field by field."""
         path = Path(path)
         fix = f"re-make it with python -m minitrain.lab.experiment --out {path.parent}"
-        try:
-            data = json.loads(path.read_text())
-        except FileNotFoundError:
-            raise ManifestError(f"{path.name} is missing; {fix}") from None
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise ManifestError(f"{path.name} is not valid JSON ({e}); {fix}") from e
-        if not isinstance(data, dict):
-            raise ManifestError(f"{path.name} does not hold a JSON object; {fix}")
-        names = [f.name for f in fields(cls)]
-        missing, unknown = [n for n in names if n not in data], sorted(data.keys() - set(names))
-        if missing or unknown:
-            found = "; ".join(f"{label} {', '.join(keys)}" for label, keys in
-                              (("lacks", missing), ("has unknown fields", unknown)) if keys)
+        data = read_json_object(path, ManifestError, path.name, fix, fix)
+        if found := field_problems(cls, data):
             raise ManifestError(f"{path.name} {found}; {fix}")
         return cls(**data)
