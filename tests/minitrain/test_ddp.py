@@ -8,12 +8,11 @@ from pathlib import Path
 
 import pytest
 import torch
-import torch.multiprocessing as mp
 
 import ddp_workers
 from minitrain import ddp
 from minitrain.gloo_setup import TORCHRUN_VARS
-from minitrain.launch import free_port
+from minitrain.launch import fast_start_method, free_port, start_processes
 from minitrain.timing import BY_NAME
 
 STEPS = 5
@@ -21,9 +20,9 @@ STEPS = 5
 
 @pytest.fixture(scope="module")
 def ddp_runs(corpus_dir, tmp_path_factory) -> list[dict]:
-    """One real 2-rank spawn: each rank's results of ddp_workers.every_run, by run name."""
+    """One real 2-rank start: each rank's results of ddp_workers.every_run, by run name."""
     out = tmp_path_factory.mktemp("ddp")
-    mp.spawn(ddp_workers.every_run, args=(2, free_port(), str(corpus_dir), str(out), STEPS), nprocs=2)
+    start_processes(ddp_workers.every_run, 2, (2, free_port(), str(corpus_dir), str(out), STEPS), fast_start_method())
     return [torch.load(out / f"rank-{r}.pt", weights_only=True) for r in range(2)]
 
 

@@ -8,7 +8,7 @@ import pytest
 import torch.distributed as dist
 
 from minitrain.ddp import cleanup, init_distributed
-from minitrain.launch import spawn_workers
+from minitrain.launch import fast_start_method, spawn_workers
 from minitrain.rank import DDPRank, StepRecord
 from minitrain.timing import HookTimer, InstrumentedHook
 from minitrain.verify import compare_states
@@ -43,7 +43,7 @@ def rank_worker(corpus_dir: str, out: str) -> None:
 @pytest.fixture(scope="module")
 def notes(tmp_path_factory, corpus_dir) -> list[dict]:
     out = tmp_path_factory.mktemp("rank")
-    spawn_workers(rank_worker, 2, str(corpus_dir), str(out))
+    spawn_workers(rank_worker, 2, str(corpus_dir), str(out), start_method=fast_start_method())
     return [json.loads((out / f"rank-{r}.json").read_text()) for r in range(2)]
 
 

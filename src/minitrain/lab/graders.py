@@ -47,7 +47,7 @@ from torch.nn.parallel import DistributedDataParallel
 from minitrain.data import SEED_BASE, load_corpus
 from minitrain.gloo_setup import loopback_interface, use_libuv
 from minitrain.lab.wrapdemo import state_path
-from minitrain.launch import FAST_START, spawn_workers
+from minitrain.launch import fast_start_method, spawn_workers
 from minitrain.parent_watch import exit_with_parent
 from minitrain.verify import ATOL, compare_states, load_state
 
@@ -246,7 +246,7 @@ def grade_check_shards(check_shards: Callable) -> str:
     with tempfile.TemporaryDirectory(prefix="minitrain-grader-") as tmp:
         folder = Path(tmp)
         try:
-            spawn_workers(_check_shards_rank, CHECK_SHARDS_WORLD, str(folder), check_shards, start_method=FAST_START)
+            spawn_workers(_check_shards_rank, CHECK_SHARDS_WORLD, str(folder), check_shards, start_method=fast_start_method())
         except Exception as e:
             raise ExerciseError(f"the {CHECK_SHARDS_WORLD}-process run of check_shards failed ({type(e).__name__}: "
                                 f"{str(e).strip().splitlines()[-1]}); its ranks' output:\n{_log_tails(folder)}") from e
@@ -506,7 +506,7 @@ def _run_hook(fn: Callable, source: str, world_size: int) -> list[dict]:
         folder = Path(tmp)
         (folder / f"{HOOK_MODULE}.py").write_text(source)
         try:
-            spawn_workers(_hook_rank, world_size, str(folder), fn.__name__, start_method=FAST_START)
+            spawn_workers(_hook_rank, world_size, str(folder), fn.__name__, start_method=fast_start_method())
         except Exception as e:
             raise ExerciseError(f"the {world_size}-process run with {fn.__name__} failed ({type(e).__name__}: "
                                 f"{str(e).strip().splitlines()[-1]}); its ranks' output:\n{_log_tails(folder)}") from e
@@ -685,7 +685,7 @@ def grade_barrier_timer(timer_cls: type) -> str:
     with tempfile.TemporaryDirectory(prefix="minitrain-grader-") as tmp:
         folder = Path(tmp)
         try:
-            spawn_workers(_timer_rank, 2, str(folder), timer_cls, start_method=FAST_START)
+            spawn_workers(_timer_rank, 2, str(folder), timer_cls, start_method=fast_start_method())
         except Exception as e:
             raise ExerciseError(f"the 2-process run with the timer failed ({type(e).__name__}: "
                                 f"{str(e).strip().splitlines()[-1]}); its ranks' output:\n{_log_tails(folder)}") from e

@@ -15,14 +15,31 @@ from minitrain.parent_watch import WATCH_PID
 from minitrain.launch.rendezvous import loopback_store
 
 
-# Worker processes forked from one server that imported torch once, where the platform has one (not
-# Windows): about a second of CPU less per worker than a fresh interpreter. For the graders' short runs.
-FAST_START = "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
+def fast_start_method() -> str:
+    """"forkserver" where the platform has one (not Windows), its server importing torch and what
+    DistributedDataParallel() imports (torch._dynamo) once: about 2 s of CPU less per worker than a
+    fresh interpreter. For short runs (the graders', the tests'); "spawn" elsewhere."""
+    if "forkserver" not in mp.get_all_start_methods():
+        return "spawn"
+    mp.get_context("forkserver").set_forkserver_preload(["torch", "torch._dynamo"])
+    return "forkserver"
+
+
+def start_processes(fn: Callable[..., None], nprocs: int, args: tuple = (), start_method: str = "spawn") -> None:
+    """torch's mp.start_processes: `fn(rank, *args)` in `nprocs` processes, each with the caller's
+    environment as it is now (a forkserver's children would get the server's, from when it started)."""
+    mp.start_processes(_in_environ, args=(fn, args, dict(os.environ)), nprocs=nprocs, start_method=start_method)
+
+
+def _in_environ(rank: int, fn: Callable[..., None], args: tuple, environ: dict[str, str]) -> None:
+    os.environ.clear()
+    os.environ.update(environ)
+    fn(rank, *args)
 
 
 def spawn_workers(worker: Callable[..., None], nprocs: int, *args: object, start_method: str = "spawn") -> None:
-    """Run `worker(*args)` in `nprocs` processes with torchrun's environment, via mp.spawn
-    (`start_method="forkserver"`: forked from a server that imported torch once, see FAST_START).
+    """Run `worker(*args)` in `nprocs` processes with torchrun's environment, via mp.spawn (or
+    `start_method`, e.g. fast_start_method()).
 
     The parent hosts the rendezvous store on 127.0.0.1, as torchrun's agent does, and every
     worker connects to it as a client. With libuv off (Windows; USE_LIBUV=0 elsewhere) the store
@@ -40,15 +57,12 @@ def spawn_workers(worker: Callable[..., None], nprocs: int, *args: object, start
         env["USE_LIBUV"] = "0"  # init_distributed then makes its client store without libuv
     if nprocs > 1 and "OMP_NUM_THREADS" not in os.environ:
         env["OMP_NUM_THREADS"] = "1"  # what torchrun does, so runs compare
-    if start_method == "forkserver":
-        mp.get_context("forkserver").set_forkserver_preload(["torch"])
     with patch.dict(os.environ, env):  # the caller gets its own back
-        mp.start_processes(_spawned, args=(worker, args, dict(os.environ)), nprocs=nprocs, start_method=start_method)
+        start_processes(_spawned, nprocs, (worker, args), start_method)
 
 
-def _spawned(rank: int, worker: Callable[..., None], args: tuple, environ: dict[str, str]) -> None:
-    os.environ.clear()  # a forkserver's child starts with the server's environment, not the caller's
-    os.environ.update(environ, RANK=str(rank), LOCAL_RANK=str(rank))
+def _spawned(rank: int, worker: Callable[..., None], args: tuple) -> None:
+    os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank))
     if "OMP_NUM_THREADS" in os.environ:
         torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
     worker(*args)
