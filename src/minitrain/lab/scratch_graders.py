@@ -277,8 +277,10 @@ def _check_level(cls: type, level: str, rank: int, world_size: int, corpus_dir: 
                      rank, world_size, corpus_dir, recorder)
     finally:
         recorder.close()
-    if not all(torch.equal(a, b) for a, b in zip(run["wrapped"], params)):
-        raise _Mistake("missing broadcast: after wrapping, this rank's weights are not rank 0's; broadcast every "
+    holds_rank0 = torch.tensor([int(all(torch.equal(a, b) for a, b in zip(run["wrapped"], params)))])
+    dist.all_reduce(holds_rank0, op=dist.ReduceOp.MIN)  # every rank names it, rank 0 too (it holds its own)
+    if not holds_rank0.item():
+        raise _Mistake("missing broadcast: after wrapping, some rank's weights are not rank 0's; broadcast every "
                        "parameter (and buffer) from rank 0 in __init__")
     grad_diff = _compare_grads(run["grads"], reference["grads"], local, sums, world_size, names)
     _check_calls(level, run["calls"], params, CAP_MB)

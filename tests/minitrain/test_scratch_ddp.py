@@ -1,0 +1,67 @@
+"""Notebook 15's grader on real gloo processes: the reference levels match torch's DDP (bit for bit at
+2 ranks, within the derived tolerance at 3), the student edition's stubs are "not done", and each
+mistake is named. One group per world size grades every class in turn; each worker ends itself after
+RUN_TIMEOUT_S (faulthandler), so a hang fails the test instead of stalling it."""
+
+import importlib
+
+import pytest
+
+import scratch_mistakes
+from minitrain.lab import student
+from minitrain.lab.graders import ExerciseError
+from minitrain.lab.scratch_graders import LEVELS, WEIGHT_TOL, scratch_results, verdict
+from minitrain.paths import REPO
+
+MISTAKES = {  # label -> (level, class, the words the grader must name it with)
+    "no broadcast": ("naive", scratch_mistakes.NoBroadcast, "missing broadcast"),
+    "no division": ("naive", scratch_mistakes.NoDivision, "missing division"),
+    "waits on the spot": ("overlapped", scratch_mistakes.WaitsOnTheSpot, "a hook that waits on the spot"),
+    "forward buckets": ("bucketed", scratch_mistakes.ForwardBuckets, "buckets in forward order"),
+    "unflushed": ("bucketed", scratch_mistakes.Unflushed, "a bucket left unflushed"),
+}
+
+
+@pytest.fixture(scope="module")
+def blank_classes(tmp_path_factory):
+    """The student edition's scratch_ddp.py, imported from a folder the spawned workers also see."""
+    folder = tmp_path_factory.mktemp("blank")
+    (folder / "scratch_ddp_blank.py").write_bytes(student.student_file(REPO / "src/minitrain/scratch_ddp.py",
+                                                                       "src/minitrain/scratch_ddp.py"))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.syspath_prepend(str(folder))
+        module = importlib.import_module("scratch_ddp_blank")
+        yield {level: getattr(module, name) for level, name in LEVELS.items()}
+
+
+@pytest.fixture(scope="module")
+def two_ranks(blank_classes):
+    entries = [(f"reference {level}", level, None) for level in LEVELS]
+    entries += [(f"blank {level}", level, cls) for level, cls in blank_classes.items()]
+    entries += [(label, level, cls) for label, (level, cls, _) in MISTAKES.items()]
+    return scratch_results(entries, 2)
+
+
+def test_reference_levels_are_bit_for_bit_torch_ddp_at_two_ranks(two_ranks):
+    for level in LEVELS:
+        assert "bit for bit" in verdict(two_ranks, f"reference {level}", 2)
+
+
+def test_reference_levels_within_the_tolerance_at_three_ranks():
+    results = scratch_results([(level, level, None) for level in LEVELS], 3)
+    for level in LEVELS:
+        assert "3 ranks: largest |difference|" in verdict(results, level, 3)
+        assert max(r[level]["weight_diff"] for r in results) <= WEIGHT_TOL
+
+
+@pytest.mark.parametrize("level", list(LEVELS))
+def test_the_student_edition_is_not_done(two_ranks, level):
+    with pytest.raises(ExerciseError, match="not done yet: NaiveDDP"):
+        verdict(two_ranks, f"blank {level}", 2)
+
+
+@pytest.mark.parametrize("label", list(MISTAKES))
+def test_each_mistake_is_named(two_ranks, label):
+    with pytest.raises(ExerciseError) as e:
+        verdict(two_ranks, label, 2)
+    assert str(e.value).startswith(MISTAKES[label][2]), str(e.value)
