@@ -65,9 +65,12 @@ class AllReduceRecorder:
         self.calls.append(call)
         work = self._real(tensor, *args, async_op=async_op, **kwargs)
         if not async_op:
-            call["waited"] = "backward" if self.in_backward else "after"
+            call["waited"] = self._when()
             return work
-        return _Waited(work, lambda: call.update(waited=call["waited"] or ("backward" if self.in_backward else "after")))
+        return _Waited(work, lambda: call.update(waited=call["waited"] or self._when()))
+
+    def _when(self) -> str:
+        return "backward" if self.in_backward else "after"
 
 
 class _Waited:
@@ -214,8 +217,9 @@ def _check_calls(level: str, calls: list[dict], params: list[nn.Parameter], cap_
             raise _Mistake(f"buckets in forward order: at a {cap_mb:g} MiB cap the all-reduces have sizes {list(got)}, "
                            "the buckets of the parameters in model order; backward makes the last ones first: "
                            "group reversed(parameters)")
-        raise _Mistake(f"{len(calls)} all-reduce(s) of sizes {sorted(got)} per step at a {cap_mb:g} MiB cap; expected "
-                       f"one per bucket of the reversed parameters, sizes {sorted(next(iter(_bucket_numels(params[::-1], cap_mb))))}")
+        expected = sorted(_bucket_numels(params[::-1], cap_mb))[0]
+        raise _Mistake(f"{len(calls)} all-reduce(s) of sizes {list(got)} per step at a {cap_mb:g} MiB cap; expected "
+                       f"one per bucket of the reversed parameters, sizes {list(expected)}")
 
 
 class _WithUnused(nn.Module):
@@ -244,10 +248,10 @@ def _unused_case(cls: type, level: str, rank: int) -> None:
     for (name, _), got, want in zip(_WithUnused().named_parameters(), *grads):
         if (got is None) != (want is None) or (got is not None and not torch.allclose(got, want, rtol=1e-6, atol=1e-9)):
             if want is None:
-                raise _Mistake(f"a parameter without gradient: {name}, which no loss uses, got a gradient after finish(); "
-                               "torch DDP leaves it None")
-            raise _Mistake(f"a parameter without gradient ({name!r} of a model whose 'unused' layer gets none) left "
-                           f"{name}'s gradient unaveraged: a bucket it keeps waiting must still be all-reduced in finish()")
+                raise _Mistake(f"a parameter without gradient: {name}, which no loss uses, got a gradient after "
+                               "finish(); torch DDP leaves it None")
+            raise _Mistake(f"a parameter without gradient (the 'unused' layer of a small model) left {name}'s "
+                           "gradient unaveraged: a bucket it keeps waiting must still be all-reduced in finish()")
 
 
 def _tiny_cap_case(cls: type, rank: int, world_size: int, corpus_dir: Path, reference: dict) -> None:
@@ -334,8 +338,9 @@ def scratch_results(entries: list[tuple[str, str, type | None]], world_size: int
         try:
             spawn_workers(_scratch_rank, world_size, tmp, entries, str(corpus_dir))
         except Exception as e:
-            raise ExerciseError(f"the {world_size}-process run failed ({type(e).__name__}: "
-                                f"{str(e).strip().splitlines()[-1]}); its ranks' output:\n{_log_tails(Path(tmp))}") from e
+            last = str(e).strip().splitlines()[-1]
+            raise ExerciseError(f"the {world_size}-process run failed ({type(e).__name__}: {last}); its ranks' "
+                                f"output:\n{_log_tails(Path(tmp))}") from e
         return [json.loads((Path(tmp) / f"rank-{r}.json").read_text()) for r in range(world_size)]
 
 
@@ -344,7 +349,8 @@ def verdict(results: list[dict], label: str, world_size: int) -> str:
     mine = [r[label] for r in results]
     for rank, result in enumerate(mine):
         if result["status"] == "not done":
-            raise ExerciseError(result["detail"] if "not done yet" in result["detail"] else f"not done yet: {result['detail']}")
+            detail = result["detail"]
+            raise ExerciseError(detail if "not done yet" in detail else f"not done yet: {detail}")
         if result["status"] == "fail":
             raise ExerciseError(f"{result['detail']} (rank {rank} of {world_size})")
     grad, weight = max(r["grad_diff"] for r in mine), max(r["weight_diff"] for r in mine)
@@ -375,5 +381,5 @@ def grade_scratch_ddp(level: str = "all", cls: type | None = None) -> str:
                 if "not done yet" in str(e):
                     raise
                 raise ExerciseError(f"{LEVELS[name]}: {e}") from e
-    return "\n".join(f"{LEVELS[name]}: " + "; ".join(lines[name]) + f"; a parameter without gradient handled{EXTRA[name]}"
-                     for name in levels)
+    return "\n".join(f"{LEVELS[name]}: " + "; ".join(lines[name]) + "; a parameter without gradient handled"
+                     + EXTRA[name] for name in levels)

@@ -77,7 +77,8 @@ def table(result: dict) -> str:
             "|---|---|---|---|---|"]
     for name, seconds in result["medians_s"].items():
         numels = result["numels"][name]
-        shown = ", ".join(map(str, numels)) if len(numels) <= 4 else f"{min(numels)} to {max(numels)}, {sum(numels)} in all"
+        shown = ", ".join(map(str, numels)) if len(numels) <= 4 else \
+            f"{min(numels)} to {max(numels)}, {sum(numels)} in all"
         rows.append(f"| {name} | {seconds * 1e3:.1f} | {seconds / base:.2f} | {len(numels)} | {shown} |")
     return "\n".join(rows)
 
@@ -92,7 +93,8 @@ def main(argv: list[str] | None = None) -> int:
         out = Path(tmp) / "result.json"
         spawn_workers(_worker, args.nproc, args.repeats, str(DEFAULT_CORPUS_DIR), str(out))
         result = json.loads(out.read_text())
-    print(f"{result['world_size']} ranks, medians over {args.repeats} interleaved rounds after {WARMUP} warm-up rounds:")
+    print(f"{result['world_size']} ranks, medians over {args.repeats} interleaved rounds after {WARMUP} warm-up "
+          "rounds:")
     print(table(result))
     return 0
 
