@@ -2,84 +2,109 @@
 
     python -m minitrain.measure.scratch [--repeats N] [--nproc 2]
 
-Every rank holds torch's DDP and the three scratch levels, each on its own MiniGPT (the lab's
-defaults) with its own AdamW, and steps them in turn, round after round (interleaved medians: the
-same machine load for all). Rank 0 prints each level's median step, its ratio to torch's DDP, and
-the all-reduces of one step (count and sizes). A benchmark: it prints, it never fails on speed.
+Every rank holds torch's DDP and the three scratch levels (and both at a small bucket cap), each on
+its own MiniGPT (the lab's defaults) with its own AdamW, and steps them in turn, round after round
+(interleaved medians: the same machine load for all). Rank 0 prints each one's median step, its ratio
+to torch's DDP, its median finish() (the wait for what backward did not hide) and the all-reduces of
+one step. A benchmark: it prints, it never fails on speed.
 """
 
 import json
+import statistics
 import sys
 import tempfile
+import time
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import torch
+import torch.nn as nn
 from torch.nn.parallel import DistributedDataParallel
 
 from minitrain.cli import LabArgumentParser, positive_int
 from minitrain.corpus import DEFAULT_CORPUS_DIR, ensure_corpus
+from minitrain.data import SEED_BASE, make_shard
 from minitrain.ddp import cleanup, init_distributed
 from minitrain.lab.scratch_graders import AllReduceRecorder
 from minitrain.launch import spawn_workers
 from minitrain.measure.bench import interleaved_medians
-from minitrain.data import SEED_BASE, make_shard
 from minitrain.rank import rebuilt_buckets
 from minitrain.scratch_ddp import BucketedDDP, NaiveDDP, OverlappedDDP
 from minitrain.train import TrainConfig, build_model_for_corpus, seed_everything
 
 WARMUP = 5  # rounds left out: allocations, AdamW's state, DDP's bucket rebuild at step 1
-LEVELS = {"torch DDP": None, "NaiveDDP": NaiveDDP, "OverlappedDDP": OverlappedDDP, "BucketedDDP": BucketedDDP}
+SMALL_CAP_MB = 0.25  # several buckets: what overlap can do with MiniGPT's 1.1 MB of gradients
+LEVELS: dict[str, Callable[[nn.Module], nn.Module]] = {  # torch's DDP (no Python comm hook), then the levels
+    "torch DDP": DistributedDataParallel, "NaiveDDP": NaiveDDP, "OverlappedDDP": OverlappedDDP,
+    "BucketedDDP": BucketedDDP,
+    f"torch DDP, {SMALL_CAP_MB:g} MiB": partial(DistributedDataParallel, bucket_cap_mb=SMALL_CAP_MB),
+    f"BucketedDDP, {SMALL_CAP_MB:g} MiB": partial(BucketedDDP, bucket_cap_mb=SMALL_CAP_MB),
+}
 
 
 class _Level:
-    """One rank's MiniGPT as train.py builds it (seed 35000 + rank, its shard, AdamW), wrapped in torch's DDP
-    (no Python comm hook) or a scratch level."""
+    """One rank's MiniGPT as train.py builds it (seed 35000 + rank, its shard, AdamW), wrapped; the seconds of
+    each step's finish() (0 for torch's DDP, which waits inside backward)."""
 
-    def __init__(self, rank: int, world_size: int, corpus_dir: Path, wrapper: type | None) -> None:
+    def __init__(self, rank: int, world_size: int, corpus_dir: Path, wrap: Callable[[nn.Module], nn.Module]) -> None:
         config = TrainConfig()
         seed_everything(SEED_BASE + rank)
         model, _ = build_model_for_corpus(corpus_dir, config.block_size)
         self.shard = make_shard(rank, world_size, corpus_dir, batch_size=config.batch_size,
                                 block_size=config.block_size, seed=SEED_BASE + rank)
-        self.wrapped = DistributedDataParallel(model) if wrapper is None else wrapper(model)
+        self.wrapped = wrap(model)
         self.optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr)
+        self.finish_s: list[float] = []
 
     def train_step(self) -> None:
         loss = self.wrapped(next(self.shard)).loss
         loss.backward()
+        start = time.perf_counter()
         getattr(self.wrapped, "finish", lambda: None)()
+        self.finish_s.append(time.perf_counter() - start)
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
 
 
+def _numels(level: _Level) -> list[int]:
+    """The sizes (float32 elements) of one step's all-reduces: DDP's rebuilt buckets, or the level's calls."""
+    if isinstance(level.wrapped, DistributedDataParallel):
+        return [nbytes // 4 for nbytes in rebuilt_buckets(level.wrapped)[0]]
+    recorder = AllReduceRecorder()
+    try:
+        level.train_step()
+    finally:
+        recorder.close()
+    return [call["numel"] for call in recorder.calls]
+
+
 def _worker(repeats: int, corpus_dir: str, out: str) -> None:
     rank, world_size = init_distributed("gloo")
-    levels = {name: _Level(rank, world_size, Path(corpus_dir), wrapper) for name, wrapper in LEVELS.items()}
+    levels = {name: _Level(rank, world_size, Path(corpus_dir), wrap) for name, wrap in LEVELS.items()}
     interleaved_medians({name: level.train_step for name, level in levels.items()}, WARMUP)
+    for level in levels.values():
+        level.finish_s.clear()
     medians = interleaved_medians({name: level.train_step for name, level in levels.items()}, repeats)
-    sizes = {"torch DDP": [n // 4 for n in rebuilt_buckets(levels["torch DDP"].wrapped)[0]]}  # bytes of float32
-    for name in list(LEVELS)[1:]:
-        recorder = AllReduceRecorder()
-        try:
-            levels[name].train_step()
-        finally:
-            recorder.close()
-        sizes[name] = [call["numel"] for call in recorder.calls]
+    finish = {name: statistics.median(level.finish_s) for name, level in levels.items()}
+    numels = {name: _numels(level) for name, level in levels.items()}
     if rank == 0:
-        Path(out).write_text(json.dumps({"medians_s": medians, "numels": sizes, "world_size": world_size}))
+        Path(out).write_text(json.dumps({"medians_s": medians, "finish_s": finish, "numels": numels,
+                                         "world_size": world_size}))
     cleanup()
 
 
 def table(result: dict) -> str:
-    """One row per level: median step (ms), ratio to torch's DDP, all-reduces per step and their sizes."""
+    """One row per level: median step (ms), ratio to torch's DDP, median finish() (ms), the all-reduces."""
     base = result["medians_s"]["torch DDP"]
-    rows = ["| level | median step (ms) | / torch DDP | all-reduces per step | sizes (float32 elements) |",
-            "|---|---|---|---|---|"]
+    rows = ["| level | median step (ms) | / torch DDP | median finish() (ms) | all-reduces per step | "
+            "sizes (float32 elements) |", "|---|---|---|---|---|---|"]
     for name, seconds in result["medians_s"].items():
         numels = result["numels"][name]
-        shown = ", ".join(map(str, numels)) if len(numels) <= 4 else \
-            f"{min(numels)} to {max(numels)}, {sum(numels)} in all"
-        rows.append(f"| {name} | {seconds * 1e3:.1f} | {seconds / base:.2f} | {len(numels)} | {shown} |")
+        shown = (", ".join(map(str, numels)) if len(numels) <= 6
+                 else f"{min(numels)} to {max(numels)}, {sum(numels)} in all")
+        rows.append(f"| {name} | {seconds * 1e3:.1f} | {seconds / base:.2f} | {result['finish_s'][name] * 1e3:.1f} | "
+                    f"{len(numels)} | {shown} |")
     return "\n".join(rows)
 
 
