@@ -5,8 +5,9 @@
 Every rank holds torch's DDP and the three scratch levels (and both at a small bucket cap), each on
 its own MiniGPT (the lab's defaults) with its own AdamW, and steps them in turn, round after round
 (interleaved medians: the same machine load for all). Rank 0 prints each one's median step, its ratio
-to torch's DDP, its median finish() (the wait for what backward did not hide) and the all-reduces of
-one step. A benchmark: it prints, it never fails on speed.
+to torch's DDP, its median finish() (the wait for what backward did not hide), the all-reduces of one
+step, and the share of their time that overlapped backward in a profiler trace (measure.trace, as
+notebook 10 reads it). A benchmark: it prints, it never fails on speed.
 """
 
 import json
@@ -29,11 +30,13 @@ from minitrain.ddp import cleanup, init_distributed
 from minitrain.lab.scratch_graders import AllReduceRecorder
 from minitrain.launch import spawn_workers
 from minitrain.measure.bench import interleaved_medians
+from minitrain.measure.trace import load_trace, overlap_table, overlapped_share, profile_steps
 from minitrain.rank import rebuilt_buckets
 from minitrain.scratch_ddp import BucketedDDP, NaiveDDP, OverlappedDDP
 from minitrain.train import TrainConfig, build_model_for_corpus, seed_everything
 
 WARMUP = 5  # rounds left out: allocations, AdamW's state, DDP's bucket rebuild at step 1
+PROFILED = 3  # steps of each level profiled after the timed rounds, for the overlap share
 SMALL_CAP_MB = 0.25  # several buckets: what overlap can do with MiniGPT's 1.1 MB of gradients
 LEVELS: dict[str, Callable[[nn.Module], nn.Module]] = {  # torch's DDP (no Python comm hook), then the levels
     "torch DDP": DistributedDataParallel, "NaiveDDP": NaiveDDP, "OverlappedDDP": OverlappedDDP,
@@ -79,6 +82,12 @@ def _numels(level: _Level) -> list[int]:
     return [call["numel"] for call in recorder.calls]
 
 
+def _overlap_share(level: _Level, path: Path) -> float:
+    """The share of the all-reduces' time that ran while backward computed, in a profiler trace of PROFILED steps."""
+    profile_steps(level.train_step, PROFILED, path)
+    return overlapped_share(overlap_table(load_trace(path)))
+
+
 def _worker(repeats: int, corpus_dir: str, out: str) -> None:
     rank, world_size = init_distributed("gloo")
     levels = {name: _Level(rank, world_size, Path(corpus_dir), wrap) for name, wrap in LEVELS.items()}
@@ -88,23 +97,26 @@ def _worker(repeats: int, corpus_dir: str, out: str) -> None:
     medians = interleaved_medians({name: level.train_step for name, level in levels.items()}, repeats)
     finish = {name: statistics.median(level.finish_s) for name, level in levels.items()}
     numels = {name: _numels(level) for name, level in levels.items()}
+    overlap = {name: _overlap_share(level, Path(out).with_name(f"trace-{rank}-{i}.json.gz"))
+               for i, (name, level) in enumerate(levels.items())}
     if rank == 0:
         Path(out).write_text(json.dumps({"medians_s": medians, "finish_s": finish, "numels": numels,
-                                         "world_size": world_size}))
+                                         "overlap": overlap, "world_size": world_size}))
     cleanup()
 
 
 def table(result: dict) -> str:
-    """One row per level: median step (ms), ratio to torch's DDP, median finish() (ms), the all-reduces."""
+    """One row per level: median step (ms), ratio to torch's DDP, median finish() (ms), the all-reduces and the
+    share of their time that overlapped backward."""
     base = result["medians_s"]["torch DDP"]
     rows = ["| level | median step (ms) | / torch DDP | median finish() (ms) | all-reduces per step | "
-            "sizes (float32 elements) |", "|---|---|---|---|---|---|"]
+            "sizes (float32 elements) | overlap share |", "|---|---|---|---|---|---|---|"]
     for name, seconds in result["medians_s"].items():
         numels = result["numels"][name]
         shown = (", ".join(map(str, numels)) if len(numels) <= 6
                  else f"{min(numels)} to {max(numels)}, {sum(numels)} in all")
         rows.append(f"| {name} | {seconds * 1e3:.1f} | {seconds / base:.2f} | {result['finish_s'][name] * 1e3:.1f} | "
-                    f"{len(numels)} | {shown} |")
+                    f"{len(numels)} | {shown} | {result['overlap'][name]:.0%} |")
     return "\n".join(rows)
 
 
