@@ -8,8 +8,11 @@ Each wraps a model the same way, so one loop drives any of them (and torch's DDP
     model.finish()                       # every gradient now holds the average over the ranks
     optimizer.step()
 
-Arithmetic as torch's DDP does it: each gradient is divided by the world size first, then the
-all-reduce sums the ranks' shares (at 2 ranks this gives the same bits as DDP's own buckets).
+Arithmetic in torch DDP's order: each gradient is scaled by 1/world_size first, then the all-reduce
+sums the ranks' shares. DDP's C++ reducer (no comm hook) multiplies by 1/world_size while copying a
+gradient into its bucket; checked at 3 ranks: one flat bucket in model order times 1/3 gives DDP's
+step-0 gradients bit for bit, divided by 3 it does not. At 2 ranks 1/2 is exact, so the div_ here
+gives DDP's bits, and a + b == b + a however the buffer is cut.
 """
 
 import torch
@@ -115,7 +118,7 @@ class BucketedDDP(NaiveDDP):
         flat = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in bucket])
         flat.div_(self.world_size)
         self.works.append((bucket, flat, dist.all_reduce(flat, async_op=True)))
-        self.waiting[id(bucket)] = 0  # launched: an unused parameter's late call in finish() must not relaunch it
+        self.waiting[id(bucket)] = 0  # launched: finish() flushes only the buckets still waiting
         ### END SOLUTION
 
     def finish(self) -> None:
