@@ -37,7 +37,7 @@ UNIT = 2.0**-24  # float32's unit roundoff
 # At 3 ranks the gradients differ from DDP's in rounding only: DDP multiplies by 1/world_size (a rounded
 # reciprocal), then gloo adds the 3 shares in an order set by where the buffer is cut. Each share is within
 # 2u of g_i/w and a sum of w terms within (w-1)u of the exact one (|x| summed), so two results differ by at
-# most 2(w+1)u * sum|g_i|/w per element: GRAD_BOUND times that. Through AdamW the bound does not carry over
+# most 2(w+1)u * sum|g_i|/w per element (_grad_bound). Through AdamW the bound does not carry over
 # (it divides by sqrt(v): a gradient that nearly cancels across ranks changes its update by up to lr), so
 # the weights get a working tolerance: a hundredth of lr per step, 30x the difference measured (2.9e-7).
 WEIGHT_TOL = 1e-2 * TrainConfig.lr * STEPS
@@ -269,9 +269,25 @@ def _tiny_cap_case(cls: type, rank: int, world_size: int, corpus_dir: Path, refe
                        "differ from torch DDP's")
 
 
+def _on_every_rank(check: Callable[[], object]) -> object:
+    """check()'s result; a mistake found on any rank is raised on every rank (rank order decides which), so that
+    no rank goes on to the next case's collectives while another has stopped."""
+    problem, result = None, None
+    try:
+        result = check()
+    except _Mistake as e:
+        problem = str(e)
+    problems = [None] * dist.get_world_size()
+    dist.all_gather_object(problems, problem)
+    if any(problems):
+        raise _Mistake(next(p for p in problems if p))
+    return result
+
+
 def _check_level(cls: type, level: str, rank: int, world_size: int, corpus_dir: Path, reference: dict,
                  local: list, sums: list) -> dict:
-    """One class graded on this rank: {"status": pass / fail / not done, "detail": ..., "grad_diff", "weight_diff"}."""
+    """One class graded on this rank: its pass record {"status", "detail", "grad_diff", "weight_diff"};
+    a mistake raises _Mistake on every rank."""
     model0 = _rank_model(0, TrainConfig(), corpus_dir)
     names = [name for name, _ in model0.named_parameters()]
     params = list(model0.parameters())
@@ -281,20 +297,26 @@ def _check_level(cls: type, level: str, rank: int, world_size: int, corpus_dir: 
                      rank, world_size, corpus_dir, recorder)
     finally:
         recorder.close()
-    holds_rank0 = torch.tensor([int(all(torch.equal(a, b) for a, b in zip(run["wrapped"], params)))])
-    dist.all_reduce(holds_rank0, op=dist.ReduceOp.MIN)  # every rank names it, rank 0 too (it holds its own)
-    if not holds_rank0.item():
-        raise _Mistake("missing broadcast: after wrapping, some rank's weights are not rank 0's; broadcast every "
-                       "parameter (and buffer) from rank 0 in __init__")
-    grad_diff = _compare_grads(run["grads"], reference["grads"], local, sums, world_size, names)
-    _check_calls(level, run["calls"], params, CAP_MB)
-    weight_diff = max((a - b).abs().max().item() for a, b in zip(run["weights"], reference["weights"]))
-    if weight_diff > (0.0 if world_size == 2 else WEIGHT_TOL):
-        raise _Mistake(f"after {STEPS} AdamW steps the weights differ from torch DDP's by {weight_diff:.2e} "
-                       f"(step 0's gradients agreed)")
-    _unused_case(cls, level, rank)
+
+    def broadcast() -> None:
+        if not all(torch.equal(a, b) for a, b in zip(run["wrapped"], params)):
+            raise _Mistake("missing broadcast: after wrapping, this rank's weights are not rank 0's; broadcast "
+                           "every parameter (and buffer) from rank 0 in __init__")
+
+    def main_run() -> tuple[float, float]:
+        grad_diff = _compare_grads(run["grads"], reference["grads"], local, sums, world_size, names)
+        _check_calls(level, run["calls"], params, CAP_MB)
+        weight_diff = max((a - b).abs().max().item() for a, b in zip(run["weights"], reference["weights"]))
+        if weight_diff > (0.0 if world_size == 2 else WEIGHT_TOL):
+            raise _Mistake(f"after {STEPS} AdamW steps the weights differ from torch DDP's by {weight_diff:.2e} "
+                           f"(step 0's gradients agreed)")
+        return grad_diff, weight_diff
+
+    _on_every_rank(broadcast)  # first: without it every later check fails too, for that reason
+    grad_diff, weight_diff = _on_every_rank(main_run)
+    _on_every_rank(lambda: _unused_case(cls, level, rank))
     if level == "bucketed":
-        _tiny_cap_case(cls, rank, world_size, corpus_dir, reference)
+        _on_every_rank(lambda: _tiny_cap_case(cls, rank, world_size, corpus_dir, reference))
     return {"status": "pass", "grad_diff": grad_diff, "weight_diff": weight_diff, "detail": ""}
 
 
