@@ -280,7 +280,8 @@ def _on_every_rank(check: Callable[[], object]) -> object:
     problems = [None] * dist.get_world_size()
     dist.all_gather_object(problems, problem)
     if any(problems):
-        raise _Mistake(next(p for p in problems if p))
+        rank = next(r for r, p in enumerate(problems) if p)
+        raise _Mistake(f"{problems[rank]} (found on rank {rank} of {len(problems)})")
     return result
 
 
@@ -343,7 +344,8 @@ def _scratch_rank(folder: str, entries: list[tuple[str, str, type | None]], corp
         except NotImplementedError as e:
             results[label] = {"status": "not done", "detail": str(e)}
         except Exception as e:
-            results[label] = {"status": "fail", "detail": f"{LEVELS[level]} raised {type(e).__name__}: {e}"}
+            results[label] = {"status": "fail", "detail": f"{LEVELS[level]} raised {type(e).__name__} on rank {rank} "
+                                                          f"of {world_size}: {e}"}
         dist.barrier()  # the next class starts together on every rank
     _leave(folder, rank, results)
 
@@ -369,12 +371,12 @@ def scratch_results(entries: list[tuple[str, str, type | None]], world_size: int
 def verdict(results: list[dict], label: str, world_size: int) -> str:
     """One class's line from every rank's results: its verdict, or ExerciseError naming the mistake."""
     mine = [r[label] for r in results]
-    for rank, result in enumerate(mine):
+    for result in mine:
         if result["status"] == "not done":
             detail = result["detail"]
             raise ExerciseError(detail if "not done yet" in detail else f"not done yet: {detail}")
         if result["status"] == "fail":
-            raise ExerciseError(f"{result['detail']} (rank {rank} of {world_size})")
+            raise ExerciseError(result["detail"])
     grad, weight = max(r["grad_diff"] for r in mine), max(r["weight_diff"] for r in mine)
     if world_size == 2:
         return f"{world_size} ranks: gradients and weights after {STEPS} steps bit for bit torch DDP's"
