@@ -35,11 +35,11 @@ def blank_classes(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def two_ranks(blank_classes):
+def two_ranks(blank_classes, corpus_dir):
     entries = [(f"reference {level}", level, None) for level in LEVELS]
     entries += [(f"blank {level}", level, cls) for level, cls in blank_classes.items()]
     entries += [(label, level, cls) for label, (level, cls, _) in MISTAKES.items()]
-    return scratch_results(entries, 2)
+    return scratch_results(entries, 2, corpus_dir)
 
 
 def test_reference_levels_are_bit_for_bit_torch_ddp_at_two_ranks(two_ranks):
@@ -47,8 +47,8 @@ def test_reference_levels_are_bit_for_bit_torch_ddp_at_two_ranks(two_ranks):
         assert "bit for bit" in verdict(two_ranks, f"reference {level}", 2)
 
 
-def test_reference_levels_within_the_tolerance_at_three_ranks():
-    results = scratch_results([(level, level, None) for level in LEVELS], 3)
+def test_reference_levels_within_the_tolerance_at_three_ranks(corpus_dir):
+    results = scratch_results([(level, level, None) for level in LEVELS], 3, corpus_dir)
     for level in LEVELS:
         assert "3 ranks: largest |difference|" in verdict(results, level, 3)
         assert max(r[level]["weight_diff"] for r in results) <= WEIGHT_TOL
