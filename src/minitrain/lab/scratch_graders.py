@@ -1,6 +1,7 @@
 """Graders of notebook 15: the learner's NaiveDDP, OverlappedDDP and BucketedDDP against torch's DDP.
 
-    grade_scratch_ddp("naive")        # or "overlapped", "bucketed"; the class from minitrain.scratch_ddp
+    grade_scratch_ddp("naive")        # or "overlapped", "bucketed", "all"; the class from minitrain.scratch_ddp
+    grade_scratch_ddp("all", world_sizes=(3,))   # the three levels at 3 ranks only
 
 Each level runs in real gloo groups of 2 and 3 processes on the lab's MiniGPT (TrainConfig's
 defaults, seeds 35000 + rank, the ranks' shards), beside torch's DistributedDataParallel on the
@@ -389,14 +390,14 @@ EXTRA = {"naive": "", "overlapped": "; all-reduces launched in backward, waited 
          "bucketed": f"; one all-reduce per bucket of the reversed parameters, a {TINY_CAP_MB:g} MiB cap too"}
 
 
-def grade_scratch_ddp(level: str = "all", cls: type | None = None) -> str:
+def grade_scratch_ddp(level: str = "all", cls: type | None = None, world_sizes: tuple[int, ...] = (2, 3)) -> str:
     """`level`'s class ("all": the three; minitrain.scratch_ddp's, read from disk by the workers, unless
-    `cls`) in a real gloo group of 2 ranks, then 3: one verdict line per level, or ExerciseError."""
+    `cls`) in a real gloo group of each of `world_sizes`: one verdict line per level, or ExerciseError."""
     if level not in (*LEVELS, "all"):
         raise ValueError(f"level must be one of {', '.join(LEVELS)} or 'all', got {level!r}")
     levels = list(LEVELS) if level == "all" else [level]
     lines = {name: [] for name in levels}
-    for world_size in (2, 3):
+    for world_size in world_sizes:
         results = scratch_results([(name, name, cls) for name in levels], world_size)
         for name in levels:
             try:
