@@ -3,8 +3,6 @@
 mistake is named. One group per world size grades every class in turn; each worker ends itself after
 RUN_TIMEOUT_S (faulthandler), so a hang fails the test instead of stalling it."""
 
-import importlib
-
 import pytest
 
 import scratch_mistakes
@@ -23,21 +21,17 @@ MISTAKES = {  # label -> (level, class, the words the grader must name it with)
 
 
 @pytest.fixture(scope="module")
-def blank_classes(tmp_path_factory):
-    """The student edition's scratch_ddp.py, imported from a folder the spawned workers also see."""
-    folder = tmp_path_factory.mktemp("blank")
-    (folder / "scratch_ddp_blank.py").write_bytes(student.student_file(REPO / "src/minitrain/scratch_ddp.py",
-                                                                       "src/minitrain/scratch_ddp.py"))
-    with pytest.MonkeyPatch.context() as mp:
-        mp.syspath_prepend(str(folder))
-        module = importlib.import_module("scratch_ddp_blank")
-        yield {level: getattr(module, name) for level, name in LEVELS.items()}
+def blank_file(tmp_path_factory) -> str:
+    """The student edition's scratch_ddp.py, in a file the grader's workers load by path."""
+    path = tmp_path_factory.mktemp("blank") / "scratch_ddp_blank.py"
+    path.write_bytes(student.student_file(REPO / "src/minitrain/scratch_ddp.py", "src/minitrain/scratch_ddp.py"))
+    return str(path)
 
 
 @pytest.fixture(scope="module")
-def two_ranks(blank_classes, corpus_dir):
+def two_ranks(blank_file, corpus_dir):
     entries = [(f"reference {level}", level, None) for level in LEVELS]
-    entries += [(f"blank {level}", level, cls) for level, cls in blank_classes.items()]
+    entries += [(f"blank {level}", level, blank_file) for level in LEVELS]
     entries += [(label, level, cls) for label, (level, cls, _) in MISTAKES.items()]
     return scratch_results(entries, 2, corpus_dir)
 

@@ -13,6 +13,7 @@ A worker runs several classes in turn (`scratch_results`), so one group grades m
 
 import faulthandler
 import importlib
+import importlib.util
 import json
 import os
 import tempfile
@@ -322,7 +323,20 @@ def _check_level(cls: type, level: str, rank: int, world_size: int, corpus_dir: 
     return {"status": "pass", "grad_diff": grad_diff, "weight_diff": weight_diff, "detail": ""}
 
 
-def _scratch_rank(folder: str, entries: list[tuple[str, str, type | None]], corpus_dir: str) -> None:
+def _level_class(level: str, source: type | str | None) -> type:
+    """The class graded: minitrain.scratch_ddp's (None), a class, or the level's class in a .py file (loaded by
+    path, so that a file outside sys.path works whatever the workers' start method)."""
+    if source is None:
+        return getattr(importlib.import_module("minitrain.scratch_ddp"), LEVELS[level])
+    if isinstance(source, str):
+        spec = importlib.util.spec_from_file_location(Path(source).stem, source)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return getattr(module, LEVELS[level])
+    return source
+
+
+def _scratch_rank(folder: str, entries: list[tuple[str, str, type | str | None]], corpus_dir: str) -> None:
     """One rank: torch DDP's run once, then each (label, level, class) in turn, each result saved."""
     rank = int(os.environ["RANK"])
     _silence(Path(folder) / f"rank-{rank}.log")
@@ -335,10 +349,9 @@ def _scratch_rank(folder: str, entries: list[tuple[str, str, type | None]], corp
     for s in sums:
         dist.all_reduce(s)  # sum over the ranks of |g_i|: the scale of the rounding bound
     results = {}
-    for label, level, cls in entries:
-        if cls is None:
-            cls = getattr(importlib.import_module("minitrain.scratch_ddp"), LEVELS[level])
+    for label, level, source in entries:
         try:
+            cls = _level_class(level, source)
             results[label] = _check_level(cls, level, rank, world_size, corpus, reference, local, sums)
         except _Mistake as e:
             results[label] = {"status": "fail", "detail": str(e)}
@@ -351,10 +364,10 @@ def _scratch_rank(folder: str, entries: list[tuple[str, str, type | None]], corp
     _leave(folder, rank, results)
 
 
-def scratch_results(entries: list[tuple[str, str, type | None]], world_size: int,
+def scratch_results(entries: list[tuple[str, str, type | str | None]], world_size: int,
                     corpus_dir: Path | None = None) -> list[dict]:
     """Each rank's results {label: {...}} of one real gloo run of `world_size` processes grading `entries`,
-    (label, level, class or None for minitrain.scratch_ddp's) in turn."""
+    (label, level, class: None for minitrain.scratch_ddp's, or a .py file's path) in turn."""
     from minitrain.corpus import DEFAULT_CORPUS_DIR, ensure_corpus
     corpus_dir = Path(corpus_dir or DEFAULT_CORPUS_DIR)
     if corpus_dir == DEFAULT_CORPUS_DIR:
@@ -390,7 +403,7 @@ EXTRA = {"naive": "", "overlapped": "; all-reduces launched in backward, waited 
          "bucketed": f"; one all-reduce per bucket of the reversed parameters, a {TINY_CAP_MB:g} MiB cap too"}
 
 
-def grade_scratch_ddp(level: str = "all", cls: type | None = None, world_sizes: tuple[int, ...] = (2, 3)) -> str:
+def grade_scratch_ddp(level: str = "all", cls: type | str | None = None, world_sizes: tuple[int, ...] = (2, 3)) -> str:
     """`level`'s class ("all": the three; minitrain.scratch_ddp's, read from disk by the workers, unless
     `cls`) in a real gloo group of each of `world_sizes`: one verdict line per level, or ExerciseError."""
     if level not in (*LEVELS, "all"):
