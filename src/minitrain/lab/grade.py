@@ -72,6 +72,8 @@ TODOS = (
          "graders.grade_rank1_holds_rank0_init", 120),
     Todo("ex04", "notebooks/04-launch-and-timing.ipynb", "exercise: my_timing_hook (variant B)", 2,
          "graders.grade_timing_hook: real gloo runs of 3 and 2 processes", 180),
+    Todo("ex15", "src/minitrain/scratch_ddp.py", "exercise: NaiveDDP, OverlappedDDP, BucketedDDP (notebook 15)", 3,
+         "scratch_graders.grade_scratch_ddp: real gloo runs of 2 and 3 processes beside torch's DDP", 240),
 )
 BY_KEY = {t.key: t for t in TODOS}
 EXERCISES = {"ex03": "rank1-holds-rank0-init", "ex04": "my-timing-hook"}  # key -> the solution cell's grade_id
@@ -208,6 +210,11 @@ def _grade_train(repo: Path) -> str:
             f"DDP's arithmetic done by hand in one process (minitrain.lab.by_hand), {len(records)} timed steps")
 
 
+def _grade_scratch_ddp() -> str:
+    from minitrain.lab.scratch_graders import grade_scratch_ddp
+    return _graded(grade_scratch_ddp)  # its workers import the graded tree's minitrain.scratch_ddp (PYTHONPATH)
+
+
 def _grade_barrier_timer(repo: Path) -> str:
     from minitrain import timing
     from minitrain.lab.graders import grade_barrier_timer
@@ -294,7 +301,7 @@ def grade_todo(repo: Path, key: str) -> tuple[str, str]:
     graders: dict[str, Callable[[], str]] = {
         "A": lambda: _grade_ddp_tests(repo), "B1": lambda: _grade_make_shard(repo),
         "B2": lambda: _grade_check_shards(repo), "C": lambda: _grade_train(repo),
-        "D": lambda: _grade_barrier_timer(repo), "E": lambda: _grade_compare_script(repo),
+        "D": lambda: _grade_barrier_timer(repo), "ex15": _grade_scratch_ddp, "E": lambda: _grade_compare_script(repo),
         "F": lambda: _stop_conditions(repo, ("files", "equivalence", "allreduce timing")),
         "G": lambda: _stop_conditions(repo, ("lesson notes",)),
         **{k: (lambda k=k: _grade_exercise(repo, BY_KEY[k])) for k in EXERCISES}}

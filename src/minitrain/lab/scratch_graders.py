@@ -1,0 +1,423 @@
+"""Graders of notebook 15: the learner's NaiveDDP, OverlappedDDP and BucketedDDP against torch's DDP.
+
+    grade_scratch_ddp("naive")        # or "overlapped", "bucketed", "all"; the class from minitrain.scratch_ddp
+    grade_scratch_ddp("all", world_sizes=(3,))   # the three levels at 3 ranks only
+
+Each level runs in real gloo groups of 2 and 3 processes on the lab's MiniGPT (TrainConfig's
+defaults, seeds 35000 + rank, the ranks' shards), beside torch's DistributedDataParallel on the
+same batches. At 2 ranks the gradients and the weights after STEPS AdamW steps must be equal bit
+for bit; at 3 within the tolerances below. Each common mistake is named: a missing broadcast, a
+missing division, a hook that waits on the spot, buckets in forward order, a bucket left unflushed.
+A worker runs several classes in turn (`scratch_results`), so one group grades many.
+"""
+
+import faulthandler
+import importlib
+import importlib.util
+import json
+import os
+import tempfile
+from collections.abc import Callable
+from datetime import timedelta
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+from torch.nn.parallel import DistributedDataParallel
+
+from minitrain.data import SEED_BASE, make_shard
+from minitrain.lab.graders import RUN_TIMEOUT_S, ExerciseError, _leave, _log_tails, _silence, join_group
+from minitrain.launch import spawn_workers
+from minitrain.train import TrainConfig, build_model_for_corpus, seed_everything
+
+LEVELS = {"naive": "NaiveDDP", "overlapped": "OverlappedDDP", "bucketed": "BucketedDDP"}
+STEPS = 3  # AdamW steps compared with torch's DDP
+CAP_MB = 0.25  # BucketedDDP's cap in the main run: MiniGPT's 1.1 MB of gradients in several buckets
+TINY_CAP_MB = 1e-6  # smaller than any parameter: each one alone in its bucket
+UNIT = 2.0**-24  # float32's unit roundoff
+# At 3 ranks the gradients differ from DDP's in rounding only: DDP multiplies by 1/world_size (a rounded
+# reciprocal), then gloo adds the 3 shares in an order set by where the buffer is cut. Each share is within
+# 2u of g_i/w and a sum of w terms within (w-1)u of the exact one (|x| summed), so two results differ by at
+# most 2(w+1)u * sum|g_i|/w per element (_grad_bound). Through AdamW the bound does not carry over
+# (it divides by sqrt(v): a gradient that nearly cancels across ranks changes its update by up to lr), so
+# the weights get a working tolerance: a hundredth of lr per step, 30x the difference measured (2.9e-7).
+WEIGHT_TOL = 1e-2 * TrainConfig.lr * STEPS
+
+
+def _grad_bound(world_size: int) -> float:
+    return 2 * (world_size + 1) * UNIT
+
+
+class AllReduceRecorder:
+    """Every dist.all_reduce the learner's code calls: its size, whether backward was running, and when
+    its work was waited for (a proxy notes wait(), get_future().wait() and value())."""
+
+    def __init__(self) -> None:
+        self.calls: list[dict] = []
+        self.in_backward = False
+        self._real = dist.all_reduce
+        dist.all_reduce = self._all_reduce
+
+    def close(self) -> None:
+        dist.all_reduce = self._real
+
+    def _all_reduce(self, tensor: torch.Tensor, *args, async_op: bool = False, **kwargs):
+        call = {"numel": tensor.numel(), "in_backward": self.in_backward, "waited": None}
+        self.calls.append(call)
+        work = self._real(tensor, *args, async_op=async_op, **kwargs)
+        if not async_op:
+            call["waited"] = self._when()
+            return work
+        return _Waited(work, lambda: call.update(waited=call["waited"] or self._when()))
+
+    def _when(self) -> str:
+        return "backward" if self.in_backward else "after"
+
+
+class _Waited:
+    """A work or future that notes the first time someone waits for it."""
+
+    def __init__(self, inner, note: Callable[[], None]) -> None:
+        self._inner, self._note = inner, note
+
+    def wait(self, *args, **kwargs):
+        self._note()
+        return self._inner.wait(*args, **kwargs)
+
+    def value(self):
+        self._note()
+        return self._inner.value()
+
+    def get_future(self):
+        return _Waited(self._inner.get_future(), self._note)
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
+
+
+def _rank_model(rank: int, config: TrainConfig, corpus_dir: Path) -> nn.Module:
+    seed_everything(SEED_BASE + rank)  # as train.py: each rank its own init; the broadcast makes them rank 0's
+    return build_model_for_corpus(corpus_dir, config.block_size)[0]
+
+
+def _shard(rank: int, world_size: int, config: TrainConfig, corpus_dir: Path):
+    return make_shard(rank, world_size, corpus_dir, batch_size=config.batch_size, block_size=config.block_size,
+                      seed=SEED_BASE + rank)
+
+
+def _grads(model: nn.Module) -> list[torch.Tensor | None]:
+    return [None if p.grad is None else p.grad.clone() for p in model.parameters()]
+
+
+def _train(wrap: Callable[[nn.Module], nn.Module], rank: int, world_size: int, corpus_dir: Path,
+           recorder: AllReduceRecorder | None = None) -> dict:
+    """STEPS AdamW steps of the wrapped MiniGPT: its weights after wrapping, step 0's gradients, the end's weights."""
+    config = TrainConfig()
+    model = _rank_model(rank, config, corpus_dir)
+    shard = _shard(rank, world_size, config, corpus_dir)
+    wrapped = wrap(model)
+    wrapped_weights = [p.detach().clone() for p in model.parameters()]
+    optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr)
+    grads, calls = None, []
+    for step in range(STEPS):
+        loss = wrapped(next(shard)).loss
+        if recorder:
+            recorder.in_backward = True
+        loss.backward()
+        if recorder:
+            recorder.in_backward = False
+        getattr(wrapped, "finish", lambda: None)()
+        if step == 0:
+            grads = _grads(model)
+            calls = list(recorder.calls) if recorder else []
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+    return {"wrapped": wrapped_weights, "grads": grads, "weights": [p.detach().clone() for p in model.parameters()],
+            "calls": calls}
+
+
+def _local_grads(rank: int, world_size: int, corpus_dir: Path) -> list[torch.Tensor]:
+    """Step 0's gradients of this rank alone: rank 0's weights, this rank's first batch."""
+    config = TrainConfig()
+    model = _rank_model(0, config, corpus_dir)
+    model(next(_shard(rank, world_size, config, corpus_dir))).loss.backward()
+    return _grads(model)
+
+
+def _bucket_numels(params: list[nn.Parameter], cap_mb: float) -> set[tuple[int, ...]]:
+    """The bucket sizes (elements, sorted) `params` make under a cap, closing a bucket before it would pass the
+    cap or (DDP's own rule) once it reaches it: either rule is right."""
+    found = set()
+    for close_after in (False, True):
+        buckets, size = [[]], 0
+        for p in params:
+            nbytes = p.numel() * p.element_size()
+            if buckets[-1] and not close_after and size + nbytes > cap_mb * 2**20:
+                buckets, size = buckets + [[]], 0
+            buckets[-1].append(p.numel())
+            size += nbytes
+            if close_after and size >= cap_mb * 2**20:
+                buckets, size = buckets + [[]], 0
+        found.add(tuple(sorted(sum(b) for b in buckets if b)))
+    return found
+
+
+class _Mistake(Exception):
+    """A case of the worker found a mistake: the message names it."""
+
+
+def _compare_grads(got: list, want: list, local: list, sums: list, world_size: int, names: list[str]) -> float:
+    """Step 0's gradients against DDP's (bit for bit at 2 ranks, within the rounding bound at 3): the
+    largest difference, or the mistake named."""
+    worst, wrong = 0.0, []
+    for i, (g, w) in enumerate(zip(got, want)):
+        if (g is None) != (w is None):
+            raise _Mistake(f"{names[i]}: gradient {'None' if g is None else 'set'} after finish(), torch DDP's is "
+                           f"{'None' if w is None else 'set'}")
+        if g is None:
+            continue
+        diff = (g - w).abs()
+        bound = 0.0 if world_size == 2 else _grad_bound(world_size) * sums[i] / world_size
+        if (diff > bound).any():
+            wrong.append(i)
+        worst = max(worst, diff.max().item())
+    if not wrong:
+        return worst
+    if all(torch.equal(got[i], local[i]) for i in wrong):
+        if len(wrong) == sum(g is not None for g in got):
+            raise _Mistake("no all-reduce: after finish() every gradient is still this rank's own")
+        raise _Mistake(f"a bucket left unflushed: after finish() {len(wrong)} gradient(s) ({names[wrong[0]]}, ...) "
+                       "are still this rank's own; launch every bucket (the last one too) before finish() returns")
+    if all(torch.allclose(got[i], world_size * want[i], rtol=1e-5, atol=1e-9) for i in wrong):
+        raise _Mistake(f"missing division: the gradients are the sum over the {world_size} ranks, not the average; "
+                       f"divide by the world size ({names[wrong[0]]} is {world_size}x DDP's)")
+    i = wrong[0]
+    raise _Mistake(f"{names[i]}: gradient differs from torch DDP's by {(got[i] - want[i]).abs().max().item():.2e}")
+
+
+def _check_calls(level: str, calls: list[dict], params: list[nn.Parameter], cap_mb: float) -> None:
+    """The all-reduces of step 0: launched during backward, not waited there, waited before finish() returned,
+    and (bucketed) one per bucket of the reversed parameters."""
+    if level == "naive" or not calls:
+        if level != "naive":
+            raise _Mistake("no all-reduce launched: call dist.all_reduce(..., async_op=True) from the gradient hook")
+        return
+    if not any(c["in_backward"] for c in calls):
+        raise _Mistake("no overlap: every all-reduce was launched after backward; launch them from the gradient hook")
+    if any(c["waited"] == "backward" for c in calls if c["in_backward"]):
+        raise _Mistake("a hook that waits on the spot: an all-reduce launched in backward was waited for in backward "
+                       "(wait() in the hook, or async_op=False), which stops backward until every rank gets there; "
+                       "keep the work and wait for it in finish()")
+    if any(c["waited"] is None for c in calls):
+        raise _Mistake("finish() returned before waiting for every all-reduce: wait for each work before the step")
+    if level == "bucketed":
+        got = tuple(sorted(c["numel"] for c in calls))
+        if got in _bucket_numels(params[::-1], cap_mb):
+            return
+        if got in _bucket_numels(params, cap_mb):
+            raise _Mistake(f"buckets in forward order: at a {cap_mb:g} MiB cap the all-reduces have sizes {list(got)}, "
+                           "the buckets of the parameters in model order; backward makes the last ones first: "
+                           "group reversed(parameters)")
+        expected = sorted(_bucket_numels(params[::-1], cap_mb))[0]
+        raise _Mistake(f"{len(calls)} all-reduce(s) of sizes {list(got)} per step at a {cap_mb:g} MiB cap; expected "
+                       f"one per bucket of the reversed parameters, sizes {list(expected)}")
+
+
+class _WithUnused(nn.Module):
+    """Three layers, the middle one never used: its parameters get no gradient on any rank."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.a, self.unused, self.b = nn.Linear(4, 4), nn.Linear(4, 4), nn.Linear(4, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.b(torch.tanh(self.a(x))).square().mean()
+
+
+def _unused_case(cls: type, level: str, rank: int) -> None:
+    """The model with an unused layer, against DDP(find_unused_parameters=True)."""
+    grads = []
+    for wrap in (lambda m: DistributedDataParallel(m, find_unused_parameters=True),
+                 lambda m: cls(m, bucket_cap_mb=CAP_MB) if level == "bucketed" else cls(m)):
+        model = _WithUnused()
+        wrapped = wrap(model)
+        torch.manual_seed(1 + rank)
+        wrapped(torch.randn(5, 4)).backward()
+        getattr(wrapped, "finish", lambda: None)()
+        grads.append(_grads(model))
+    for (name, _), got, want in zip(_WithUnused().named_parameters(), *grads):
+        if (got is None) != (want is None) or (got is not None and not torch.allclose(got, want, rtol=1e-6, atol=1e-9)):
+            if want is None:
+                raise _Mistake(f"a parameter without gradient: {name}, which no loss uses, got a gradient after "
+                               "finish(); torch DDP leaves it None")
+            raise _Mistake(f"a parameter without gradient (the 'unused' layer of a small model) left {name}'s "
+                           "gradient unaveraged: a bucket it keeps waiting must still be all-reduced in finish()")
+
+
+def _tiny_cap_case(cls: type, rank: int, world_size: int, corpus_dir: Path, reference: dict) -> None:
+    recorder = AllReduceRecorder()
+    try:
+        run = _train(lambda m: cls(m, bucket_cap_mb=TINY_CAP_MB), rank, world_size, corpus_dir, recorder)
+    finally:
+        recorder.close()
+    params = list(_rank_model(0, TrainConfig(), corpus_dir).parameters())
+    if len(run["calls"]) != len(params):
+        raise _Mistake(f"a cap smaller than one parameter: at {TINY_CAP_MB:g} MiB each of the {len(params)} parameters "
+                       f"is a bucket of its own, but {len(run['calls'])} all-reduce(s) ran per step")
+    if world_size == 2 and not all(torch.equal(a, b) for a, b in zip(run["weights"], reference["weights"])):
+        raise _Mistake(f"a cap smaller than one parameter: at {TINY_CAP_MB:g} MiB the weights after {STEPS} steps "
+                       "differ from torch DDP's")
+
+
+def _on_every_rank(check: Callable[[], object]) -> object:
+    """check()'s result; a mistake found on any rank is raised on every rank (rank order decides which), so that
+    no rank goes on to the next case's collectives while another has stopped."""
+    problem, result = None, None
+    try:
+        result = check()
+    except _Mistake as e:
+        problem = str(e)
+    problems = [None] * dist.get_world_size()
+    dist.all_gather_object(problems, problem)
+    if any(problems):
+        rank = next(r for r, p in enumerate(problems) if p)
+        raise _Mistake(f"{problems[rank]} (found on rank {rank} of {len(problems)})")
+    return result
+
+
+def _check_level(cls: type, level: str, rank: int, world_size: int, corpus_dir: Path, reference: dict,
+                 local: list, sums: list) -> dict:
+    """One class graded on this rank: its pass record {"status", "detail", "grad_diff", "weight_diff"};
+    a mistake raises _Mistake on every rank."""
+    model0 = _rank_model(0, TrainConfig(), corpus_dir)
+    names = [name for name, _ in model0.named_parameters()]
+    params = list(model0.parameters())
+    recorder = AllReduceRecorder()
+    try:
+        run = _train(lambda m: cls(m, bucket_cap_mb=CAP_MB) if level == "bucketed" else cls(m),
+                     rank, world_size, corpus_dir, recorder)
+    finally:
+        recorder.close()
+
+    def broadcast() -> None:
+        if not all(torch.equal(a, b) for a, b in zip(run["wrapped"], params)):
+            raise _Mistake("missing broadcast: after wrapping, this rank's weights are not rank 0's; broadcast "
+                           "every parameter (and buffer) from rank 0 in __init__")
+
+    def main_run() -> tuple[float, float]:
+        grad_diff = _compare_grads(run["grads"], reference["grads"], local, sums, world_size, names)
+        _check_calls(level, run["calls"], params, CAP_MB)
+        weight_diff = max((a - b).abs().max().item() for a, b in zip(run["weights"], reference["weights"]))
+        if weight_diff > (0.0 if world_size == 2 else WEIGHT_TOL):
+            raise _Mistake(f"after {STEPS} AdamW steps the weights differ from torch DDP's by {weight_diff:.2e} "
+                           f"(step 0's gradients agreed)")
+        return grad_diff, weight_diff
+
+    _on_every_rank(broadcast)  # first: without it every later check fails too, for that reason
+    grad_diff, weight_diff = _on_every_rank(main_run)
+    _on_every_rank(lambda: _unused_case(cls, level, rank))
+    if level == "bucketed":
+        _on_every_rank(lambda: _tiny_cap_case(cls, rank, world_size, corpus_dir, reference))
+    return {"status": "pass", "grad_diff": grad_diff, "weight_diff": weight_diff, "detail": ""}
+
+
+def _level_class(level: str, source: type | str | None) -> type:
+    """The class graded: minitrain.scratch_ddp's (None), a class, or the level's class in a .py file (loaded by
+    path, so that a file outside sys.path works whatever the workers' start method)."""
+    if source is None:
+        return getattr(importlib.import_module("minitrain.scratch_ddp"), LEVELS[level])
+    if isinstance(source, str):
+        spec = importlib.util.spec_from_file_location(Path(source).stem, source)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return getattr(module, LEVELS[level])
+    return source
+
+
+def _scratch_rank(folder: str, entries: list[tuple[str, str, type | str | None]], corpus_dir: str) -> None:
+    """One rank: torch DDP's run once, then each (label, level, class) in turn, each result saved."""
+    rank = int(os.environ["RANK"])
+    _silence(Path(folder) / f"rank-{rank}.log")
+    faulthandler.dump_traceback_later(RUN_TIMEOUT_S, exit=True)
+    rank, world_size = join_group(timedelta(seconds=RUN_TIMEOUT_S))
+    corpus = Path(corpus_dir)
+    reference = _train(DistributedDataParallel, rank, world_size, corpus)
+    local = _local_grads(rank, world_size, corpus)
+    sums = [g.abs() for g in local]
+    for s in sums:
+        dist.all_reduce(s)  # sum over the ranks of |g_i|: the scale of the rounding bound
+    results = {}
+    for label, level, source in entries:
+        try:
+            cls = _level_class(level, source)
+            results[label] = _check_level(cls, level, rank, world_size, corpus, reference, local, sums)
+        except _Mistake as e:
+            results[label] = {"status": "fail", "detail": str(e)}
+        except NotImplementedError as e:
+            results[label] = {"status": "not done", "detail": str(e)}
+        except Exception as e:
+            results[label] = {"status": "fail", "detail": f"{LEVELS[level]} raised {type(e).__name__} on rank {rank} "
+                                                          f"of {world_size}: {e}"}
+        dist.barrier()  # the next class starts together on every rank
+    _leave(folder, rank, results)
+
+
+def scratch_results(entries: list[tuple[str, str, type | str | None]], world_size: int,
+                    corpus_dir: Path | None = None) -> list[dict]:
+    """Each rank's results {label: {...}} of one real gloo run of `world_size` processes grading `entries`,
+    (label, level, class: None for minitrain.scratch_ddp's, or a .py file's path) in turn."""
+    from minitrain.corpus import DEFAULT_CORPUS_DIR, ensure_corpus
+    corpus_dir = Path(corpus_dir or DEFAULT_CORPUS_DIR)
+    if corpus_dir == DEFAULT_CORPUS_DIR:
+        ensure_corpus(corpus_dir)  # generated on first use, before the ranks read it
+    with tempfile.TemporaryDirectory(prefix="minitrain-grader-") as tmp:
+        try:
+            spawn_workers(_scratch_rank, world_size, tmp, entries, str(corpus_dir))
+        except Exception as e:
+            last = str(e).strip().splitlines()[-1]
+            raise ExerciseError(f"the {world_size}-process run failed ({type(e).__name__}: {last}); its ranks' "
+                                f"output:\n{_log_tails(Path(tmp))}") from e
+        return [json.loads((Path(tmp) / f"rank-{r}.json").read_text()) for r in range(world_size)]
+
+
+def verdict(results: list[dict], label: str, world_size: int) -> str:
+    """One class's line from every rank's results: its verdict, or ExerciseError naming the mistake."""
+    mine = [r[label] for r in results]
+    for result in mine:
+        if result["status"] == "not done":
+            detail = result["detail"]
+            raise ExerciseError(detail if "not done yet" in detail else f"not done yet: {detail}")
+        if result["status"] == "fail":
+            raise ExerciseError(result["detail"])
+    grad, weight = max(r["grad_diff"] for r in mine), max(r["weight_diff"] for r in mine)
+    if world_size == 2:
+        return f"{world_size} ranks: gradients and weights after {STEPS} steps bit for bit torch DDP's"
+    return (f"{world_size} ranks: largest |difference| from torch DDP: gradients {grad:.1e} (within the rounding "
+            f"bound {_grad_bound(world_size) / world_size:.1e} x sum|g|), weights after {STEPS} steps {weight:.1e} "
+            f"(tolerance {WEIGHT_TOL:.0e})")
+
+
+EXTRA = {"naive": "", "overlapped": "; all-reduces launched in backward, waited for in finish()",
+         "bucketed": f"; one all-reduce per bucket of the reversed parameters, a {TINY_CAP_MB:g} MiB cap too"}
+
+
+def grade_scratch_ddp(level: str = "all", cls: type | str | None = None, world_sizes: tuple[int, ...] = (2, 3)) -> str:
+    """`level`'s class ("all": the three; minitrain.scratch_ddp's, read from disk by the workers, unless
+    `cls`) in a real gloo group of each of `world_sizes`: one verdict line per level, or ExerciseError."""
+    if level not in (*LEVELS, "all"):
+        raise ValueError(f"level must be one of {', '.join(LEVELS)} or 'all', got {level!r}")
+    levels = list(LEVELS) if level == "all" else [level]
+    lines = {name: [] for name in levels}
+    for world_size in world_sizes:
+        results = scratch_results([(name, name, cls) for name in levels], world_size)
+        for name in levels:
+            try:
+                lines[name].append(verdict(results, name, world_size))
+            except ExerciseError as e:
+                if "not done yet" in str(e):
+                    raise
+                raise ExerciseError(f"{LEVELS[name]}: {e}") from e
+    return "\n".join(f"{LEVELS[name]}: " + "; ".join(lines[name]) + "; a parameter without gradient handled"
+                     + EXTRA[name] for name in levels)

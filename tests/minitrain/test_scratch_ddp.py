@@ -1,0 +1,71 @@
+"""Notebook 15's grader on real gloo processes: the reference levels match torch's DDP (bit for bit at
+2 ranks, within the derived tolerance at 3), the student edition's stubs are "not done", and each
+mistake is named. One group per world size grades every class in turn; each worker ends itself after
+RUN_TIMEOUT_S (faulthandler), so a hang fails the test instead of stalling it."""
+
+import pytest
+
+import scratch_mistakes
+from minitrain.lab import student
+from minitrain.lab.graders import ExerciseError
+from minitrain.lab.scratch_graders import LEVELS, WEIGHT_TOL, scratch_results, verdict
+from minitrain.paths import REPO
+
+MISTAKES = {  # label -> (level, class, the words the grader must name it with)
+    "no broadcast": ("naive", scratch_mistakes.NoBroadcast, "missing broadcast"),
+    "no division": ("naive", scratch_mistakes.NoDivision, "missing division"),
+    "waits on the spot": ("overlapped", scratch_mistakes.WaitsOnTheSpot, "a hook that waits on the spot"),
+    "forward buckets": ("bucketed", scratch_mistakes.ForwardBuckets, "buckets in forward order"),
+    "unflushed": ("bucketed", scratch_mistakes.Unflushed, "a bucket left unflushed"),
+}
+
+
+@pytest.fixture(scope="module")
+def blank_file(tmp_path_factory) -> str:
+    """The student edition's scratch_ddp.py, in a file the grader's workers load by path."""
+    path = tmp_path_factory.mktemp("blank") / "scratch_ddp_blank.py"
+    path.write_bytes(student.student_file(REPO / "src/minitrain/scratch_ddp.py", "src/minitrain/scratch_ddp.py"))
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def two_ranks(blank_file, corpus_dir):
+    entries = [(f"reference {level}", level, None) for level in LEVELS]
+    entries += [(f"blank {level}", level, blank_file) for level in LEVELS]
+    entries += [(label, level, cls) for label, (level, cls, _) in MISTAKES.items()]
+    return scratch_results(entries, 2, corpus_dir)
+
+
+def test_reference_levels_are_bit_for_bit_torch_ddp_at_two_ranks(two_ranks):
+    for level in LEVELS:
+        assert "bit for bit" in verdict(two_ranks, f"reference {level}", 2)
+
+
+def test_reference_levels_within_the_tolerance_at_three_ranks(corpus_dir):
+    results = scratch_results([(level, level, None) for level in LEVELS], 3, corpus_dir)
+    for level in LEVELS:
+        assert "3 ranks: largest |difference|" in verdict(results, level, 3)
+        assert max(r[level]["weight_diff"] for r in results) <= WEIGHT_TOL
+
+
+@pytest.mark.parametrize("level", list(LEVELS))
+def test_the_student_edition_is_not_done(two_ranks, level):
+    with pytest.raises(ExerciseError, match="not done yet: NaiveDDP"):
+        verdict(two_ranks, f"blank {level}", 2)
+
+
+@pytest.mark.parametrize("label", list(MISTAKES))
+def test_each_mistake_is_named(two_ranks, label):
+    with pytest.raises(ExerciseError) as e:
+        verdict(two_ranks, label, 2)
+    assert str(e.value).startswith(MISTAKES[label][2]), str(e.value)
+
+
+def test_the_benchmark_table_gives_each_level_its_ratio_and_all_reduces():
+    from minitrain.measure.scratch import table
+    result = {"medians_s": {"torch DDP": 0.02, "NaiveDDP": 0.03}, "finish_s": {"torch DDP": 0.0, "NaiveDDP": 0.01},
+              "numels": {"torch DDP": [273504], "NaiveDDP": [96] * 27 + [270912]},
+              "overlap": {"torch DDP": 0.0, "NaiveDDP": 0.25}}
+    rows = table(result).splitlines()
+    assert rows[2] == "| torch DDP | 20.0 | 1.00 | 0.0 | 1 | 273504 | 0% |"
+    assert rows[3] == "| NaiveDDP | 30.0 | 1.50 | 10.0 | 28 | 96 to 270912, 273504 in all | 25% |"
