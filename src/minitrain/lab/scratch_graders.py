@@ -28,7 +28,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from minitrain.data import SEED_BASE, make_shard
 from minitrain.lab.graders import RUN_TIMEOUT_S, ExerciseError, _leave, _log_tails, _silence, join_group
-from minitrain.launch import spawn_workers
+from minitrain.launch import fast_start_method, spawn_workers
 from minitrain.train import TrainConfig, build_model_for_corpus, seed_everything
 
 LEVELS = {"naive": "NaiveDDP", "overlapped": "OverlappedDDP", "bucketed": "BucketedDDP"}
@@ -374,7 +374,7 @@ def scratch_results(entries: list[tuple[str, str, type | str | None]], world_siz
         ensure_corpus(corpus_dir)  # generated on first use, before the ranks read it
     with tempfile.TemporaryDirectory(prefix="minitrain-grader-") as tmp:
         try:
-            spawn_workers(_scratch_rank, world_size, tmp, entries, str(corpus_dir))
+            spawn_workers(_scratch_rank, world_size, tmp, entries, str(corpus_dir), start_method=fast_start_method())
         except Exception as e:
             last = str(e).strip().splitlines()[-1]
             raise ExerciseError(f"the {world_size}-process run failed ({type(e).__name__}: {last}); its ranks' "
