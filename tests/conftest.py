@@ -30,7 +30,6 @@ LONGEST_FIRST = [
     "notebooks/04-launch-and-timing.ipynb",
     "notebooks/15-ddp-from-scratch.ipynb",
     "tests/minitrain/test_scaling_matrix.py",
-    "tests/faults/test_reproducible.py",
     "tests/minitrain/test_scratch_ddp.py",
     "tests/minitrain/test_compression.py",
     "notebooks/run.ipynb",

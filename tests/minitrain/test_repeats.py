@@ -1,5 +1,7 @@
-"""The repeats of the 1-vs-2 comparison: two jobs that stay up and take turns, on real processes."""
+"""The repeats of the 1-vs-2 comparison: two jobs that stay up and take turns, on real processes; their
+weights and losses are a separate train.py run's, bit for bit (two runs with the same seeds are identical)."""
 
+import json
 import shutil
 import subprocess
 import sys
@@ -36,15 +38,23 @@ def test_they_alternate_1_2_1_2_and_leave_each_repeats_files(repeats):
     assert not (repeats / REPEATS_DIR / TURNS).exists()  # the turn files are gone
 
 
+def losses(folder) -> list[float]:
+    return [json.loads(line)["loss"] for line in (folder / "timings.jsonl").read_text().splitlines()]
+
+
 def test_a_repeat_is_train_py_timed_by_the_hook_bit_for_bit(repeats, tmp_path):
-    """Same seeds, setup and step: a repeat's weights are those of train.py --timing hook."""
+    """Same seeds, setup and step: both 2-process repeats end with the weights and losses of a separate
+    train.py --timing hook run, bit for bit (so two runs with the same seeds are identical)."""
     subprocess.run([sys.executable, "-m", "minitrain.launch", "--nproc-per-node=2", str(TRAIN_SCRIPT),
                     "--out", str(tmp_path), "--steps", str(STEPS), "--warmup", str(WARMUP), "--timing", "hook"],
                    check=True, capture_output=True, timeout=300)
-    for rank in (0, 1):
-        mine = torch.load(repeat_dir(repeats, 1, 2) / f"state-rank-{rank}.pt", weights_only=True)
-        script = torch.load(tmp_path / f"state-rank-{rank}.pt", weights_only=True)
-        assert compare_states(mine, script).bitwise_equal
+    for repeat in (0, 1):
+        for rank in (0, 1):
+            mine = torch.load(repeat_dir(repeats, repeat, 2) / f"state-rank-{rank}.pt", weights_only=True)
+            script = torch.load(tmp_path / f"state-rank-{rank}.pt", weights_only=True)
+            assert compare_states(mine, script).bitwise_equal, (repeat, rank)
+        assert losses(repeat_dir(repeats, repeat, 2)) == losses(tmp_path)
+    assert len(losses(tmp_path)) == STEPS and losses(tmp_path)[0] != losses(tmp_path)[-1]  # it trained
 
 
 def test_a_broken_corpus_is_named_before_any_job_starts(tmp_path):
