@@ -4,9 +4,10 @@
 
 First the runs whose timings the lab reports, one at a time with nothing else running: `run.ipynb`
 for 1 and for 2 processes with papermill (the sheet's runs), then the alternating repeats of the
-1-vs-2 comparison. Then the report notebook, then every other numbered notebook side by side with
-the checker (a notebook whose parameters cell has `live_run` runs with it off: it reads the runs
-just made, or its committed measurement). When everything passed and the runs went to
+1-vs-2 comparison. Then the report notebook, then the rest of the sheet's path (01-05) side by side
+with the checker (a notebook whose parameters cell has `live_run` runs with it off: it reads the
+runs just made). The optional notebooks 07-15 show their own committed measurements, not these
+runs: `--all-notebooks` executes them too. When everything passed and the runs went to
 experiments/35-ddp-cpu/, the executed notebooks replace those in notebooks/, so that the notebooks
 show the run beside them. Exits non-zero when anything failed.
 
@@ -35,11 +36,12 @@ from minitrain.paths import BUILD_DIR, EXPERIMENT_DIR, NOTEBOOKS_DIR, relative
 EXECUTED_DIR = BUILD_DIR / "notebooks"  # executed copies of the topic notebooks (git-ignored)
 RUN_NOTEBOOK = "run.ipynb"
 REPORT_NOTEBOOK = "06-scaling-and-report.ipynb"  # writes the manifest the others read
+LAST_ON_THE_PATH = REPORT_NOTEBOOK  # 01-06 show the runs just made and the learner's Blocks; 07-15 do not
 
 
-def numbered_notebooks() -> list[str]:
-    """notebooks/NN-*.ipynb, in order: the lab's path, then the deeper measurements."""
-    return sorted(p.name for p in NOTEBOOKS_DIR.glob("[0-9][0-9]-*.ipynb"))
+def numbered_notebooks(every: bool = True) -> list[str]:
+    """notebooks/NN-*.ipynb, in order: the sheet's path (01-06), then, with `every`, the optional ones."""
+    return sorted(p.name for p in NOTEBOOKS_DIR.glob("[0-9][0-9]-*.ipynb") if every or p.name <= LAST_ON_THE_PATH)
 
 
 def lab_parameters(name: str, repeats: int) -> dict:
@@ -98,9 +100,10 @@ def measured_phase(out: Path, repeats: int) -> None:
     run_repeats(out, repeats, STEPS, WARMUP)
 
 
-def display_phase(run_tests: bool, workers: int, repeats: int) -> tuple[list[CheckResult], list[str]]:
-    """Every numbered notebook (the report first: the others read what it writes), side by side,
-    and the checker with the DDP tests beside them; return the checker's rows and the failures."""
+def display_phase(names: list[str], run_tests: bool, workers: int,
+                  repeats: int) -> tuple[list[CheckResult], list[str]]:
+    """The notebooks `names` (the report first: the others read what it writes), side by side, and
+    the checker with the DDP tests beside them; return the checker's rows and the failures."""
     failures = []
 
     def run(name: str) -> None:
@@ -119,7 +122,7 @@ def display_phase(run_tests: bool, workers: int, repeats: int) -> tuple[list[Che
 
     with ThreadPoolExecutor(max_workers=workers + 1) as pool:  # the checker beside `workers` notebooks
         checker = pool.submit(check)
-        jobs = {pool.submit(run, name): name for name in numbered_notebooks() if name != REPORT_NOTEBOOK}
+        jobs = {pool.submit(run, name): name for name in names if name != REPORT_NOTEBOOK}
         for job in as_completed(jobs):
             try:
                 job.result()
@@ -133,14 +136,14 @@ def notebook_stamps() -> dict[str, int]:
     return {p.name: p.stat().st_mtime_ns for p in NOTEBOOKS_DIR.glob("*.ipynb")}
 
 
-def commit_notebooks(stamps: dict[str, int], with_run: bool = True) -> list[str]:
+def commit_notebooks(names: list[str], stamps: dict[str, int], with_run: bool = True) -> list[str]:
     """Copy the executed notebooks of this lab run over the ones in notebooks/, without papermill's
     injected-parameters cell and metadata, so the notebooks show the run whose artifacts sit beside
     them (`run.ipynb` from its 2-process execution, the sheet's run, when this lab run made it)."""
     import nbformat
 
+    executed_copies = {name: EXECUTED_DIR / name for name in names}
     names = []
-    executed_copies = {name: EXECUTED_DIR / name for name in numbered_notebooks()}
     if with_run:
         executed_copies[RUN_NOTEBOOK] = run_dir_in(output_dir(), 2) / "run-2proc.ipynb"
     for name, executed in executed_copies.items():
@@ -186,6 +189,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--notebooks-only", action="store_true",
                    help="no new runs: execute the notebooks against the runs already in the output folder (after "
                         "editing a notebook, so the committed ones keep showing the committed run)")
+    p.add_argument("--all-notebooks", action="store_true",
+                   help="after the sheet's path (01-06), execute the optional notebooks 07-15 too (they show their "
+                        "own committed measurements, not the runs just made)")
     args = p.parse_args(argv)
     try:
         lab_out_folder()  # a MINITRAIN_LAB_OUT naming a file stops here, before any run
@@ -205,9 +211,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"FAILED: {not_done(str(e)) or e}", file=sys.stderr)
         return 1
     measured = time.perf_counter() - total
-    print(f"measured runs: {measured:.1f} s\nnotebooks ({args.workers} side by side) and the checker "
-          f"({'without' if args.skip_tests else 'with'} the DDP tests):", flush=True)
-    results, failures = display_phase(not args.skip_tests, args.workers, args.repeats)
+    names = numbered_notebooks(args.all_notebooks)
+    print(f"measured runs: {measured:.1f} s\nnotebooks {names[0][:2]}-{names[-1][:2]} ({args.workers} side by side) "
+          f"and the checker ({'without' if args.skip_tests else 'with'} the DDP tests):", flush=True)
+    results, failures = display_phase(names, not args.skip_tests, args.workers, args.repeats)
     if results:
         print(format_table(results))
     print(f"lab total: {time.perf_counter() - total:.1f} s (measured runs {measured:.1f} s, then "
@@ -219,8 +226,9 @@ def main(argv: list[str] | None = None) -> int:
         print("FAILED: the checker found a problem (FAIL rows above)", file=sys.stderr)
         return 1
     if out == EXPERIMENT_DIR.resolve():  # the lab's own artifacts: the notebooks show this run now
-        print(f"notebooks/ now shows this run: {', '.join(commit_notebooks(stamps, with_run=not args.notebooks_only))}")
-    print("lab complete: every notebook ran and every check passed")
+        print(f"notebooks/ now shows this run: {', '.join(commit_notebooks(names, stamps, not args.notebooks_only))}")
+    print(f"lab complete: notebooks {names[0][:2]}-{names[-1][:2]} ran and every check passed"
+          + ("" if args.all_notebooks else " (07-15 show their own committed measurements: --all-notebooks runs them)"))
     return 0
 
 
