@@ -6,6 +6,7 @@ import faulthandler
 import os
 import re
 import sys
+import sysconfig
 import threading
 import time
 from datetime import timedelta
@@ -18,6 +19,7 @@ HANG_STATUS = 3  # a rank ended by the watch exits with this status
 HANG_LINE = re.compile(r"\[rank (\d+)\] hangs at (\S+:\d+).*?: waits in (.+?) for [\d.]+ s")
 TORCH_DIR = str(Path(torch.__file__).parent) + os.sep
 MINITRAIN_DIR = str(Path(__file__).parent) + os.sep
+LIBRARY_DIRS = tuple({TORCH_DIR, *(str(Path(sysconfig.get_paths()[k])) + os.sep for k in ("stdlib", "purelib", "platlib"))})
 C10D_FILE = os.path.join(TORCH_DIR, "distributed", "distributed_c10d.py")
 BACKWARD_FILE = os.path.join(TORCH_DIR, "autograd", "graph.py")
 GLOO_GRACE = timedelta(seconds=5)  # gloo's own timeout comes this much later: the watch reports first
@@ -58,15 +60,17 @@ def _watch(rank: int, timeout_s: float, main: int) -> None:
 
 
 def collective_call(frame: FrameType | None) -> FrameType | None:
-    """The frame of the collective `frame`'s thread waits in (torch.distributed's function, or autograd's
-    backward, where DDP's all-reduce waits), or None."""
+    """The frame of the collective `frame`'s thread waits in (the outermost torch.distributed function, the
+    one the learner called, or autograd's backward, where DDP's all-reduce waits), or None."""
+    found = None
     while frame is not None:
-        if frame.f_code.co_filename == C10D_FILE and not frame.f_code.co_name.startswith("_"):
-            return frame
-        if frame.f_code.co_filename == BACKWARD_FILE and frame.f_code.co_name == "_engine_run_backward":
+        code = frame.f_code
+        if code.co_filename == C10D_FILE and not code.co_name.startswith("_"):
+            found = frame
+        elif found is None and code.co_filename == BACKWARD_FILE and code.co_name == "_engine_run_backward":
             return frame
         frame = frame.f_back
-    return None
+    return found
 
 
 def collective_name(call: FrameType) -> str:
@@ -76,11 +80,11 @@ def collective_name(call: FrameType) -> str:
 
 
 def learner_line(frame: FrameType | None) -> str:
-    """`train.py:87 in train`: the innermost frame outside torch and minitrain (else outside torch), with
-    `(via ddp.py:56 in barrier)` when a minitrain frame stands between it and torch."""
+    """`train.py:87 in train`: the innermost frame outside the libraries (torch, Python's own) and minitrain
+    (else outside the libraries), with `(via ddp.py:56 in barrier)` when minitrain's frame is innermost."""
     frames = []
     while frame is not None:
-        if not frame.f_code.co_filename.startswith(TORCH_DIR):
+        if not frame.f_code.co_filename.startswith((*LIBRARY_DIRS, "<")):  # "<string>": python -c, a forkserver
             frames.append(frame)
         frame = frame.f_back
     if not frames:
