@@ -1,6 +1,5 @@
 """A hang names itself: a watch thread in every rank ends a rank whose main thread waits in one collective
-longer than a timeout, after one line naming the rank, the learner's line and the collective; and a
-collective mismatch torch detects (TORCH_DISTRIBUTED_DEBUG=DETAIL) shortened to what differs."""
+longer than the collective timeout, after one line naming the rank, the learner's line and the collective."""
 
 import faulthandler
 import os
@@ -19,7 +18,8 @@ HANG_STATUS = 3  # a rank ended by the watch exits with this status
 HANG_LINE = re.compile(r"\[rank (\d+)\] hangs at (\S+:\d+).*?: waits in (.+?) for [\d.]+ s")
 TORCH_DIR = str(Path(torch.__file__).parent) + os.sep
 MINITRAIN_DIR = str(Path(__file__).parent) + os.sep
-LIBRARY_DIRS = tuple({TORCH_DIR, *(str(Path(sysconfig.get_paths()[k])) + os.sep for k in ("stdlib", "purelib", "platlib"))})
+LIBRARY_DIRS = tuple({TORCH_DIR, *(str(Path(sysconfig.get_paths()[k])) + os.sep
+                                   for k in ("stdlib", "purelib", "platlib"))})  # not the learner's code
 C10D_FILE = os.path.join(TORCH_DIR, "distributed", "distributed_c10d.py")
 BACKWARD_FILE = os.path.join(TORCH_DIR, "autograd", "graph.py")
 GLOO_GRACE = timedelta(seconds=5)  # gloo's own timeout comes this much later: the watch reports first
@@ -32,7 +32,7 @@ def watch_collectives(rank: int, timeout_s: float) -> None:
     (one look later: a peer stuck as well gets to report too)."""
     if any(t.name == _WATCHER for t in threading.enumerate()):
         return
-    faulthandler.enable(all_threads=True)  # gloo aborts on a mismatch it detects: the stacks show the line
+    faulthandler.enable(all_threads=True)  # gloo aborts on sizes that differ: the stacks show the line
     main = threading.main_thread().ident
     threading.Thread(target=_watch, args=(rank, timeout_s, main), name=_WATCHER, daemon=True).start()
 
@@ -102,19 +102,7 @@ def hang_line(rank: int, frame: FrameType | None, timeout_s: float) -> str:
     """The watch's report: `[rank 0] hangs at train.py:87 in train: waits in barrier for 60 s ...`."""
     call = collective_call(frame)
     return (f"[rank {rank}] hangs at {learner_line(frame)}: waits in {collective_name(call)} for {timeout_s:g} s "
-            "(the collective timeout, MINITRAIN_COLLECTIVE_TIMEOUT): the other ranks never joined it")
-
-
-FINGERPRINT = re.compile(r"Rank (\d+) is running collective: CollectiveFingerPrint\(SequenceNumber=\d+, "
-                         r"OpType=(\w+)(?:, TensorShape=(\[[^\]]*\]))?")
-
-
-def mismatch_summary(message: str) -> str | None:
-    """`rank 1 runs ALLREDUCE [8], rank 0 runs ALLREDUCE [4]` from torch's DETAIL mismatch error, else None."""
-    found = FINGERPRINT.findall(message)
-    if "Detected mismatch between collectives" not in message or not found:
-        return None
-    return ", ".join(f"rank {r} runs {op}" + (f" {shape}" if shape else "") for r, op, shape in found)
+            "(the collective timeout): the other ranks never joined it")
 
 
 def named_hang(text: str) -> str | None:
