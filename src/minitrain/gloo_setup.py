@@ -11,6 +11,7 @@ import psutil
 import torch.distributed as dist
 
 from minitrain.cli import collective_timeout_s
+from minitrain.hang_report import watched_group_timeout
 from minitrain.parent_watch import exit_with_parent
 
 TORCHRUN_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
@@ -42,9 +43,10 @@ def loopback_interface() -> str:
 
 
 def prepare_rank(timeout: timedelta | None = None) -> dict:
-    """Check torchrun's variables, keep gloo on loopback and tie this rank to its launcher; return the
-    keyword arguments for dist.init_process_group besides the backend: the timeout (default
-    collective_timeout()) and, with libuv off and the launcher hosting the store, the client store
+    """Check torchrun's variables, keep gloo on loopback, tie this rank to its launcher and watch its
+    collectives (hang_report: a wait longer than `timeout`, default collective_timeout(), ends the rank
+    naming where); return the keyword arguments for dist.init_process_group besides the backend: gloo's
+    timeout (a few seconds later) and, with libuv off and the launcher hosting the store, the client store
     (torch's env:// would make it with libuv whatever USE_LIBUV says, which fails on Windows)."""
     missing = [v for v in TORCHRUN_VARS if v not in os.environ]
     if missing:
@@ -56,11 +58,12 @@ def prepare_rank(timeout: timedelta | None = None) -> dict:
     timeout = collective_timeout() if timeout is None else timeout
     if not on_windows():  # gloo talks over the interface its hostname resolves to; keep it on loopback
         os.environ.setdefault("GLOO_SOCKET_IFNAME", loopback_interface())
-    exit_with_parent(f"rank {os.environ['RANK']}")  # a killed launcher must not leave it training
-    if dist.is_initialized() or use_libuv() or os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True":
-        return {"timeout": timeout}
     rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    exit_with_parent(f"rank {rank}")  # a killed launcher must not leave it training
+    group_timeout = watched_group_timeout(rank, timeout)  # a rank stuck in a collective names where, and ends
+    if dist.is_initialized() or use_libuv() or os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True":
+        return {"timeout": group_timeout}
     store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), world_size,
                           is_master=False, timeout=timeout, use_libuv=False)
-    return {"timeout": timeout, "store": dist.PrefixStore("default_pg", store), "rank": rank,
+    return {"timeout": group_timeout, "store": dist.PrefixStore("default_pg", store), "rank": rank,
             "world_size": world_size}

@@ -6,6 +6,7 @@ import ast
 import csv
 import json
 import os
+import re
 import shutil
 from concurrent.futures import ThreadPoolExecutor
 
@@ -159,11 +160,28 @@ HANG = '''
 if rank == 1:
     import time
     time.sleep(3600)  # a rank that never reaches the collective
+reports = [None] * world_size
+dist.all_gather_object(reports, (shard.num_sentences, shard.first_sentence))  # HANGS HERE
 '''
 
 
-def test_a_hanging_submission_is_graded_hangs_and_leaves_no_process(student_tree, tmp_path):
+def test_a_hanging_submission_is_graded_hangs_at_its_line_and_leaves_no_process(student_tree, tmp_path,
+                                                                                  monkeypatch):
+    """The ranks waiting in the collective report where (hang_report), after a short collective timeout."""
     tree = learner.copy_tree(student_tree, tmp_path / "hangs")
+    learner.write(tree, "src/minitrain/data.py", "Block B: the counts check and the first-sentence log", HANG)
+    number = next(i for i, text in enumerate((tree / "src/minitrain/data.py").read_text().splitlines(), 1)
+                  if "# HANGS HERE" in text)
+    monkeypatch.setenv("MINITRAIN_COLLECTIVE_TIMEOUT", "4")
+    [result] = grade.grade_repo(tree, ["B2"], timeout_s=60)
+    assert result.status == "hangs", result
+    assert re.match(rf"hangs at data\.py:{number} on rank [02] \(waits in all_gather_object\)", result.detail), result
+    assert processes_of(tree) == []
+
+
+def test_a_submission_past_its_timeout_is_graded_hangs_and_leaves_no_process(student_tree, tmp_path):
+    """No rank reports (the collective timeout is longer than the TODO's): the TODO's own timeout stops it."""
+    tree = learner.copy_tree(student_tree, tmp_path / "stuck")
     learner.write(tree, "src/minitrain/data.py", "Block B: the counts check and the first-sentence log", HANG)
     [result] = grade.grade_repo(tree, ["B2"], timeout_s=15)
     assert result.status == "hangs" and "no result within 15 s" in result.detail

@@ -1,7 +1,7 @@
 """Notebook 15's grader on real gloo processes: the reference levels match torch's DDP (bit for bit at
 2 ranks, within the derived tolerance at 3), the student edition's stubs are "not done", and each
 mistake is named. One group per world size grades every class in turn; each worker ends itself after
-RUN_TIMEOUT_S (faulthandler), so a hang fails the test instead of stalling it."""
+the collective timeout (hang_report names where it waits), so a hang fails the test instead of stalling it."""
 
 import pytest
 

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from minitrain.cli import LabArgumentParser, positive_float, positive_int
+from minitrain.hang_report import named_hang
 from minitrain.launch import LaunchError, run_streaming
 from minitrain.paths import REPO, relative
 
@@ -338,7 +339,8 @@ def _child(repo: Path, key: str) -> int:
 
 def run_todo(repo: Path, todo: Todo, timeout_s: float | None = None) -> Grade:
     """One TODO of `repo` graded in a fresh process; a child that outlives the timeout is stopped
-    (its whole process tree) and graded "hangs"."""
+    (its whole process tree) and graded "hangs", as is one whose rank reported a hang: "hangs at
+    FILE:LINE on rank R (waits in COLLECTIVE)"."""
     repo = Path(repo).resolve()
     timeout_s = todo.timeout_s if timeout_s is None else timeout_s
     output: list[str] = []
@@ -348,12 +350,15 @@ def run_todo(repo: Path, todo: Todo, timeout_s: float | None = None) -> Grade:
     try:
         run_streaming(command, timeout=timeout_s, echo=output.append, env={"PYTHONPATH": pythonpath})
     except TimeoutError:
-        return Grade(todo, "hangs", f"no result within {timeout_s:g} s: its processes were stopped",
-                     time.monotonic() - start)
+        return Grade(todo, "hangs", named_hang("\n".join(output))
+                     or f"no result within {timeout_s:g} s: its processes were stopped", time.monotonic() - start)
     except LaunchError:
         pass  # reported below: the child prints its result before it ends, or never did
     seconds = time.monotonic() - start
     results = [line for line in output if line.startswith(RESULT)]
+    hang = named_hang("\n".join(output))  # a rank's own report (hang_report), in its output or a grader's detail
+    if hang:
+        return Grade(todo, "hangs", hang, seconds)
     if not results:
         tail = " | ".join(line for line in output[-3:] if line.strip())
         return Grade(todo, "FAIL", f"the grader's process ended without a result: {tail}", seconds)

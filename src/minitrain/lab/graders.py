@@ -25,7 +25,6 @@ check_shards and BarrierTimer come from modules, which the workers import by nam
 """
 
 import dis
-import faulthandler
 import importlib.util
 import inspect
 import json
@@ -37,7 +36,6 @@ import textwrap
 import time
 import types
 from collections.abc import Callable
-from datetime import timedelta
 from pathlib import Path
 
 import torch
@@ -45,7 +43,8 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
 from minitrain.data import SEED_BASE, load_corpus
-from minitrain.gloo_setup import loopback_interface, use_libuv
+from minitrain.gloo_setup import collective_timeout, loopback_interface, use_libuv
+from minitrain.hang_report import watched_group_timeout
 from minitrain.lab.wrapdemo import state_path
 from minitrain.launch import fast_start_method, spawn_workers
 from minitrain.parent_watch import exit_with_parent
@@ -78,16 +77,18 @@ def _keys_checked(call: Callable[[], object], shown: str):
         raise
 
 
-def join_group(timeout: timedelta) -> tuple[int, int]:
+def join_group() -> tuple[int, int]:
     """Join spawn_workers' process group as init_distributed does, without the learner's code (which
-    may be blank or wrong in the tree being graded); return (rank, world_size)."""
+    may be blank or wrong in the tree being graded), a collective waiting longer than collective_timeout()
+    ending the rank with the line where it waits (hang_report); return (rank, world_size)."""
+    timeout = collective_timeout()
     rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     exit_with_parent(f"grader rank {rank}")  # a grader stopped outright must not leave its workers
     os.environ.setdefault("GLOO_SOCKET_IFNAME", loopback_interface())
     store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), world_size,
                           is_master=False, timeout=timeout, use_libuv=use_libuv())
     dist.init_process_group("gloo", store=dist.PrefixStore("default_pg", store), rank=rank,
-                            world_size=world_size, timeout=timeout)
+                            world_size=world_size, timeout=watched_group_timeout(rank, timeout))
     return rank, world_size
 
 
@@ -211,15 +212,13 @@ def _leave(folder: str, rank: int, results: dict) -> None:
     (Path(folder) / f"rank-{rank}.json").write_text(json.dumps(results))
     dist.barrier()
     dist.destroy_process_group()
-    faulthandler.cancel_dump_traceback_later()
 
 
 def _check_shards_rank(folder: str, check_shards: Callable) -> None:
     """One rank of check_shards' run: every scenario in turn, its result or error saved per rank."""
     rank = int(os.environ["RANK"])
     _silence(Path(folder) / f"rank-{rank}.log")
-    faulthandler.dump_traceback_later(RUN_TIMEOUT_S, exit=True)
-    _, world_size = join_group(timedelta(seconds=RUN_TIMEOUT_S))
+    _, world_size = join_group()
     results = {}
     for name, (reports, total) in SHARD_SCENARIOS.items():
         count, first = reports[rank]
@@ -347,7 +346,6 @@ def grade_rank1_holds_rank0_init(fn: Callable[[dict, dict], bool], folder: Path)
 WORLD_SIZES = (3, 2)  # 3 first: a hard-coded 2 shows there
 WAIT_S = 0.3  # rank 1 sleeps this long before backward: rank 0's all-reduce waits for it
 GRAD_ATOL = 1e-10  # float64: only the summation order differs from one process on the whole batch
-RUN_TIMEOUT_S = 60  # a hook whose future never completes ends the run instead of hanging the kernel
 HOOK_MODULE = "learner_hook"
 
 
@@ -464,8 +462,7 @@ def _hook_rank(folder: str, fn_name: str) -> None:
     folder = Path(folder)
     rank = int(os.environ["RANK"])
     _silence(folder / f"rank-{rank}.log")
-    faulthandler.dump_traceback_later(RUN_TIMEOUT_S, exit=True)
-    rank, world_size = join_group(timedelta(seconds=RUN_TIMEOUT_S))
+    rank, world_size = join_group()
     spec = importlib.util.spec_from_file_location(HOOK_MODULE, folder / f"{HOOK_MODULE}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -487,7 +484,6 @@ def _hook_rank(folder: str, fn_name: str) -> None:
                folder / f"rank-{rank}.pt")
     dist.barrier()
     dist.destroy_process_group()
-    faulthandler.cancel_dump_traceback_later()
 
 
 def _max_diff(a: dict, b: dict, scale: float = 1.0) -> float:
@@ -627,8 +623,7 @@ def _timer_rank(folder: str, timer_cls: type) -> None:
     rank 1 late before them or after backward; the milliseconds each rank measured, saved."""
     rank = int(os.environ["RANK"])
     _silence(Path(folder) / f"rank-{rank}.log")
-    faulthandler.dump_traceback_later(RUN_TIMEOUT_S, exit=True)
-    _, world_size = join_group(timedelta(seconds=RUN_TIMEOUT_S))
+    _, world_size = join_group()
     model = DistributedDataParallel(_tiny_model())
     inputs, targets = (t.chunk(world_size)[rank] for t in _batch())
     results = {}

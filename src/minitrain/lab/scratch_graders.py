@@ -11,14 +11,12 @@ missing division, a hook that waits on the spot, buckets in forward order, a buc
 A worker runs several classes in turn (`scratch_results`), so one group grades many.
 """
 
-import faulthandler
 import importlib
 import importlib.util
 import json
 import os
 import tempfile
 from collections.abc import Callable
-from datetime import timedelta
 from pathlib import Path
 
 import torch
@@ -27,7 +25,7 @@ import torch.nn as nn
 from torch.nn.parallel import DistributedDataParallel
 
 from minitrain.data import SEED_BASE, make_shard
-from minitrain.lab.graders import RUN_TIMEOUT_S, ExerciseError, _leave, _log_tails, _silence, join_group
+from minitrain.lab.graders import ExerciseError, _leave, _log_tails, _silence, join_group
 from minitrain.launch import fast_start_method, spawn_workers
 from minitrain.train import TrainConfig, build_model_for_corpus, seed_everything
 
@@ -340,8 +338,7 @@ def _scratch_rank(folder: str, entries: list[tuple[str, str, type | str | None]]
     """One rank: torch DDP's run once, then each (label, level, class) in turn, each result saved."""
     rank = int(os.environ["RANK"])
     _silence(Path(folder) / f"rank-{rank}.log")
-    faulthandler.dump_traceback_later(RUN_TIMEOUT_S, exit=True)
-    rank, world_size = join_group(timedelta(seconds=RUN_TIMEOUT_S))
+    rank, world_size = join_group()
     corpus = Path(corpus_dir)
     reference = _train(DistributedDataParallel, rank, world_size, corpus)
     local = _local_grads(rank, world_size, corpus)

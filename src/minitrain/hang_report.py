@@ -1,0 +1,111 @@
+"""A hang names itself: a watch thread in every rank ends a rank whose main thread waits in one collective
+longer than the collective timeout, after one line naming the rank, the learner's line and the collective."""
+
+import faulthandler
+import os
+import re
+import sys
+import sysconfig
+import threading
+import time
+from datetime import timedelta
+from pathlib import Path
+from types import FrameType
+
+import torch
+
+HANG_STATUS = 3  # a rank ended by the watch exits with this status
+HANG_LINE = re.compile(r"\[rank (\d+)\] hangs at (\S+:\d+).*?: waits in (.+?) for [\d.]+ s")
+TORCH_DIR = str(Path(torch.__file__).parent) + os.sep
+MINITRAIN_DIR = str(Path(__file__).parent) + os.sep
+LIBRARY_DIRS = tuple({TORCH_DIR, *(str(Path(sysconfig.get_paths()[k])) + os.sep
+                                   for k in ("stdlib", "purelib", "platlib"))})  # not the learner's code
+C10D_FILE = os.path.join(TORCH_DIR, "distributed", "distributed_c10d.py")
+BACKWARD_FILE = os.path.join(TORCH_DIR, "autograd", "graph.py")
+GLOO_GRACE = timedelta(seconds=5)  # gloo's own timeout comes this much later: the watch reports first
+_WATCHER = "minitrain-hang-watch"
+
+
+def watch_collectives(rank: int, timeout_s: float) -> None:
+    """Start (once per process) a daemon thread that looks at the main thread every timeout_s / 10 s
+    (1 s at most) and ends this process with HANG_STATUS once one collective call has lasted timeout_s
+    (one look later: a peer stuck as well gets to report too)."""
+    if any(t.name == _WATCHER for t in threading.enumerate()):
+        return
+    faulthandler.enable(all_threads=True)  # gloo aborts on sizes that differ: the stacks show the line
+    main = threading.main_thread().ident
+    threading.Thread(target=_watch, args=(rank, timeout_s, main), name=_WATCHER, daemon=True).start()
+
+
+def watched_group_timeout(rank: int, timeout: timedelta) -> timedelta:
+    """Watch this rank's collectives with `timeout`; return the process group's own, GLOO_GRACE later (a
+    backstop: the watch names the hang before gloo raises its "Timed out waiting" naming nothing)."""
+    watch_collectives(rank, timeout.total_seconds())
+    return timeout + GLOO_GRACE
+
+
+def _watch(rank: int, timeout_s: float, main: int) -> None:
+    waiting, since, every_s = None, time.monotonic(), min(1.0, timeout_s / 10)
+    while True:
+        time.sleep(every_s)
+        frame = sys._current_frames().get(main)
+        call = collective_call(frame)  # a frame object: the same one as long as the same call lasts
+        if call is None or call is not waiting:
+            waiting, since = call, time.monotonic()
+        elif time.monotonic() - since >= timeout_s:
+            print(hang_line(rank, frame, timeout_s), file=sys.stderr, flush=True)
+            time.sleep(1.5 * every_s)
+            os._exit(HANG_STATUS)
+        del frame, call
+
+
+def collective_call(frame: FrameType | None) -> FrameType | None:
+    """The frame of the collective `frame`'s thread waits in (the outermost torch.distributed function, the
+    one the learner called, or autograd's backward, where DDP's all-reduce waits), or None."""
+    found = None
+    while frame is not None:
+        code = frame.f_code
+        if code.co_filename == C10D_FILE and not code.co_name.startswith("_"):
+            found = frame
+        elif found is None and code.co_filename == BACKWARD_FILE and code.co_name == "_engine_run_backward":
+            return frame
+        frame = frame.f_back
+    return found
+
+
+def collective_name(call: FrameType) -> str:
+    """`barrier`, `all_reduce`, ...: or DDP's gradient all-reduce, for a backward."""
+    name = call.f_code.co_name
+    return "backward (DDP's gradient all-reduce)" if name == "_engine_run_backward" else name
+
+
+def learner_line(frame: FrameType | None) -> str:
+    """`train.py:87 in train`: the innermost frame outside the libraries (torch, Python's own) and minitrain
+    (else outside the libraries), with `(via ddp.py:56 in barrier)` when minitrain's frame is innermost."""
+    frames = []
+    while frame is not None:
+        if not frame.f_code.co_filename.startswith((*LIBRARY_DIRS, "<")):  # "<string>": python -c, a forkserver
+            frames.append(frame)
+        frame = frame.f_back
+    if not frames:
+        return "?"
+    outside = next((f for f in frames if not f.f_code.co_filename.startswith(MINITRAIN_DIR)), frames[0])
+    via = "" if outside is frames[0] else f" (via {_place(frames[0])})"
+    return _place(outside) + via
+
+
+def _place(frame: FrameType) -> str:
+    return f"{Path(frame.f_code.co_filename).name}:{frame.f_lineno} in {frame.f_code.co_name}"
+
+
+def hang_line(rank: int, frame: FrameType | None, timeout_s: float) -> str:
+    """The watch's report: `[rank 0] hangs at train.py:87 in train: waits in barrier for 60 s ...`."""
+    call = collective_call(frame)
+    return (f"[rank {rank}] hangs at {learner_line(frame)}: waits in {collective_name(call)} for {timeout_s:g} s "
+            "(the collective timeout): the other ranks never joined it")
+
+
+def named_hang(text: str) -> str | None:
+    """`hangs at train.py:87 on rank 0 (waits in barrier)` from the first watch report in `text`, else None."""
+    found = HANG_LINE.search(text)
+    return None if found is None else f"hangs at {found[2]} on rank {found[1]} (waits in {found[3]})"
