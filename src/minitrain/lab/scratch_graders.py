@@ -38,7 +38,7 @@ UNIT = 2.0**-24  # float32's unit roundoff
 # reciprocal), then gloo adds the 3 shares in an order set by where the buffer is cut. Each share is within
 # 2u of g_i/w and a sum of w terms within (w-1)u of the exact one (|x| summed), so two results differ by at
 # most 2(w+1)u * sum|g_i|/w per element (_grad_bound). Through AdamW the bound does not carry over
-# (it divides by sqrt(v): a gradient that nearly cancels across ranks changes its update by up to lr), so
+# (it divides by sqrt(v): a gradient that nearly cancels across ranks changes its update by up to 2 lr, less eps), so
 # the weights get a working tolerance: a hundredth of lr per step, 30x the difference measured (2.9e-7).
 WEIGHT_TOL = 1e-2 * TrainConfig.lr * STEPS
 
