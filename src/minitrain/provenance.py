@@ -36,6 +36,19 @@ def file_sha256(path: Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
+def boot_id() -> str:
+    """This boot of the machine: the first 8 characters of Linux's random boot id, "" elsewhere."""
+    path = Path("/proc/sys/kernel/random/boot_id")
+    return path.read_text().strip()[:8] if path.exists() else ""
+
+
+def sitting() -> str:
+    """The sitting a measurement belongs to: this boot of this CPU and kernel. Numbers from two
+    sittings may differ by more than any effect they show (the same step took twice as long)."""
+    boot = f"boot {boot_id()}" if boot_id() else f"date {datetime.datetime.now(datetime.timezone.utc).date().isoformat()}"
+    return f"{boot} of {cpu_model()} ({platform.system()} {platform.release()})"
+
+
 def machine_provenance() -> dict:
     """The facts a reader needs to repeat or judge a measurement made on this machine now."""
     return {
@@ -44,6 +57,7 @@ def machine_provenance() -> dict:
         "platform": platform.platform(),
         "cpu_model": cpu_model(),
         "cores": usable_cores(),
+        "sitting": sitting(),
         # other programs (tests, builds) running meanwhile slow a 2-core machine: say how busy it was
         "load_average_1min": os.getloadavg()[0],
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),

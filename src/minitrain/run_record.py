@@ -60,6 +60,7 @@ class RunRecord:
     platform: str
     cpu_model: str
     cores: int
+    sitting: str  # minitrain.provenance.sitting(): this boot of this CPU and kernel
     load_average_1min: float
     date: str
     corpus_sha256: str

@@ -9,7 +9,9 @@ from minitrain.measure import registry
 from minitrain.measure.measurement import (CannotRun, Measurement, command_line, finding, provenance_line, show_checks,
                                            write_results)
 from minitrain.measure.trace import ALLREDUCE, BACKWARD_OP, STEP, overlap_table
+from minitrain.lab.sittings import sitting_note
 from minitrain.paths import BEYOND_DIR, DEFAULT_CORPUS_DIR, NOTEBOOKS_DIR, REPO
+from minitrain.provenance import sitting
 
 MEASUREMENTS = {"allreduce_bench", "scaling_matrix", "controls", "wire", "buckets", "compression", "restart",
                 "two_hosts"}
@@ -55,6 +57,15 @@ def test_write_results_adds_provenance_and_findings(tmp_path, corpus_dir):
     assert "corpus_sha256" not in again
     assert len(prov["run_id"]) == 8 and again["run_id"] != prov["run_id"]  # every run its own id
     assert provenance_line(results).startswith(f"run id {prov['run_id']}, measured ")
+    assert f"sitting {sitting()}," in provenance_line(results)  # this boot of this machine, beside the run id
+
+
+def test_sitting_note_names_the_sittings_only_when_they_differ():
+    today, other = {"provenance": {"sitting": sitting()}}, {"sitting": "boot 0000abcd of Another CPU (Linux 6.1)"}
+    assert sitting_note(today, dict(today)) == ""
+    note = sitting_note(today, other)
+    assert "2 sittings" in note and sitting() in note and "Another CPU" in note
+    assert "do not record their sitting" in sitting_note({"date": "2026-11-30"})
 
 
 def demo(raises: Exception | None = None) -> Measurement:

@@ -1,6 +1,7 @@
 """What a learner reads comes from the committed run: the committed notebooks name only committed
 run ids, show no temporary or machine path and no FAIL row, and the manifest agrees with the runs."""
 
+import datetime
 import json
 import re
 from pathlib import Path
@@ -10,6 +11,7 @@ import pytest
 
 from minitrain.lab.experiment import REPEATS
 from minitrain.lab.runs import REPEATS_DIR, SINGLE_DIR, read_run
+from minitrain.lab.sittings import BEFORE_SITTINGS, committed_sittings
 from minitrain.paths import BEYOND_DIR, EXPERIMENT_DIR, NOTEBOOKS_DIR, REPO
 
 RUN_ID = re.compile(r"run id:? ([0-9a-f]{8})\b")
@@ -63,3 +65,27 @@ def test_committed_commands_hold_no_machine_path():
     for path in [EXPERIMENT_DIR / "manifest.json", *EXPERIMENT_DIR.rglob("run.json"), *EXPERIMENT_DIR.glob("beyond/*.json")]:
         found = MACHINE_PATHS.findall(path.read_text())
         assert not found, f"{path.relative_to(REPO)} holds machine paths: {found[:3]}"
+
+
+SITTING = re.compile(r"sitting (boot \w+ of [^,\n]+|date [\d-]+ of [^,\n]+)")
+
+
+def test_committed_results_come_from_one_sitting_the_readme_names():
+    """Every committed result: one boot of one machine, within a day; the README says which."""
+    found = committed_sittings()
+    sittings = {sitting for sitting, _ in found.values()}
+    assert len(sittings) == 1 and BEFORE_SITTINGS not in sittings, (
+        "the committed results come from several sittings; re-make them with python -m minitrain.measure.sitting:\n"
+        + "\n".join(f"{path}: {s}" for path, (s, _) in found.items()))
+    dates = sorted(datetime.datetime.fromisoformat(date) for _, date in found.values())
+    assert dates[-1] - dates[0] < datetime.timedelta(days=1), f"one sitting over more than a day: {dates[0]} to {dates[-1]}"
+    assert sittings.pop() in (REPO / "README.md").read_text(), "README.md does not name the committed results' sitting"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_a_notebook_showing_two_sittings_says_so(path):
+    """A notebook whose outputs name more than one sitting says so in generated text (lab.sittings)."""
+    shown = set(SITTING.findall(output_text(path)))
+    assert len(shown) <= 1 or "sittings (" in output_text(path), (
+        f"{path.name} shows results of {len(shown)} sittings ({shown}) without saying so: call "
+        f"minitrain.lab.sittings.sitting_note on the results it compares")

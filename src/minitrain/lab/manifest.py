@@ -51,6 +51,7 @@ class Manifest:
     threads_per_rank: dict[str, int]
     cores: int
     cpu_model: str
+    sitting: str  # of the runs it summarizes (minitrain.provenance.sitting)
     torch: str
     python: str
     platform: str

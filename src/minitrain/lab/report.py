@@ -157,6 +157,7 @@ def build_manifest(out: Path, command: str) -> Manifest:
         "threads_per_rank": {"1proc": run1.threads_per_rank, "2proc": run2.threads_per_rank},
         "cores": sheet2.cores,
         "cpu_model": sheet2.cpu_model,
+        "sitting": sheet2.sitting,
         "torch": sheet2.torch,
         "python": sheet2.python,
         "platform": sheet2.platform,

@@ -70,7 +70,7 @@ def plot_timing_variants(timings: list[dict], warmup: int):
 
 MEASURED = ("run_ids", "tokens_per_sec_1proc", "tokens_per_sec_2proc", "speedup_2proc", "speedup_2proc_range",
             "verdict", "step_p50_ms_1proc", "step_p50_ms_2proc", "allreduce_share_of_step", "allreduce_p50_ms",
-            "allreduce_p95_ms", "backward_allreduce_p50_ms", "threads_per_rank", "cores", "cpu_model", "date")
+            "allreduce_p95_ms", "backward_allreduce_p50_ms", "threads_per_rank", "cores", "cpu_model", "sitting", "date")
 
 
 def manifest_figures(manifest: Manifest) -> str:

@@ -26,6 +26,7 @@ from minitrain.cli import LabArgumentParser, output_folder
 from minitrain.corpus import ensure_corpus
 from minitrain.ddp import cleanup, init_distributed
 from minitrain.lab.report import findings_table
+from minitrain.lab.sittings import sitting_of
 from minitrain.launch import run_streaming, torchrun_command
 from minitrain.paths import BEYOND_DIR, BUILD_DIR, DEFAULT_CORPUS_DIR, relative
 from minitrain.provenance import machine_provenance, provenance
@@ -182,9 +183,9 @@ def provenance_line(results: dict, what: str = "") -> str:
     """Where, when and under what load a result was measured, and the command that repeats it."""
     p = results["provenance"]
     run_id = f"run id {p['run_id']}, " if "run_id" in p else ""  # results written before run ids: none
-    return ((f"{what}\n" if what else "") + f"{run_id}measured {p['date']} on {p['cores']} cores of {p['cpu_model']}, "
-            f"torch {p['torch']}, load average {p['load_average_1min']:.1f} at the end, {p['runtime_s']:.0f} s\n"
-            f"command: {p['command']}")
+    return ((f"{what}\n" if what else "") + f"{run_id}measured {p['date']} on {p['cores']} logical CPUs, "
+            f"sitting {sitting_of(results)}, torch {p['torch']}, load average {p['load_average_1min']:.1f} "
+            f"at the end, {p['runtime_s']:.0f} s\ncommand: {p['command']}")
 
 
 def runs_folder(out: Path, name: str) -> Path:
