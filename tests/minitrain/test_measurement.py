@@ -12,7 +12,7 @@ from minitrain.measure.trace import ALLREDUCE, BACKWARD_OP, STEP, overlap_table
 from minitrain.paths import BEYOND_DIR, DEFAULT_CORPUS_DIR, NOTEBOOKS_DIR, REPO
 
 MEASUREMENTS = {"allreduce_bench", "scaling_matrix", "controls", "wire", "buckets", "compression", "restart",
-                "two_hosts"}
+                "two_hosts", "scratch"}
 
 
 def test_registry_finds_every_measurement():
