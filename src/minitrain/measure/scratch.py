@@ -66,7 +66,7 @@ class Plan:
 
 class _Level:
     """One rank's MiniGPT as train.py builds it (seed 35000 + rank, its shard, AdamW), wrapped; the seconds of
-    each step's finish() (0 for torch's DDP, which waits inside backward)."""
+    each step's finish() (none for torch's DDP, which waits inside backward)."""
 
     def __init__(self, rank: int, world_size: int, corpus_dir: Path, wrap: Callable[[nn.Module], nn.Module]) -> None:
         config = TrainConfig()
@@ -81,9 +81,10 @@ class _Level:
     def train_step(self) -> None:
         loss = self.wrapped(next(self.shard)).loss
         loss.backward()
-        start = time.perf_counter()
-        getattr(self.wrapped, "finish", lambda: None)()
-        self.finish_s.append(time.perf_counter() - start)
+        if hasattr(self.wrapped, "finish"):
+            start = time.perf_counter()
+            self.wrapped.finish()
+            self.finish_s.append(time.perf_counter() - start)
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
 
@@ -109,7 +110,7 @@ def worker(plan: Plan, corpus_dir: Path, work: Path, rank: int, world_size: int)
         level.finish_s.clear()
     barrier()  # the timed rounds start with both ranks together
     medians = interleaved_medians(steps, plan.repeats)
-    finish = {name: statistics.median(level.finish_s) for name, level in levels.items()}
+    finish = {name: statistics.median(level.finish_s) if level.finish_s else None for name, level in levels.items()}
     numels = {name: _numels(level) for name, level in levels.items()}
     overlap = {}
     for i, (name, level) in enumerate(levels.items()):
@@ -135,7 +136,7 @@ def analyse(notes: list[dict]) -> dict:
         levels.append({"name": name, "step_ms": first["medians_s"][name] * 1e3,
                        "step_ms_per_rank": [note["medians_s"][name] * 1e3 for note in notes],
                        "over_torch_ddp": first["medians_s"][name] / base,
-                       "finish_ms": first["finish_s"][name] * 1e3,
+                       "finish_ms": None if first["finish_s"][name] is None else first["finish_s"][name] * 1e3,
                        "allreduces": len(numels), "numels": numels,
                        "same_allreduces_on_every_rank": all(note["numels"][name] == numels for note in notes),
                        "overlapped_share": overlapped_share(rows), "overlap_rows": rows})
@@ -150,7 +151,7 @@ def analyse(notes: list[dict]) -> dict:
                        "(interleaved: the same machine load for all); over_torch_ddp: that median over torch "
                        "DDP's (median against median)",
             "finish_ms": "rank 0's median of finish(), the wait after backward for the all-reduces "
-                         "(0 for torch's DDP, which waits inside backward)",
+                         "(none for torch's DDP, which waits inside backward)",
             "allreduces": "one step's all-reduces: torch DDP's rebuilt buckets (its logging data), or the "
                           "level's dist.all_reduce calls (AllReduceRecorder)",
             "overlapped_share": "profiler traces of both ranks: all-reduce time while an autograd node ran, "
@@ -243,13 +244,18 @@ def _sizes(numels: list[int]) -> str:
         f"{min(numels):,} to {max(numels):,}, {sum(numels):,} in all")
 
 
+def finish(level: dict) -> str:
+    """A level's median finish() in ms, '-' for torch's DDP (no finish(): it waits inside backward)."""
+    return "-" if level["finish_ms"] is None else f"{level['finish_ms']:.1f}"
+
+
 def table(results: dict) -> str:
     """One row per level: median step (ms), ratio to torch's DDP, median finish() (ms), all-reduces, overlap."""
     rows = [f"{'level':<22} {'step ms':>8} {'/ torch DDP':>11} {'finish() ms':>11} {'all-reduces':>11} "
             f"{'overlapped':>10}"]
     for level in results["levels"]:
         rows.append(f"{level['name']:<22} {level['step_ms']:8.1f} {level['over_torch_ddp']:11.2f} "
-                    f"{level['finish_ms']:11.1f} {level['allreduces']:11} {level['overlapped_share']:10.0%}")
+                    f"{finish(level):>11} {level['allreduces']:11} {level['overlapped_share']:10.0%}")
     return "\n".join(rows)
 
 
