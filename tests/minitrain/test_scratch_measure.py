@@ -17,7 +17,7 @@ ALLREDUCES = {"torch DDP": 1, "NaiveDDP": 28, "OverlappedDDP": 28, "BucketedDDP"
 @pytest.fixture(scope="module")
 def quick_run(tmp_path_factory, corpus_dir):
     out = tmp_path_factory.mktemp("scratch")
-    return out, MEASUREMENT.run(out, quick=True, corpus_dir=corpus_dir, echo=lambda _: None)
+    return out, MEASUREMENT.run(out, quick=True, corpus_dir=corpus_dir, echo=lambda _: None, repeats=4)
 
 
 def test_every_level_sends_its_all_reduces_and_is_timed(quick_run):
@@ -36,7 +36,7 @@ def test_every_level_sends_its_all_reduces_and_is_timed(quick_run):
     assert levels[BASE]["over_torch_ddp"] == 1.0
     assert [name for name, level in levels.items() if level["finish_ms"] is None] == [BASE, "torch DDP, 0.25 MiB"]
     assert max(levels["BucketedDDP, 0.25 MiB"]["numels"]) * 4 <= 0.25 * 1024 * 1024  # at most the cap
-    assert results["config"]["plan"] == {"warmup": 2, "repeats": 3, "profiled": 1}
+    assert results["config"]["plan"] == {"warmup": 2, "repeats": 4, "profiled": 1}  # --repeats over the quick plan
 
     small = "BucketedDDP, 0.25 MiB"
     expected = {f"{key}_over_torch_ddp": levels[name]["over_torch_ddp"]
@@ -48,7 +48,8 @@ def test_every_level_sends_its_all_reduces_and_is_timed(quick_run):
         "overlapped_share_bucketed_small_cap": levels[small]["overlapped_share"],
         "overlapped_share_torch_ddp_small_cap": levels["torch DDP, 0.25 MiB"]["overlapped_share"]})
     prov = check_provenance(results, MEASUREMENT.module)
-    assert "--quick" in prov["command"].split()  # the command repeats the quick run
+    words = prov["command"].split()  # the command repeats the run: quick, 4 rounds
+    assert "--quick" in words and words[words.index("--repeats") + 1] == "4"
     assert json.loads((out / MEASUREMENT.result_file).read_text()) == json.loads(json.dumps(results))
     assert (out / PLOT_NAME).stat().st_size > 0
 
@@ -75,4 +76,5 @@ def test_help_names_the_options(capsys):
         MEASUREMENT.main(["--help"])
     assert e.value.code == 0
     printed = capsys.readouterr().out
-    assert "--quick" in printed and "--out" in printed and "--corpus-dir" in printed and "--worker" not in printed
+    assert all(option in printed for option in ("--quick", "--out", "--corpus-dir", "--repeats"))
+    assert "--worker" not in printed  # the ranks' own option, hidden

@@ -1,6 +1,6 @@
 """What each level of notebook 15's DDP buys: its training step against torch's DDP, and its all-reduces.
 
-    python -m minitrain.measure.scratch [--out DIR] [--quick]
+    python -m minitrain.measure.scratch [--out DIR] [--quick] [--repeats N]
 
 The driver starts this module under the lab's torchrun (2 ranks, loopback only). Every rank holds torch's
 DDP and the three scratch levels (and both at a small bucket cap), each on its own MiniGPT (the lab's
@@ -15,7 +15,7 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from functools import partial
 from pathlib import Path
 
@@ -24,6 +24,7 @@ import torch.nn as nn
 from torch.nn.parallel import DistributedDataParallel
 
 from minitrain.artifacts import save_figure
+from minitrain.cli import positive_int
 from minitrain.data import SEED_BASE, make_shard
 from minitrain.ddp import barrier
 from minitrain.lab.scratch_graders import AllReduceRecorder
@@ -160,8 +161,9 @@ def analyse(notes: list[dict]) -> dict:
     }
 
 
-def measure(out: Path, plan: Plan, corpus_dir: Path, echo) -> dict:
-    """Both ranks' notes, then scratch.json's content."""
+def measure(out: Path, plan: Plan, corpus_dir: Path, echo, repeats: int | None = None) -> dict:
+    """Both ranks' notes, then scratch.json's content; `repeats`: the timed rounds, instead of the plan's."""
+    plan = replace(plan, repeats=repeats) if repeats else plan
     with tempfile.TemporaryDirectory() as tmp:
         return analyse(relaunch(MEASUREMENT, plan, corpus_dir, Path(tmp), timeout=900, echo=echo))
 
@@ -309,7 +311,9 @@ def report(results: dict) -> str:
 
 MEASUREMENT = Measurement("scratch", "DDP from scratch: notebook 15's levels against torch's DDP, step time and "
                           "all-reduces", "15-ddp-from-scratch.ipynb", (PLOT_NAME,), measure, findings, plot, report,
-                          Plan.quick.__doc__, Plan, worker)
+                          Plan.quick.__doc__, Plan, worker, options=lambda p: p.add_argument(
+                              "--repeats", type=positive_int, help=f"timed rounds (default {Plan.repeats}; --quick: "
+                              f"{Plan.quick().repeats})"))
 run, main = MEASUREMENT.run, MEASUREMENT.main
 
 if __name__ == "__main__":
