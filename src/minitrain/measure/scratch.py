@@ -246,7 +246,7 @@ def _sizes(numels: list[int]) -> str:
         f"{min(numels):,} to {max(numels):,}, {sum(numels):,} in all")
 
 
-def finish(level: dict) -> str:
+def finish_shown(level: dict) -> str:
     """A level's median finish() in ms, '-' for torch's DDP (no finish(): it waits inside backward)."""
     return "-" if level["finish_ms"] is None else f"{level['finish_ms']:.1f}"
 
@@ -257,7 +257,7 @@ def table(results: dict) -> str:
             f"{'overlapped':>10}"]
     for level in results["levels"]:
         rows.append(f"{level['name']:<22} {level['step_ms']:8.1f} {level['over_torch_ddp']:11.2f} "
-                    f"{finish(level):>11} {level['allreduces']:11} {level['overlapped_share']:10.0%}")
+                    f"{finish_shown(level):>11} {level['allreduces']:11} {level['overlapped_share']:10.0%}")
     return "\n".join(rows)
 
 
