@@ -14,7 +14,7 @@ from minitrain.paths import BEYOND_DIR, DEFAULT_CORPUS_DIR, NOTEBOOKS_DIR, REPO
 from minitrain.provenance import sitting
 
 MEASUREMENTS = {"allreduce_bench", "scaling_matrix", "controls", "wire", "buckets", "compression", "restart",
-                "two_hosts"}
+                "two_hosts", "scratch"}
 
 
 def test_registry_finds_every_measurement():

@@ -60,12 +60,3 @@ def test_each_mistake_is_named(two_ranks, label):
         verdict(two_ranks, label, 2)
     assert str(e.value).startswith(MISTAKES[label][2]), str(e.value)
 
-
-def test_the_benchmark_table_gives_each_level_its_ratio_and_all_reduces():
-    from minitrain.measure.scratch import table
-    result = {"medians_s": {"torch DDP": 0.02, "NaiveDDP": 0.03}, "finish_s": {"torch DDP": 0.0, "NaiveDDP": 0.01},
-              "numels": {"torch DDP": [273504], "NaiveDDP": [96] * 27 + [270912]},
-              "overlap": {"torch DDP": 0.0, "NaiveDDP": 0.25}}
-    rows = table(result).splitlines()
-    assert rows[2] == "| torch DDP | 20.0 | 1.00 | 0.0 | 1 | 273504 | 0% |"
-    assert rows[3] == "| NaiveDDP | 30.0 | 1.50 | 10.0 | 28 | 96 to 270912, 273504 in all | 25% |"

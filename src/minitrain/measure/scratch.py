@@ -1,21 +1,21 @@
 """What each level of notebook 15's DDP buys: its training step against torch's DDP, and its all-reduces.
 
-    python -m minitrain.measure.scratch [--repeats N] [--nproc 2]
+    python -m minitrain.measure.scratch [--out DIR] [--quick] [--repeats N]
 
-Every rank holds torch's DDP and the three scratch levels (and both at a small bucket cap), each on
-its own MiniGPT (the lab's defaults) with its own AdamW, and steps them in turn, round after round
-(interleaved medians: the same machine load for all). Rank 0 prints each one's median step, its ratio
-to torch's DDP, its median finish() (the wait for what backward did not hide), the all-reduces of one
-step, and the share of their time that overlapped backward in a profiler trace (measure.trace, as
-notebook 10 reads it). A benchmark: it prints, it never fails on speed.
+The driver starts this module under the lab's torchrun (2 ranks, loopback only). Every rank holds torch's
+DDP and the three scratch levels (and both at a small bucket cap), each on its own MiniGPT (the lab's
+defaults) with its own AdamW, and steps them in turn, round after round (interleaved medians: the same
+machine load for all). It notes each one's median step and median finish() (the wait for what backward
+did not hide), the all-reduces of one step, and profiles a few steps of each for the share of the
+all-reduce time that overlapped backward (measure.trace, as notebook 10 reads it). The driver writes
+scratch.json and scratch.png. A benchmark: it never fails on speed.
 """
 
-import json
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import asdict, dataclass, replace
 from functools import partial
 from pathlib import Path
 
@@ -23,32 +23,51 @@ import torch
 import torch.nn as nn
 from torch.nn.parallel import DistributedDataParallel
 
-from minitrain.cli import LabArgumentParser, positive_int
-from minitrain.corpus import DEFAULT_CORPUS_DIR, ensure_corpus
+from minitrain.artifacts import save_figure
+from minitrain.cli import positive_int
 from minitrain.data import SEED_BASE, make_shard
-from minitrain.ddp import cleanup, init_distributed
+from minitrain.ddp import barrier
 from minitrain.lab.scratch_graders import AllReduceRecorder
-from minitrain.launch import spawn_workers
 from minitrain.measure.bench import interleaved_medians
+from minitrain.measure.measurement import Measurement, finding, relaunch
 from minitrain.measure.trace import load_trace, overlap_table, overlapped_share, profile_steps
+from minitrain.paths import BEYOND_DIR  # noqa: F401 (for the notebook)
 from minitrain.rank import rebuilt_buckets
 from minitrain.scratch_ddp import BucketedDDP, NaiveDDP, OverlappedDDP
 from minitrain.train import TrainConfig, build_model_for_corpus, seed_everything
 
-WARMUP = 5  # rounds left out: allocations, AdamW's state, DDP's bucket rebuild at step 1
-PROFILED = 3  # steps of each level profiled after the timed rounds, for the overlap share
+PLOT_NAME = "scratch.png"
 SMALL_CAP_MB = 0.25  # several buckets: what overlap can do with MiniGPT's 1.1 MB of gradients
+BASE = "torch DDP"  # every level's step is compared with this one's
 LEVELS: dict[str, Callable[[nn.Module], nn.Module]] = {  # torch's DDP (no Python comm hook), then the levels
-    "torch DDP": DistributedDataParallel, "NaiveDDP": NaiveDDP, "OverlappedDDP": OverlappedDDP,
-    "BucketedDDP": BucketedDDP,
+    BASE: DistributedDataParallel, "NaiveDDP": NaiveDDP, "OverlappedDDP": OverlappedDDP, "BucketedDDP": BucketedDDP,
     f"torch DDP, {SMALL_CAP_MB:g} MiB": partial(DistributedDataParallel, bucket_cap_mb=SMALL_CAP_MB),
     f"BucketedDDP, {SMALL_CAP_MB:g} MiB": partial(BucketedDDP, bucket_cap_mb=SMALL_CAP_MB),
 }
+KEYS = dict(zip(LEVELS, ("torch_ddp", "naive", "overlapped", "bucketed", "torch_ddp_small_cap", "bucketed_small_cap")))
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How many rounds (one step of every level each) and profiled steps the run takes."""
+
+    warmup: int = 5  # rounds left out: allocations, AdamW's state, DDP's bucket rebuild at step 1
+    repeats: int = 30  # rounds timed, interleaved
+    profiled: int = 3  # steps of each level profiled after the timed rounds, for the overlap share
+
+    @classmethod
+    def quick(cls) -> "Plan":
+        """A few rounds and one profiled step per level: for tests."""
+        return cls(warmup=2, repeats=3, profiled=1)
+
+
+# ------------------------------------------------------------------------------------------------
+# One rank
 
 
 class _Level:
     """One rank's MiniGPT as train.py builds it (seed 35000 + rank, its shard, AdamW), wrapped; the seconds of
-    each step's finish() (0 for torch's DDP, which waits inside backward)."""
+    each step's finish() (none for torch's DDP, which waits inside backward)."""
 
     def __init__(self, rank: int, world_size: int, corpus_dir: Path, wrap: Callable[[nn.Module], nn.Module]) -> None:
         config = TrainConfig()
@@ -63,9 +82,10 @@ class _Level:
     def train_step(self) -> None:
         loss = self.wrapped(next(self.shard)).loss
         loss.backward()
-        start = time.perf_counter()
-        getattr(self.wrapped, "finish", lambda: None)()
-        self.finish_s.append(time.perf_counter() - start)
+        if hasattr(self.wrapped, "finish"):
+            start = time.perf_counter()
+            self.wrapped.finish()
+            self.finish_s.append(time.perf_counter() - start)
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
 
@@ -82,59 +102,219 @@ def _numels(level: _Level) -> list[int]:
     return [call["numel"] for call in recorder.calls]
 
 
-def _overlap_share(level: _Level, path: Path) -> float:
-    """The share of the all-reduces' time that ran while backward computed, in a profiler trace of PROFILED steps."""
-    profile_steps(level.train_step, PROFILED, path)
-    return overlapped_share(overlap_table(load_trace(path)))
-
-
-def _worker(repeats: int, corpus_dir: str, out: str) -> None:
-    rank, world_size = init_distributed("gloo")
-    levels = {name: _Level(rank, world_size, Path(corpus_dir), wrap) for name, wrap in LEVELS.items()}
-    interleaved_medians({name: level.train_step for name, level in levels.items()}, WARMUP)
+def worker(plan: Plan, corpus_dir: Path, work: Path, rank: int, world_size: int) -> dict:
+    """One rank: warm up, time the interleaved rounds, note one step's all-reduces, profile each level."""
+    levels = {name: _Level(rank, world_size, corpus_dir, wrap) for name, wrap in LEVELS.items()}
+    steps = {name: level.train_step for name, level in levels.items()}
+    interleaved_medians(steps, plan.warmup)
     for level in levels.values():
         level.finish_s.clear()
-    medians = interleaved_medians({name: level.train_step for name, level in levels.items()}, repeats)
-    finish = {name: statistics.median(level.finish_s) for name, level in levels.items()}
+    barrier()  # the timed rounds start with both ranks together
+    medians = interleaved_medians(steps, plan.repeats)
+    finish = {name: statistics.median(level.finish_s) if level.finish_s else None for name, level in levels.items()}
     numels = {name: _numels(level) for name, level in levels.items()}
-    overlap = {name: _overlap_share(level, Path(out).with_name(f"trace-{rank}-{i}.json.gz"))
-               for i, (name, level) in enumerate(levels.items())}
-    if rank == 0:
-        Path(out).write_text(json.dumps({"medians_s": medians, "finish_s": finish, "numels": numels,
-                                         "overlap": overlap, "world_size": world_size}))
-    cleanup()
+    overlap = {}
+    for i, (name, level) in enumerate(levels.items()):
+        path = work / f"trace-{i}-rank-{rank}.json.gz"
+        profile_steps(level.train_step, plan.profiled, path)
+        overlap[name] = [row | {"rank": rank} for row in overlap_table(load_trace(path))]
+    return {"rank": rank, "world_size": world_size, "threads": torch.get_num_threads(), "plan": asdict(plan),
+            "medians_s": medians, "finish_s": finish, "numels": numels, "overlap": overlap}
 
 
-def table(result: dict) -> str:
-    """One row per level: median step (ms), ratio to torch's DDP, median finish() (ms), the all-reduces and the
-    share of their time that overlapped backward."""
-    base = result["medians_s"]["torch DDP"]
-    rows = ["| level | median step (ms) | / torch DDP | median finish() (ms) | all-reduces per step | "
-            "sizes (float32 elements) | overlap share |", "|---|---|---|---|---|---|---|"]
-    for name, seconds in result["medians_s"].items():
-        numels = result["numels"][name]
-        shown = (", ".join(map(str, numels)) if len(numels) <= 6
-                 else f"{min(numels)} to {max(numels)}, {sum(numels)} in all")
-        rows.append(f"| {name} | {seconds * 1e3:.1f} | {seconds / base:.2f} | {result['finish_s'][name] * 1e3:.1f} | "
-                    f"{len(numels)} | {shown} | {result['overlap'][name]:.0%} |")
+# ------------------------------------------------------------------------------------------------
+# The driver: launch, combine both ranks' notes, write the results
+
+
+def analyse(notes: list[dict]) -> dict:
+    """scratch.json's content (without provenance) from both ranks' notes."""
+    first = notes[0]
+    base = first["medians_s"][BASE]
+    levels = []
+    for name in LEVELS:
+        rows = [row for note in notes for row in note["overlap"][name]]
+        numels = first["numels"][name]
+        levels.append({"name": name, "step_ms": first["medians_s"][name] * 1e3,
+                       "step_ms_per_rank": [note["medians_s"][name] * 1e3 for note in notes],
+                       "over_torch_ddp": first["medians_s"][name] / base,
+                       "finish_ms": None if first["finish_s"][name] is None else first["finish_s"][name] * 1e3,
+                       "allreduces": len(numels), "numels": numels,
+                       "same_allreduces_on_every_rank": all(note["numels"][name] == numels for note in notes),
+                       "overlapped_share": overlapped_share(rows), "overlap_rows": rows})
+    return {
+        "config": {"world_size": first["world_size"], "threads_per_rank": first["threads"],
+                   "batch_size_per_rank": TrainConfig.batch_size, "block_size": TrainConfig.block_size,
+                   "small_cap_mb": SMALL_CAP_MB, "plan": first["plan"]},
+        "gradient_elements": sum(levels[0]["numels"]),
+        "levels": levels,
+        "method": {
+            "step_ms": "rank 0's median over the timed rounds; each round steps every level once, in turn "
+                       "(interleaved: the same machine load for all); over_torch_ddp: that median over torch "
+                       "DDP's (median against median)",
+            "finish_ms": "rank 0's median of finish(), the wait after backward for the all-reduces "
+                         "(none for torch's DDP, which waits inside backward)",
+            "allreduces": "one step's all-reduces: torch DDP's rebuilt buckets (its logging data), or the "
+                          "level's dist.all_reduce calls (AllReduceRecorder)",
+            "overlapped_share": "profiler traces of both ranks: all-reduce time while an autograd node ran, "
+                                "over all-reduce time (measure.trace)",
+        },
+    }
+
+
+def measure(out: Path, plan: Plan, corpus_dir: Path, echo, repeats: int | None = None) -> dict:
+    """Both ranks' notes, then scratch.json's content; `repeats`: the timed rounds, instead of the plan's."""
+    plan = replace(plan, repeats=repeats) if repeats else plan
+    with tempfile.TemporaryDirectory() as tmp:
+        return analyse(relaunch(MEASUREMENT, plan, corpus_dir, Path(tmp), timeout=900, echo=echo))
+
+
+def by_name(results: dict) -> dict[str, dict]:
+    return {level["name"]: level for level in results["levels"]}
+
+
+def findings(results: dict) -> list[dict]:
+    """The headline numbers: each level's step against torch's DDP, the all-reduces, the overlap at the small cap."""
+    levels, small = by_name(results), f"{SMALL_CAP_MB:g} MiB"
+    rounds = results["config"]["plan"]["repeats"]
+    records = [finding(f"{KEYS[name]}_over_torch_ddp", level["over_torch_ddp"],
+                       "ratio", f"median step of {name} over torch DDP's, {rounds} interleaved rounds "
+                       f"({level['allreduces']} all-reduce(s) per step against {levels[BASE]['allreduces']})")
+               for name, level in levels.items() if name != BASE]
+    return records + [
+        finding("allreduces_per_parameter", levels["NaiveDDP"]["allreduces"], "all-reduces per step",
+                "NaiveDDP and OverlappedDDP: one per parameter with a gradient"),
+        finding("allreduces_torch_ddp_small_cap", levels[f"torch DDP, {small}"]["allreduces"], "all-reduces per step",
+                f"torch's DDP at bucket_cap_mb={SMALL_CAP_MB:g} (a bucket closes once it reaches the cap)"),
+        finding("allreduces_bucketed_small_cap", levels[f"BucketedDDP, {small}"]["allreduces"], "all-reduces per step",
+                f"BucketedDDP at bucket_cap_mb={SMALL_CAP_MB:g} (a bucket holds at most the cap)"),
+        finding("overlapped_share_overlapped", levels["OverlappedDDP"]["overlapped_share"],
+                "fraction of all-reduce time", "OverlappedDDP's all-reduce time that ran while backward computed"),
+        finding("overlapped_share_bucketed_small_cap", levels[f"BucketedDDP, {small}"]["overlapped_share"],
+                "fraction of all-reduce time", f"the same for BucketedDDP at {small}"),
+        finding("overlapped_share_torch_ddp_small_cap", levels[f"torch DDP, {small}"]["overlapped_share"],
+                "fraction of all-reduce time", f"the same for torch's DDP at {small}"),
+    ]
+
+
+def plot(results: dict, out: Path) -> None:
+    """Each level's median step over torch DDP's, annotated with its all-reduces and their overlap."""
+    import matplotlib.pyplot as plt
+
+    from matplotlib.patches import Patch
+
+    levels = results["levels"]
+    y = range(len(levels))[::-1]  # torch's DDP on top
+    fig, ax = plt.subplots(figsize=(11, 4.8))
+    torch_color, yours_color = "#4c72b0", "#dd8452"
+    colors = [torch_color if level["name"].startswith("torch") else yours_color for level in levels]
+    ax.barh(list(y), [level["over_torch_ddp"] for level in levels], color=colors)
+    ax.axvline(1, color="0.3", linestyle="--", linewidth=1)
+    right = max(1.0, *(level["over_torch_ddp"] for level in levels))
+    for row, level in zip(y, levels):  # the note starts right of the bar and of the dashed line
+        ax.text(max(1.0, level["over_torch_ddp"]) + 0.02 * right, row,
+                f"{level['over_torch_ddp']:.2f}x ({level['step_ms']:.1f} ms): {level['allreduces']} all-reduce"
+                f"{'s' if level['allreduces'] != 1 else ''} per step, {level['overlapped_share']:.0%} overlapped "
+                "backward", va="center", fontsize=9)
+    ax.legend(handles=[Patch(color=torch_color, label="torch's DDP (C++ reducer)"),
+                       Patch(color=yours_color, label="notebook 15's levels (Python)")],
+              loc="upper right", fontsize=8)
+    ax.set_yticks(list(y), [level["name"] for level in levels])
+    ax.set_xlim(0, 2.6 * right)
+    ax.set_xlabel("median step over torch DDP's (default caps); dashed: equal")
+    config, prov = results["config"], results["provenance"]
+    ax.set_title(f"DDP from scratch against torch's: {config['world_size']} gloo ranks x "
+                 f"{config['threads_per_rank']} thread(s), {config['plan']['repeats']} interleaved rounds, "
+                 f"{prov['cores']} cores, load average {prov['load_average_1min']:.1f}", fontsize=10)
+    fig.tight_layout()
+    save_figure(fig, out / PLOT_NAME)
+
+
+# ------------------------------------------------------------------------------------------------
+# What the notebook shows
+
+
+def what_ran(results: dict) -> str:
+    """The ranks, threads and plan of the run, for its provenance line."""
+    config, plan = results["config"], results["config"]["plan"]
+    return (f"{config['world_size']} ranks x {config['threads_per_rank']} thread(s); {len(results['levels'])} levels "
+            f"stepped in turn, {plan['repeats']} rounds after {plan['warmup']} warm-up rounds; {plan['profiled']} "
+            "profiled steps each")
+
+
+def _sizes(numels: list[int]) -> str:
+    return ", ".join(f"{n:,}" for n in numels) if len(numels) <= 6 else (
+        f"{min(numels):,} to {max(numels):,}, {sum(numels):,} in all")
+
+
+def finish_shown(level: dict) -> str:
+    """A level's median finish() in ms, '-' for torch's DDP (no finish(): it waits inside backward)."""
+    return "-" if level["finish_ms"] is None else f"{level['finish_ms']:.1f}"
+
+
+def table(results: dict) -> str:
+    """One row per level: median step (ms), ratio to torch's DDP, median finish() (ms), all-reduces, overlap."""
+    rows = [f"{'level':<22} {'step ms':>8} {'/ torch DDP':>11} {'finish() ms':>11} {'all-reduces':>11} "
+            f"{'overlapped':>10}"]
+    for level in results["levels"]:
+        rows.append(f"{level['name']:<22} {level['step_ms']:8.1f} {level['over_torch_ddp']:11.2f} "
+                    f"{finish_shown(level):>11} {level['allreduces']:11} {level['overlapped_share']:10.0%}")
     return "\n".join(rows)
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = LabArgumentParser(description="Notebook 15's DDP levels against torch's DDP: step time and all-reduces.")
-    p.add_argument("--repeats", type=positive_int, default=30, help="rounds measured after the warm-up (default 30)")
-    p.add_argument("--nproc", type=positive_int, default=2, help="ranks (default 2)")
-    args = p.parse_args(argv)
-    ensure_corpus(DEFAULT_CORPUS_DIR)
-    with tempfile.TemporaryDirectory(prefix="minitrain-scratch-") as tmp:
-        out = Path(tmp) / "result.json"
-        spawn_workers(_worker, args.nproc, args.repeats, str(DEFAULT_CORPUS_DIR), str(out))
-        result = json.loads(out.read_text())
-    print(f"{result['world_size']} ranks, medians over {args.repeats} interleaved rounds after {WARMUP} warm-up "
-          "rounds:")
-    print(table(result))
-    return 0
+def allreduce_table(results: dict) -> str:
+    """One row per level: the all-reduces of one step and their sizes (float32 elements), the same on every rank."""
+    rows = [f"{'level':<22} {'all-reduces':>11}  sizes (float32 elements), in launch order"]
+    for level in results["levels"]:
+        rows.append(f"{level['name']:<22} {level['allreduces']:11}  {_sizes(level['numels'])}")
+    same = all(level["same_allreduces_on_every_rank"] for level in results["levels"])
+    rows.append(f"every level's gradients: {results['gradient_elements']:,} elements; "
+                f"the same all-reduces on every rank: {same}")
+    return "\n".join(rows)
 
+
+def _compared(ratio: float) -> str:
+    """A ratio of medians in words, for "took ... torch DDP's": within 5% is "about the time of"."""
+    return (f"{ratio:.2f}x the time of" if ratio > 1.05 else f"only {ratio:.2f}x the time of" if ratio < 0.95
+            else f"about the time ({ratio:.2f}x) of")
+
+
+def where_slower(results: dict) -> str:
+    """Where the learner's levels are slower than torch's DDP and why, in sentences with this run's numbers."""
+    levels, small = by_name(results), f"{SMALL_CAP_MB:g} MiB"
+    base, naive, over, buck = levels[BASE], levels["NaiveDDP"], levels["OverlappedDDP"], levels["BucketedDDP"]
+    t_small, b_small = levels[f"torch DDP, {small}"], levels[f"BucketedDDP, {small}"]
+    lines = [
+        f"- NaiveDDP's median step took {_compared(naive['over_torch_ddp'])} torch DDP's "
+        f"({naive['step_ms']:.1f} against {base['step_ms']:.1f} ms): it sends {naive['allreduces']} all-reduces "
+        f"per step where torch's DDP sends {base['allreduces']}, each paying gloo's fixed cost per message, and "
+        f"only after backward (finish() waited {naive['finish_ms']:.1f} ms).",
+        f"- OverlappedDDP took {_compared(over['over_torch_ddp'])} torch DDP's: the same {over['allreduces']} "
+        f"all-reduces, launched from a Python hook per parameter inside backward ({over['overlapped_share']:.0%} "
+        f"of their time overlapped backward; finish() still waited {over['finish_ms']:.1f} ms).",
+        f"- BucketedDDP took {_compared(buck['over_torch_ddp'])} torch DDP's with {buck['allreduces']} all-reduce"
+        f"{'s' if buck['allreduces'] != 1 else ''} against {base['allreduces']}: "
+        + ("what is left is the machinery, " if buck["over_torch_ddp"] > 1.05 else
+           "within 5% in this run, though the machinery differs: ")
+        + "torch's reducer in C++ copies each gradient into a preallocated bucket view as it arrives, "
+        "BucketedDDP runs a Python hook per parameter, a fresh torch.cat per bucket and a copy back.",
+        f"- At {small}: BucketedDDP sent {b_small['allreduces']} all-reduces ({b_small['overlapped_share']:.0%} "
+        f"overlapped backward) and took {_compared(b_small['step_ms'] / t_small['step_ms'])} torch DDP's at the "
+        f"same cap, which sent {t_small['allreduces']} ({t_small['overlapped_share']:.0%} overlapped).",
+    ]
+    return "\n".join(lines)
+
+
+def report(results: dict) -> str:
+    """What `python -m` prints: the timing table, then the all-reduces."""
+    return what_ran(results) + "\n" + table(results) + "\n" + allreduce_table(results)
+
+
+MEASUREMENT = Measurement("scratch", "DDP from scratch: notebook 15's levels against torch's DDP, step time and "
+                          "all-reduces", "15-ddp-from-scratch.ipynb", (PLOT_NAME,), measure, findings, plot, report,
+                          Plan.quick.__doc__, Plan, worker, options=lambda p: p.add_argument(
+                              "--repeats", type=positive_int, help=f"timed rounds (default {Plan.repeats}; --quick: "
+                              f"{Plan.quick().repeats})"))
+run, main = MEASUREMENT.run, MEASUREMENT.main
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

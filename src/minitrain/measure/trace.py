@@ -5,10 +5,15 @@ Perfetto reads .json.gz as is). In it, gloo's all-reduce is the `gloo:all_reduce
 worker thread, backward is the `autograd::engine::evaluate_function: ...` slices on the main one.
 """
 
+import contextlib
 import gzip
 import json
+import os
+import re
 import shutil
-from collections.abc import Callable
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from torch.profiler import ProfilerActivity, profile, record_function
@@ -18,14 +23,43 @@ from minitrain.artifacts import write_atomic
 ALLREDUCE = "gloo:all_reduce"  # ProcessGroupGloo's name for an all-reduce's execution
 BACKWARD_OP = "autograd::engine::evaluate_function:"  # one autograd node run during backward
 STEP = "step "  # the record_function label profile_steps puts around each step
+# kineto (torch 2.13) logs its start and stop at its highest level, USDT, above ERROR: no KINETO_LOG_LEVEL
+# hides them without hiding its errors, so they are filtered out of stderr around the start and the stop
+KINETO_USDT = re.compile(rb"^USDT:.*\] profiler_(start|stop)\n?$")
+
+
+@contextlib.contextmanager
+def without_kineto_usdt() -> Iterator[None]:
+    """Catch what the C++ side writes to stderr (file descriptor 2) meanwhile; write back all but
+    kineto's USDT profiler_start/profiler_stop lines."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as caught:
+        os.dup2(caught.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            caught.seek(0)
+            kept = b"".join(line for line in caught if not KINETO_USDT.match(line))
+            if kept:
+                os.write(2, kept)
 
 
 def profile_steps(run_step: Callable[[], None], steps: int, path: Path) -> None:
     """Run `steps` training steps under torch.profiler (CPU) and save the trace, gzipped, to `path`."""
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
+    prof = profile(activities=[ProfilerActivity.CPU])
+    with without_kineto_usdt():
+        prof.start()
+    try:
         for i in range(steps):
             with record_function(f"{STEP}{i}"):
                 run_step()
+    finally:
+        with without_kineto_usdt():
+            prof.stop()
     plain = Path(path).with_suffix("")  # trace-rank-0.json.gz -> trace-rank-0.json
     prof.export_chrome_trace(str(plain))
 

@@ -1,0 +1,80 @@
+"""The scratch measurement: one real quick run (2 gloo ranks under the lab's torchrun) into a temporary
+folder; its results file, findings and figure. Correctness only: the all-reduces each level makes, never speed."""
+
+import json
+
+import pytest
+
+from helpers import check_findings, check_provenance
+from minitrain.measure.scratch import BASE, LEVELS, MEASUREMENT, PLOT_NAME, allreduce_table, where_slower
+from minitrain.measure.trace import KINETO_USDT
+
+# MiniGPT's all-reduces per step: one per parameter with a gradient, or one per bucket
+ALLREDUCES = {"torch DDP": 1, "NaiveDDP": 28, "OverlappedDDP": 28, "BucketedDDP": 1, "torch DDP, 0.25 MiB": 4,
+              "BucketedDDP, 0.25 MiB": 6}
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory, corpus_dir):
+    out = tmp_path_factory.mktemp("scratch")
+    return out, MEASUREMENT.run(out, quick=True, corpus_dir=corpus_dir, echo=lambda _: None, repeats=4)
+
+
+def test_every_level_sends_its_all_reduces_and_is_timed(quick_run):
+    out, results = quick_run
+    levels = {level["name"]: level for level in results["levels"]}
+    assert list(levels) == list(LEVELS) == list(ALLREDUCES)
+    assert {name: level["allreduces"] for name, level in levels.items()} == ALLREDUCES
+    for level in levels.values():
+        assert len(level["numels"]) == level["allreduces"] and level["same_allreduces_on_every_rank"]
+        assert sum(level["numels"]) == results["gradient_elements"]  # every gradient, once
+        assert level["step_ms"] > 0 and len(level["step_ms_per_rank"]) == results["config"]["world_size"] == 2
+        assert 0 <= level["overlapped_share"] <= 1
+        assert {r["rank"] for r in level["overlap_rows"]} == {0, 1}
+        profiled = {r["step"] for r in level["overlap_rows"]}
+        assert len(level["overlap_rows"]) == level["allreduces"] * len(profiled) * 2  # each all-reduce, each rank
+    assert levels[BASE]["over_torch_ddp"] == 1.0
+    assert [name for name, level in levels.items() if level["finish_ms"] is None] == [BASE, "torch DDP, 0.25 MiB"]
+    assert max(levels["BucketedDDP, 0.25 MiB"]["numels"]) * 4 <= 0.25 * 1024 * 1024  # at most the cap
+    assert results["config"]["plan"] == {"warmup": 2, "repeats": 4, "profiled": 1}  # --repeats over the quick plan
+
+    small = "BucketedDDP, 0.25 MiB"
+    expected = {f"{key}_over_torch_ddp": levels[name]["over_torch_ddp"]
+                for key, name in [("naive", "NaiveDDP"), ("overlapped", "OverlappedDDP"), ("bucketed", "BucketedDDP"),
+                                  ("torch_ddp_small_cap", "torch DDP, 0.25 MiB"), ("bucketed_small_cap", small)]}
+    check_findings(results["findings"], expected | {
+        "allreduces_per_parameter": 28, "allreduces_torch_ddp_small_cap": 4, "allreduces_bucketed_small_cap": 6,
+        "overlapped_share_overlapped": levels["OverlappedDDP"]["overlapped_share"],
+        "overlapped_share_bucketed_small_cap": levels[small]["overlapped_share"],
+        "overlapped_share_torch_ddp_small_cap": levels["torch DDP, 0.25 MiB"]["overlapped_share"]})
+    prov = check_provenance(results, MEASUREMENT.module)
+    words = prov["command"].split()  # the command repeats the run: quick, 4 rounds
+    assert "--quick" in words and words[words.index("--repeats") + 1] == "4"
+    assert json.loads((out / MEASUREMENT.result_file).read_text()) == json.loads(json.dumps(results))
+    assert (out / PLOT_NAME).stat().st_size > 0
+
+
+def test_the_notebook_tables_and_sentences_follow_the_results(quick_run):
+    _, results = quick_run
+    rows = allreduce_table(results).splitlines()
+    assert rows[2].split()[:2] == ["NaiveDDP", "28"] and rows[-1].endswith("on every rank: True")
+    said = where_slower(results)
+    assert "28 all-reduces per step where torch's DDP sends 1" in said
+    naive = results["levels"][1]
+    assert f"{naive['step_ms']:.1f} against" in said  # the run's numbers, not typed ones
+
+
+def test_only_kinetos_start_and_stop_lines_are_filtered():
+    assert KINETO_USDT.match(b"USDT:2026-12-01 23:27:19 4352:4352 SyncActivityProfilerHandler.cpp:52] profiler_start\n")
+    assert KINETO_USDT.match(b"USDT:2026-12-01 23:27:19 4352:4352 SyncActivityProfilerHandler.cpp:59] profiler_stop")
+    assert not KINETO_USDT.match(b"ERROR:2026-12-01 23:27:19 4352:4352 ActivityProfiler.cpp:1] profiler_start\n")
+    assert not KINETO_USDT.match(b"[W socket.cpp:755] a real warning\n")
+
+
+def test_help_names_the_options(capsys):
+    with pytest.raises(SystemExit) as e:
+        MEASUREMENT.main(["--help"])
+    assert e.value.code == 0
+    printed = capsys.readouterr().out
+    assert all(option in printed for option in ("--quick", "--out", "--corpus-dir", "--repeats"))
+    assert "--worker" not in printed  # the ranks' own option, hidden
