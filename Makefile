@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 TORCH := torch==2.13.0
 
-.PHONY: venv lab test notebook bench demo corpus clean-venv
+.PHONY: venv lab test notebook bench demo corpus measurements clean-venv
 
 $(STAMP): pyproject.toml tools/install_torch_cpu.py
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -32,6 +32,11 @@ notebook: $(STAMP)
 # Performance figures, each a ratio measured side by side in one run; prints, never fails on speed.
 bench: $(STAMP)
 	$(PY) -m minitrain.measure.bench
+
+# Every committed measurement again, in one sitting: the deeper measurements, then the lab and notebooks
+# 01-15, in a row on an idle machine (about 25 minutes on 2 logical CPUs). Rewrites experiments/ and notebooks/.
+measurements: $(STAMP)
+	$(PY) -m minitrain.measure.sitting
 
 demo: $(STAMP)
 	$(PY) -m minitrain.train --steps 300
