@@ -381,8 +381,8 @@ def reading(result: dict) -> str:
                     f"means ({min(r['mean_ms'] for r in tail):.2f} to {max(r['mean_ms'] for r in tail):.2f} ms, against "
                     f"medians of {min(r['median_ms'] for r in tail):.2f} to {max(r['median_ms'] for r in tail):.2f} ms) "
                     f"say how many were slow: if each slow iteration took about the p95, {min(lost):.0%} to "
-                    f"{max(lost):.0%} of them. The machine's load average was "
-                    f"{result['provenance']['load_average_1min']:.1f} when the run began. The medians, and the fit "
+                    f"{max(lost):.0%} of them. The 1-minute load average at the end of the run was "
+                    f"{result['provenance']['load_average_1min']:.1f}. The medians, and the fit "
                     "on them, leave that tail out.")
     else:
         text.append("At every size the p95 stays under 4 times the median: no group of much slower iterations.")
