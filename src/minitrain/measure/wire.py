@@ -23,6 +23,7 @@ from minitrain.artifacts import save_figure
 from minitrain.ddp import barrier
 from minitrain.lab.report import plural
 from minitrain.lab.sittings import sitting_note
+from minitrain.lab.verdict import verdict_over_repeats
 from minitrain.measure.allreduce import bench_option, benchmark_fit, predict_allreduce_ms, ring_factor, time_allreduce
 from minitrain.measure.measurement import WORLD_SIZE, Measurement, finding, relaunch
 from minitrain.measure.sockets import gloo_pair_endpoints, my_connections, pair_bytes
@@ -443,6 +444,16 @@ def slow_transfer_text(results: dict, bench: dict) -> str:
         sitting_note(results, bench)]))
 
 
+def headroom_verdict(results: dict) -> str:
+    """Whether the no-op hook's blocks were faster than the all-reduce's in every repeat, by their ranges."""
+    repeats = results["headroom"]["repeats"]
+    verdict = verdict_over_repeats([r["step_ms_noop"] for r in repeats], [r["step_ms_allreduce"] for r in repeats],
+                                   higher_is_faster=False)
+    return {"faster": "every no-op block's median step below every all-reduce block's",
+            "slower": "every no-op block's median step above every all-reduce block's",
+            "no clear winner": "the two kinds of blocks' ranges overlap: no clear difference"}[verdict]
+
+
 def headroom_text(results: dict) -> str:
     """The communication share from the no-op hook, median against median, and the repeats' range, as sentences."""
     head = results["headroom"]
@@ -451,7 +462,7 @@ def headroom_text(results: dict) -> str:
             f"the all-reduce, {head['step_ms_allreduce']:.1f} ms, against {head['step_ms_noop']:.1f} ms with the no-op "
             f"hook, so 1 - {head['step_ms_noop']:.1f}/{head['step_ms_allreduce']:.1f} = {head['comm_share']:.0%} (the "
             "figure's right panel draws those two medians; its title gives the share). The single repeats range from "
-            f"{min(shares):.0%} to {max(shares):.0%}.")
+            f"{min(shares):.0%} to {max(shares):.0%}; {headroom_verdict(results)}.")
 
 
 def overlap_text(results: dict) -> str:
@@ -486,7 +497,8 @@ def takeaway(results: dict) -> str:
              f"- With the no-op hook the step was {head['comm_share']:.0%} "
              f"{'shorter' if head['comm_share'] > 0 else 'longer'} (median step against median step, "
              f"{len(head['repeats'])} repeats, single repeats {min(r['comm_share'] for r in head['repeats']):.0%} to "
-             f"{max(r['comm_share'] for r in head['repeats']):.0%}), and {results['overlap']['overlapped_share']:.1%} "
+             f"{max(r['comm_share'] for r in head['repeats']):.0%}; {headroom_verdict(results)}), and "
+             f"{results['overlap']['overlapped_share']:.1%} "
              f"of the all-reduce time overlapped backward."]
     return "\n".join(lines)
 
