@@ -149,3 +149,20 @@ def test_ring_allreduce_sums_and_sends_2_n_minus_1_over_n(world_size):
     for result in results:
         assert np.array_equal(result, sum(inputs))
     assert sent == [size * 2 * (world_size - 1) // world_size] * world_size
+
+
+def test_the_reading_and_the_takeaway_follow_the_results():
+    """The notebook's sentences carry the committed numbers, and their words change with the data."""
+    import copy
+
+    full = bench.MEASUREMENT.load()
+    fit = full["fit"]
+    text = bench.reading(full) + bench.takeaway(full)
+    assert f"{fit['alpha_ms']:.2f} ms" in text and f"{fit['max_relative_error']:.0%}" in text
+    calm = copy.deepcopy(full)
+    for row in calm["results"]:
+        row["p95_ms"], row["mean_ms"] = 1.5 * row["median_ms"], 1.1 * row["median_ms"]
+    assert "no group of much slower iterations" in bench.reading(calm)
+    slow = copy.deepcopy(full)  # the size next to the gradients far above the fit: its gradient time is too low
+    next(row for row in slow["results"] if row["bytes"] == bench.MiB)["median_ms"] *= 3
+    assert "likely too low" in bench.reading(slow)

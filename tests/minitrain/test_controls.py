@@ -117,3 +117,20 @@ def test_live_checks_hold_and_name_a_broken_fact(quick_run):
     flat = live_checks(drift | {"no-sync": [drift["no-sync"][0]] * 2})
     assert flat == {"live DDP run, drift exactly 0 at every step": True,
                     "live no_sync() run, drift above 0 and growing": False}
+
+
+def test_the_takeaway_and_the_drift_sentence_follow_the_results():
+    """The notebook's sentences carry controls.json's numbers; the learning verdict's words follow the data."""
+    import copy
+
+    from minitrain.measure import controls
+
+    results = controls.MEASUREMENT.load()
+    assert f"{results['final_drift']['no-sync']:.1e}" in controls.takeaway(results)
+    assert f"{results['drift']['no-sync'][-1]:.1e} after {results['steps']}" in controls.drift_growth(results)
+    worse = copy.deepcopy(results)
+    worse["learning"]["2proc"]["val_loss"] = results["learning"]["1proc"]["val_loss"] + 2 * LOSS_TOLERANCE
+    assert "2 processes learned worse" in controls.takeaway(worse)
+    faster = copy.deepcopy(results)  # the drift at the end twice the steady pace: faster in the second half
+    faster["drift"]["no-sync"][-1] = 4 * faster["drift"]["no-sync"][results["steps"] // 2 - 1]
+    assert "faster in the second half" in controls.drift_growth(faster)

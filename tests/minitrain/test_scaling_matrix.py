@@ -138,3 +138,18 @@ def test_no_crossing_when_the_order_holds():
     assert summary["ranges"]["speedup_2proc_over_1proc_allcores"]["weak"] is None  # no all-cores runs
     check_findings(results["findings"], {"weak_largest_allreduce_share": 0.1, "weak_clear_crossings": 0,
                                          "strong_clear_crossings": 0})
+
+
+def test_the_takeaway_judges_every_size_over_the_repeats():
+    """The takeaway's verdicts come from verdict_over_repeats on the committed runs, and flip with them."""
+    import copy
+
+    results = sm.MEASUREMENT.load()
+    first = results["summary"]["sizes"][0]
+    assert "within the repeats" in sm.takeaway(results) or "apart" in sm.takeaway(results)
+    assert sm.params_label(first) in sm.pinned_text(results)
+    boosted = copy.deepcopy(results)  # 2 processes 10x faster at every size and in both scalings
+    for run in boosted["runs"]:
+        if run["config"] == sm.TWO_PROCS:
+            run["tokens_per_sec"]["median"] *= 10
+    assert "slower at no size, no clear winner at no size" in sm.takeaway(boosted)

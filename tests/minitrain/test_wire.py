@@ -150,3 +150,26 @@ def test_waits_split_each_allreduce_into_waiting_and_transfer():
     for row, (allreduce, waiting, transfer) in zip(rows, expected):
         assert (row["allreduce_ms"], row["waiting_ms"], row["transfer_ms"]) == pytest.approx(
             (allreduce, waiting, transfer), abs=1e-9)
+
+
+def test_the_generated_sentences_follow_the_results():
+    """The notebook's sentences carry wire.json's numbers, and their verdict words change with the data."""
+    import copy
+
+    from minitrain.measure import allreduce_bench, wire
+
+    results = wire.MEASUREMENT.load()
+    ar = results["allreduce_ms"]
+    assert f"{ar['in_step']['median']:.2f} ms against {ar['standalone']:.2f} ms" in wire.waiting_text(results)
+    assert f"{results['headroom']['comm_share']:.0%}" in wire.headroom_text(results)
+    assert "p95" in wire.slow_transfer_text(results, allreduce_bench.MEASUREMENT.load())
+    flipped = copy.deepcopy(results)
+    flipped["allreduce_ms"]["waiting_share"] = 0.7
+    flipped["allreduce_ms"]["transfer"]["median"] = ar["standalone"] / 2
+    flipped["headroom"]["comm_share"] = -0.05
+    assert "the larger part" in wire.waiting_text(flipped) and "no slower than alone" in wire.waiting_text(flipped)
+    assert "5% longer" in wire.takeaway(flipped)
+    assert "smaller part" in wire.takeaway(results) or "larger part" in wire.takeaway(results)
+    for r in flipped["headroom"]["repeats"]:  # no-op blocks as slow as the all-reduce's: no clear difference
+        r["step_ms_noop"] = r["step_ms_allreduce"]
+    assert "no clear difference" in wire.headroom_text(flipped)

@@ -1,13 +1,14 @@
 """Blocks F and G: the scaling plot, the manifest, and the lesson paragraph written from the numbers."""
 
 import json
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 
 from minitrain.artifacts import save_figure
 from minitrain.lab.manifest import Manifest
-from minitrain.lab.runs import (PHASES, REPEATS_DIR, SINGLE_DIR, phase_medians, read_repeats, read_run,
-                                throughput)
+from minitrain.lab.runs import (PHASES, REPEATS_DIR, SINGLE_DIR, output_dir, phase_medians, read_repeats,
+                                read_run, throughput)
+from minitrain.lab.sittings import sitting_note
 from minitrain.lab.verdict import verdict_over_repeats
 from minitrain.paths import BEYOND_DIR
 from minitrain.run_record import RunRecord
@@ -69,9 +70,8 @@ def reference_paragraph(m: Manifest) -> str:
     return " ".join(text)
 
 
-def beyond_findings(beyond: Path) -> dict[str, dict]:
-    """The findings records of each deeper measurement saved in `beyond` (separate runs), by name,
-    with the file, command and date they came from. Read from the JSON files alone."""
+def beyond_results(beyond: Path) -> dict[str, dict]:
+    """The results of each deeper measurement saved in `beyond` (separate runs), by name. Read from the JSON files alone."""
     found = {}
     for path in sorted(Path(beyond).glob("*.json")):
         try:
@@ -79,10 +79,27 @@ def beyond_findings(beyond: Path) -> dict[str, dict]:
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
             raise ValueError(f"{path} is not valid JSON ({e}); re-run its measurement or restore it from git") from e
         if isinstance(results, dict) and "findings" in results and "measurement" in results:
-            prov = results["provenance"]
-            found[results["measurement"]] = {"file": f"{Path(beyond).name}/{path.name}", "date": prov["date"],
-                                             "command": prov["command"], "findings": results["findings"]}
+            found[results["measurement"]] = results | {"file": f"{Path(beyond).name}/{path.name}"}
     return found
+
+
+def beyond_findings(beyond: Path) -> dict[str, dict]:
+    """The findings records of each deeper measurement saved in `beyond` (separate runs), by name,
+    with the file, command and date they came from."""
+    return {name: {"file": results["file"], "date": results["provenance"]["date"],
+                   "command": results["provenance"]["command"], "findings": results["findings"]}
+            for name, results in beyond_results(beyond).items()}
+
+
+def manifest_record(folder: Path | None = None) -> dict:
+    """The manifest.json of `folder` (default: the lab's output folder) as a dict, provenance fields at its top level."""
+    return asdict(Manifest.read(Path(folder or output_dir()) / "manifest.json"))
+
+
+def sittings_of_report(m: Manifest, beyond: Path = BEYOND_DIR) -> str:
+    """Whether the sheet's runs and the deeper measurements in `beyond` share one sitting, as a sentence."""
+    return (sitting_note(asdict(m), *beyond_results(beyond).values())
+            or "The sheet's runs and the deeper measurements come from one sitting: their numbers compare directly.")
 
 
 def findings_table(records: list[dict]) -> str:

@@ -345,6 +345,78 @@ def findings(result: dict) -> list[dict]:
     ]
 
 
+def fit_misses(result: dict) -> list[tuple[float, dict]]:
+    """(relative miss, row) of every size, the fit's worst miss first, as `max_relative_error` counts it:
+    fit / median - 1, above 0 when the median lies under the fit."""
+    misses = [(predict_allreduce_ms(r["bytes"], result["fit"]) / r["median_ms"] - 1, r) for r in result["results"]]
+    return sorted(misses, key=lambda m: -abs(m[0]))
+
+
+def slow_tail(result: dict, times: float = 4) -> list[dict]:
+    """The sizes whose p95 is at least `times` their median: a few iterations much slower than the rest."""
+    return [r for r in result["results"] if r["p95_ms"] >= times * r["median_ms"]]
+
+
+def reading(result: dict) -> str:
+    """The notebook's reading of the figure, in sentences with this run's numbers."""
+    fit, grad, rows = result["fit"], result["gradient"], result["results"]
+    crossover = fit["alpha_ms"] / fit["beta_ns_per_byte"] * 1e6
+    (worst, row), (second, _) = fit_misses(result)[:2]
+    near = 0.5 <= grad["bytes"] / row["bytes"] <= 2
+    text = [f"Left panel: the size where both terms are equal, alpha/beta, is {size_label(crossover)} in this run. "
+            f"The fit misses most at {size_label(row['bytes'])}: the median ({row['median_ms']:.3g} ms) lies "
+            f"{'below' if worst > 0 else 'above'} it by {abs(worst):.0%} of the median, and that size moved {row['algbw_gbps']:.2f} GB/s; "
+            f"every other size is within {abs(second):.0%} of the fit. One run cannot tell whether that size was "
+            "lucky or behaves differently; repeating the benchmark would."
+            + (f" It matters here: MiniGPT's {grad['bytes'] / MiB:.2f} MiB of gradients sit next to it, so the fit's "
+               f"{grad['predicted_allreduce_ms']:.2f} ms for them is likely too {'high' if worst > 0 else 'low'}."
+               if near else "")]
+    tail = slow_tail(result)
+    if tail:
+        ratios = [r["p95_ms"] / r["median_ms"] for r in tail]
+        lost = [(r["mean_ms"] - r["median_ms"]) / (r["p95_ms"] - r["median_ms"]) for r in tail]
+        text.append(f"At {len(tail)} of the {len(rows)} sizes ({size_label(tail[0]['bytes'])} to "
+                    f"{size_label(tail[-1]['bytes'])}) the p95 is {min(ratios):.0f} to {max(ratios):.0f} times the "
+                    f"median ({min(r['p95_ms'] for r in tail):.1f} to {max(r['p95_ms'] for r in tail):.1f} ms), and the "
+                    f"means ({min(r['mean_ms'] for r in tail):.2f} to {max(r['mean_ms'] for r in tail):.2f} ms, against "
+                    f"medians of {min(r['median_ms'] for r in tail):.2f} to {max(r['median_ms'] for r in tail):.2f} ms) "
+                    f"say how many were slow: if each slow iteration took about the p95, {min(lost):.0%} to "
+                    f"{max(lost):.0%} of them. The 1-minute load average at the end of the run was "
+                    f"{result['provenance']['load_average_1min']:.1f}. The medians, and the fit "
+                    "on them, leave that tail out.")
+    else:
+        text.append("At every size the p95 stays under 4 times the median: no group of much slower iterations.")
+    best = max(rows, key=lambda r: r["algbw_gbps"])
+    largest, loop = rows[-1], result["loopback"]
+    peak = ("" if best is largest else
+            f"the highest bandwidth, {best['algbw_gbps']:.2f} GB/s, came at {size_label(best['bytes'])}; ")
+    text.append(f"Right panel: {peak}at {size_label(largest['bytes'])} the bus bandwidth is {largest['busbw_gbps']:.2f} GB/s, "
+                f"{largest['busbw_gbps'] / loop['median_gbps']:.0%} of the loopback line ({loop['median_gbps']:.2f} GB/s, "
+                f"the median of {loop['repeats']} transfers that ranged {min(loop['gbps']):.2f} to "
+                f"{max(loop['gbps']):.2f} GB/s).")
+    return "\n\n".join(text)
+
+
+def takeaway(result: dict) -> str:
+    """The notebook's takeaway, in sentences with this run's numbers."""
+    fit, grad, loop, largest = result["fit"], result["gradient"], result["loopback"], result["results"][-1]
+    crossover = fit["alpha_ms"] / fit["beta_ns_per_byte"] * 1e6
+    (worst, row), _ = fit_misses(result)[:2]
+    side = "past" if grad["bytes"] > crossover else "below"
+    return "\n".join([
+        f"- In this run one all-reduce between the two processes cost a fixed alpha = {fit['alpha_ms']:.2f} ms before "
+        f"any byte counts, then moved about {fit['bandwidth_gbps']:.2f} GB/s (1/beta); the two costs are equal at "
+        f"{size_label(crossover)}.",
+        f"- MiniGPT's {grad['bytes'] / MiB:.2f} MiB of gradients lie {side} that crossover: the fit predicts "
+        f"{grad['predicted_allreduce_ms']:.2f} ms for them alone, {fit['alpha_ms'] / grad['predicted_allreduce_ms']:.0%} "
+        f"of it latency. The fit misses most ({abs(worst):.0%}) at {size_label(row['bytes'])}, where the median was "
+        f"{row['median_ms']:.3g} ms; notebook 10 measures the exact bytes alone.",
+        f"- At {size_label(largest['bytes'])} gloo's bus bandwidth is {largest['busbw_gbps']:.2f} GB/s, "
+        f"{largest['busbw_gbps'] / loop['median_gbps']:.0%} of the {loop['median_gbps']:.2f} GB/s (median; "
+        f"{min(loop['gbps']):.2f} to {max(loop['gbps']):.2f}) that one raw TCP stream carried one way between the "
+        "same two processes."])
+
+
 def options(p) -> None:
     p.add_argument("--gradient-bytes", type=positive_int, default=None,
                    help="message size to mark and predict (default: the default MiniGPT's gradients)")

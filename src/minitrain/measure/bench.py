@@ -131,14 +131,14 @@ def main(argv: list[str] | None = None) -> None:
                                 echo=lambda _: None)
     ar = wire_results["allreduce_ms"]
     print(f"4. in-step all-reduce vs the stand-alone one, same bytes: {ar['in_step_over_standalone']:.1f}x "
-          f"(in-step mean {ar['in_step']['mean']:.2f} ms, of which {ar['waiting_share']:.0%} waiting for "
-          f"the other rank; stand-alone {ar['standalone']:.2f} ms; alpha-beta prediction "
-          f"{ar['predicted']:.2f} ms; python -m minitrain.measure.wire)\n", flush=True)
+          f"(medians: in-step {ar['in_step']['median']:.2f} ms / stand-alone {ar['standalone']:.2f} ms; "
+          f"alpha-beta prediction {ar['predicted']:.2f} ms; waiting for the other rank: {ar['waiting_share']:.0%} "
+          f"of the in-step time, mean {ar['waiting']['mean']:.2f} / mean {ar['in_step']['mean']:.2f} ms, as means "
+          "add up; python -m minitrain.measure.wire)\n", flush=True)
     largest = bench["results"][-1]
     print(f"5. gloo bus bandwidth vs raw loopback TCP: {largest['busbw_gbps'] / bench['loopback']['median_gbps']:.2f} "
-          f"(busbw {largest['busbw_gbps']:.2f} GB/s at {allreduce_bench.size_label(largest['bytes'])}, "
-          f"loopback {bench['loopback']['median_gbps']:.2f} GB/s; python -m minitrain.measure.allreduce_bench)")
-
+          f"(medians: busbw {largest['busbw_gbps']:.2f} GB/s at {allreduce_bench.size_label(largest['bytes'])} "
+          f"/ loopback {bench['loopback']['median_gbps']:.2f} GB/s; python -m minitrain.measure.allreduce_bench)")
 
 if __name__ == "__main__":
     main()

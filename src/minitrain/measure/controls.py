@@ -219,6 +219,44 @@ def learning_table(results: dict, last: int = SMOOTH) -> str:
     return "\n".join(lines)
 
 
+def drift_growth(results: dict) -> str:
+    """How the no_sync() drift grew against steps x 2 lr, halfway and at the end, as a sentence."""
+    drift, steps, lr = results["drift"]["no-sync"], results["steps"], results["lr"]
+    mid = steps // 2
+    ratios = [drift[n - 1] / (n * 2 * lr) for n in (mid, steps)]
+    pace = ("slower in the second half" if ratios[1] < ratios[0] else "faster in the second half"
+            if ratios[1] > ratios[0] else "at the same pace in both halves")
+    return (f"In this run: {drift[mid - 1]:.1e} after {mid} steps ({mid} x 2 x lr = {mid * 2 * lr:.1e}), "
+            f"{drift[-1]:.1e} after {steps} ({steps} x 2 x lr = {steps * 2 * lr:.1e}): {pace}. The first step's "
+            f"drift was {drift[0] / (2 * lr):.3f} x 2 lr.")
+
+
+def takeaway(results: dict) -> str:
+    """The notebook's takeaway, in sentences with this run's numbers and verdicts."""
+    drift, steps, lr = results["drift"], results["steps"], results["lr"]
+    one, two, before = (results["learning"][k] for k in ("1proc", "2proc", "before"))
+    ddp = (f"stayed exactly equal at every one of {steps} steps" if results["ddp_drift_exactly_zero"] else
+           f"differed by up to {max(drift['ddp']):.1e}")
+    controls = ("`no_sync()`, or the no-op comm hook: identical, step by step" if results["noop_equals_no_sync"]
+                else "`no_sync()`; the no-op comm hook drifted differently")
+    verdict = learning_verdict(results)
+    meaning = {"same": "the same learning, within the noise of one run each",
+               "better": "2 processes learned better, beyond the noise allowed for one run each",
+               "worse": "2 processes learned worse, beyond the noise allowed for one run each",
+               "different": "different learning: one measure better, the other worse"}[verdict]
+    return "\n".join([
+        f"- In this run, with DDP's all-reduce the two ranks' weights {ddp}; without it ({controls}) they "
+        f"differed by {drift['no-sync'][0]:.1e} ({drift['no-sync'][0] / (2 * lr):.2f} x 2 lr) after the first step "
+        f"and {drift['no-sync'][-1]:.1e} after {steps}.",
+        "- So the equality of notebook 05 is the all-reduce's doing, not the shared seeds or script."
+        if results["ddp_drift_exactly_zero"] and drift["no-sync"][-1] > 0 else
+        "- The control does not separate the all-reduce from the rest here: see the drift table.",
+        f"- On the same global batch ({results['global_batch']} x {results['block_size']} tokens per step), 2 DDP "
+        f"processes reached validation loss {two['val_loss']:.3f} against {one['val_loss']:.3f} for 1 process, and "
+        f"minimal-pair accuracy {two['accuracy']:.3f} against {one['accuracy']:.3f} on {results['pairs']} pairs "
+        f"({before['accuracy']:.3f} before training): {meaning} (`learning_verdict`: {verdict})."])
+
+
 class _Masked:
     """A text stream that writes to `stream` with every `old` replaced by `new`."""
 

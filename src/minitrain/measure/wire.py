@@ -21,6 +21,9 @@ import torch
 
 from minitrain.artifacts import save_figure
 from minitrain.ddp import barrier
+from minitrain.lab.report import plural
+from minitrain.lab.sittings import sitting_note
+from minitrain.lab.verdict import verdict_over_repeats
 from minitrain.measure.allreduce import bench_option, benchmark_fit, predict_allreduce_ms, ring_factor, time_allreduce
 from minitrain.measure.measurement import WORLD_SIZE, Measurement, finding, relaunch
 from minitrain.measure.sockets import gloo_pair_endpoints, my_connections, pair_bytes
@@ -389,6 +392,114 @@ def overlap_rows_table(results: dict) -> str:
     lines += [f"{r['rank']:>4} {r['step']:>4} {r['allreduce_ms']:13.2f} {r['overlapped_ms']:13.2f} "
               f"{r['after_backward_ms']:17.2f} {r['backward_ms']:11.2f}" for r in results["overlap"]["rows"]]
     lines.append(f"overlapped share (sum over rows): {results['overlap']['overlapped_share']:.1%}")
+    return "\n".join(lines)
+
+
+def share_word(share: float) -> str:
+    """'the smaller part' or 'the larger part' of a whole, for a share of it."""
+    return "the smaller part" if share < 0.5 else "the larger part"
+
+
+def waiting_text(results: dict) -> str:
+    """The in-step all-reduce against alone (medians) and its split into waiting and transfer (means), as sentences."""
+    ar = results["allreduce_ms"]
+    rows, alone = ar["per_step"], ar["standalone"]
+    quick = sum(r["transfer_ms"] < 1.5 * alone for r in rows)
+    slower = ("slower than alone" if ar["transfer"]["median"] > alone else "no slower than alone")
+    return (f"In the step against alone is median against median: {ar['in_step']['median']:.2f} ms against "
+            f"{alone:.2f} ms, {ar['in_step_over_standalone']:.1f}x (`in_step_over_standalone` in `wire.json`; the "
+            "figure's middle panel shows the two medians and the ratio in its title).\n\n"
+            f"**Waiting is {share_word(ar['waiting_share'])}.** A rank waited {ar['waiting']['mean']:.2f} ms of its "
+            f"mean {ar['in_step']['mean']:.2f} ms in the step ({ar['waiting_share']:.0%}, means). The transfer after "
+            f"both buckets were ready was {slower}: median {ar['transfer']['median']:.2f} ms against {alone:.2f} ms "
+            f"alone, mean {ar['transfer']['mean']:.2f} ms, p95 {ar['transfer']['p95']:.2f} ms. Of the {len(rows)} rows "
+            f"of `allreduce_ms.per_step` ({len(rows) // results['config']['world_size']} steps x "
+            f"{results['config']['world_size']} ranks), {quick} transferred in under 1.5 times the stand-alone time; "
+            f"the others took up to {max(r['transfer_ms'] for r in rows):.1f} ms.")
+
+
+def delayed_start_text(results: dict) -> str:
+    """The traced all-reduce that started latest after DDP handed it over, and the other rank's of that step."""
+    rows = results["overlap"]["rows"]
+    late = max(rows, key=lambda r: r["after_backward_ms"] - r["allreduce_ms"])
+    delay = late["after_backward_ms"] - late["allreduce_ms"]
+    other = [r for r in rows if r["step"] == late["step"] and r["rank"] != late["rank"]]
+    return (f"What the trace shows (section 5, rank {late['rank']}, profiled step {late['step']}): that all-reduce "
+            f"ran for {late['allreduce_ms']:.2f} ms but ended {late['after_backward_ms']:.2f} ms after backward, so "
+            f"gloo's worker thread started it about {delay:.1f} ms after DDP handed it over"
+            + (f", and rank {other[0]['rank']}'s all-reduce of that step ({other[0]['allreduce_ms']:.2f} ms) spanned "
+               f"{'all of it' if other[0]['allreduce_ms'] >= late['after_backward_ms'] else 'part of it'}"
+               if other else "") + ".")
+
+
+def slow_transfer_text(results: dict, bench: dict) -> str:
+    """The benchmark's own slow tail at the size nearest the gradients, beside this run's, as a sentence."""
+    gradient = results["bytes_per_step"]["gradient"]
+    row = min(bench["results"], key=lambda r: abs(r["bytes"] - gradient))
+    return " ".join(filter(None, [
+        f"The benchmark shows such waits alone too: notebook 07's p95 at {row['bytes'] / 2**20:.3g} MiB is "
+        f"{row['p95_ms']:.2f} ms against a {row['median_ms']:.2f} ms median, while the transfer here had a p95 of "
+        f"{results['allreduce_ms']['transfer']['p95']:.2f} ms against a {results['allreduce_ms']['transfer']['median']:.2f} "
+        f"ms median. The 1-minute load average this run recorded: {results['provenance']['load_average_1min']:.1f}.",
+        sitting_note(results, bench)]))
+
+
+def headroom_verdict(results: dict) -> str:
+    """Whether the no-op hook's blocks were faster than the all-reduce's in every repeat, by their ranges."""
+    repeats = results["headroom"]["repeats"]
+    verdict = verdict_over_repeats([r["step_ms_noop"] for r in repeats], [r["step_ms_allreduce"] for r in repeats],
+                                   higher_is_faster=False)
+    return {"faster": "every no-op block's median step below every all-reduce block's",
+            "slower": "every no-op block's median step above every all-reduce block's",
+            "no clear winner": "the two kinds of blocks' ranges overlap: no clear difference"}[verdict]
+
+
+def headroom_text(results: dict) -> str:
+    """The communication share from the no-op hook, median against median, and the repeats' range, as sentences."""
+    head = results["headroom"]
+    shares = [r["comm_share"] for r in head["repeats"]]
+    return (f"The headline share is median against median: rank 0's median step over the {len(shares)} repeats with "
+            f"the all-reduce, {head['step_ms_allreduce']:.1f} ms, against {head['step_ms_noop']:.1f} ms with the no-op "
+            f"hook, so 1 - {head['step_ms_noop']:.1f}/{head['step_ms_allreduce']:.1f} = {head['comm_share']:.0%} (the "
+            "figure's right panel draws those two medians; its title gives the share). The single repeats range from "
+            f"{min(shares):.0%} to {max(shares):.0%}; {headroom_verdict(results)}.")
+
+
+def overlap_text(results: dict) -> str:
+    """How much of the all-reduce time overlapped backward, and the longest wait before gloo started, as sentences."""
+    share, buckets = results["overlap"]["overlapped_share"], len(results["buckets"])
+    rows = results["overlap"]["rows"]
+    late = max(rows, key=lambda r: r["after_backward_ms"] - r["allreduce_ms"])
+    why = ("with a single bucket that becomes ready when backward is finished, there is nothing left to overlap with, "
+           "and whatever overlapped is backward's last node itself: DDP calls the hook from "
+           "inside it (the `AccumulateGrad` of `tok_emb.weight`), so gloo can start before that slice closes"
+           if buckets == 1 else f"with {buckets} buckets the earlier ones can travel while backward still computes")
+    return (f"{share:.1%} of the all-reduce time overlapped backward: {why}. The `after backward` column is what the "
+            f"step waited after backward; on rank {late['rank']}, profiled step {late['step']} it exceeds the "
+            f"all-reduce by {late['after_backward_ms'] - late['allreduce_ms']:.1f} ms, the delay before gloo's "
+            "worker started (section 3).")
+
+
+def takeaway(results: dict) -> str:
+    """The notebook's takeaway, in sentences with this run's numbers."""
+    ar, head, sent = results["allreduce_ms"], results["headroom"], results["bytes_per_step"]["measured"]
+    grad, buckets = results["bytes_per_step"]["gradient"], results["buckets"]
+    lines = [f"- In this run DDP packed all {grad:,} bytes of MiniGPT's gradients into {plural(len(buckets), 'bucket')}"
+             + (f", and each rank's gloo socket sent {statistics.fmean(sent['sent_per_rank']):,.0f} bytes a step: "
+                f"{sent['sent_over_theory']:.4f} x the ring's 2(n-1)/n x the gradients, "
+                f"{sent['overhead_bytes_per_step']:,.0f} bytes above it."
+                if sent["sent_per_rank"] else "; this OS has no socket counters, so the bytes were not counted."),
+             f"- Inside the step the all-reduce, from a rank's bucket ready to its all-reduce done, took a median "
+             f"{ar['in_step']['median']:.2f} ms against {ar['standalone']:.2f} ms for the same bytes alone "
+             f"({ar['in_step_over_standalone']:.1f}x). Waiting for the other rank's bucket was "
+             f"{share_word(ar['waiting_share'])}, {ar['waiting_share']:.0%} of it (means); the transfer after both "
+             f"were ready took a median {ar['transfer']['median']:.2f} ms, p95 {ar['transfer']['p95']:.2f} ms.",
+             f"- With the no-op hook the step was {head['comm_share']:.0%} "
+             f"{'shorter' if head['comm_share'] > 0 else 'longer'} (median step against median step, "
+             f"{len(head['repeats'])} repeats, single repeats {min(r['comm_share'] for r in head['repeats']):.0%} to "
+             f"{max(r['comm_share'] for r in head['repeats']):.0%}; {headroom_verdict(results)}), and "
+             f"{results['overlap']['overlapped_share']:.1%} "
+             f"of the all-reduce time overlapped backward."]
     return "\n".join(lines)
 
 
