@@ -25,6 +25,7 @@ from minitrain.cli import positive_int
 from minitrain.corpus import DEFAULT_CORPUS_DIR, ensure_corpus
 from minitrain.ddp import cleanup, init_distributed
 from minitrain.launch import spawn_workers
+from minitrain.lab.report import plural
 from minitrain.measure.allreduce import predict_allreduce_ms, ring_factor, time_allreduce
 from minitrain.measure.measurement import WORLD_SIZE, Measurement, finding
 from minitrain.model import count_parameters
@@ -244,7 +245,7 @@ def plot(result: dict, out: Path) -> None:
         ax.grid(True, which="major", alpha=0.3)
         ax.legend(fontsize=8, loc=where)
     p = result["provenance"]
-    fig.suptitle(f"gloo all-reduce, {result['world_size']} processes on {p['cores']} core(s) of "
+    fig.suptitle(f"gloo all-reduce, {result['world_size']} processes on {p['cores']} logical CPUs of "
                  f"{p['cpu_model']}, torch {p['torch']}", fontsize=10)
     fig.tight_layout()
     save_figure(fig, out / PLOT_NAME)
@@ -321,7 +322,7 @@ def result_checks(result: dict, gradient_bytes: int | None = None) -> dict[str, 
 
 def what_ran(result: dict) -> str:
     """The threads per rank of the benchmark, for its provenance line."""
-    return f"2 ranks x {result['threads_per_rank']} thread(s)"
+    return f"2 ranks x {plural(result['threads_per_rank'], 'thread')}"
 
 
 def findings(result: dict) -> list[dict]:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from minitrain.artifacts import save_figure
 from minitrain.lab.verdict import verdict_over_repeats
+from minitrain.lab.report import plural
 from minitrain.measure.allreduce import bench_option, benchmark_fit, predict_allreduce_ms
 from minitrain.measure.buckets_ranks import PROGRESS, TRACE_CAP, Plan, label, worker
 from minitrain.measure.measurement import WORLD_SIZE, Measurement, finding, progress, relaunch
@@ -250,7 +251,7 @@ def plot(results: dict, out: Path) -> None:
         ax.set_xlabel("bucket_cap_mb (MiB; default: 1 MiB first bucket, 25 MiB after)", fontsize=8)
     config, prov = results["config"], results["provenance"]
     fig.suptitle(f"Buckets and overlap: MiniGPT's {results['gradient_bytes'] / 1e6:.2f} MB of gradients, "
-                 f"{config['world_size']} gloo ranks x {config['threads_per_rank']} thread(s), {prov['cores']} cores, "
+                 f"{config['world_size']} gloo ranks x {plural(config['threads_per_rank'], 'thread')}, {prov['cores']} logical CPUs, "
                  f"load average {prov['load_average_1min']:.1f}, torch {prov['torch']}", fontsize=10)
     fig.tight_layout()
     save_figure(fig, out / PLOT_NAME)
@@ -263,7 +264,7 @@ def plot(results: dict, out: Path) -> None:
 def what_ran(results: dict) -> str:
     """The ranks, threads and plan of the run, for its provenance line."""
     config, plan = results["config"], results["config"]["plan"]
-    return (f"{config['world_size']} ranks x {config['threads_per_rank']} thread(s); {len(plan['caps'])} caps x "
+    return (f"{config['world_size']} ranks x {plural(config['threads_per_rank'], 'thread')}; {len(plan['caps'])} caps x "
             f"{plan['repeats']} repeats of {plan['warmup']} + {plan['measured']} steps, {plan['profiled']} "
             f"profiled steps per cap")
 
@@ -413,7 +414,7 @@ def takeaway(results: dict) -> str:
             spread = (f", and {min(alike_backward):.1f}-{max(alike_backward):.1f} ms across the caps that make the "
                       f"same {alike_what}" if len(alike) > 1 else "")
             why = (f"Backward's autograd nodes took longer, {backward}, consistent with the all-reduces that overlap "
-                   f"backward slowing it: gloo's threads run on the same {results['provenance']['cores']} cores, and "
+                   f"backward slowing it: gloo's threads run on the same {results['provenance']['cores']} logical CPUs, and "
                    "DDP's per-bucket work (copying gradients into buckets, calling the comm hook) runs inside "
                    f"backward's autograd nodes, where the profiler counts it. With {samples} samples per cap{spread}, "
                    "this is a correlation, not a measured cause (the figure shows the trend over every cap).")

@@ -23,6 +23,7 @@ import numpy as np
 from minitrain.artifacts import save_figure
 from minitrain.lab.verdict import verdict_over_repeats
 from minitrain.data import SEED_BASE
+from minitrain.lab.report import plural
 from minitrain.measure.compression_ranks import (CONTROL_SEED_STEP, MIN_COMPRESSION_RATE, RUN_MARK, VARIANTS, Plan,
                                                  powersgd_matrices, powersgd_rank, theory, worker)
 from minitrain.measure.measurement import Measurement, finding, progress, relaunch
@@ -224,7 +225,7 @@ def what_ran(results: dict) -> str:
     """The runs, for the provenance line."""
     c = results["config"]
     return (f"{len(c['plan']['variants'])} variants and {len(results['seed_controls'])} more plain run(s) with other "
-            f"seeds, {c['plan']['steps']} steps each, {c['world_size']} ranks x {c['threads_per_rank']} thread(s), "
+            f"seeds, {c['plan']['steps']} steps each, {c['world_size']} ranks x {plural(c['threads_per_rank'], 'thread')}, "
             f"{c['global_batch']} sequences x {c['block_size']} tokens per step, lr {c['lr']:g}")
 
 
@@ -378,8 +379,8 @@ def plot(results: dict, out: Path) -> None:
     ax4.set_title(f"Grammar probe, {results['pairs']} pairs")
 
     config, prov = results["config"], results["provenance"]
-    fig.suptitle(f"Gradient compression on gloo: {config['world_size']} ranks x {config['threads_per_rank']} "
-                 f"thread(s), {prov['cores']} cores, load average {prov['load_average_1min']:.1f}, "
+    fig.suptitle(f"Gradient compression on gloo: {config['world_size']} ranks x "
+                 f"{plural(config['threads_per_rank'], 'thread')}, {prov['cores']} logical CPUs, load average {prov['load_average_1min']:.1f}, "
                  f"torch {prov['torch']}", fontsize=10)
     fig.tight_layout()
     save_figure(fig, out / PLOT_NAME)

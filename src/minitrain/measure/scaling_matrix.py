@@ -24,6 +24,7 @@ from minitrain.artifacts import save_figure
 from minitrain.cli import positive_int
 from minitrain.corpus import DEFAULT_CORPUS_DIR, ensure_corpus
 from minitrain.lab.verdict import verdict_over_repeats
+from minitrain.lab.report import plural
 from minitrain.measure.measurement import Measurement, finding, fresh_folder, progress, runs_folder
 from minitrain.measure.scaling_runs import (ALL_CORES, BLOCK_SIZE, ONE_THREAD, PINNED, QUICK_SIZE, SCALINGS, SIZES,
                                             STRONG_GLOBAL_BATCH, TWO_PROCS, WEAK_BATCH, Size, batches,
@@ -290,7 +291,7 @@ def pinned_text(results: dict) -> str:
         peak, apart = largest_share(results, config, strong)
         share = next(row[key][strong] for row in summ if row["params"] == peak)
         lines.append(f"{label}, {strong} scaling (medians over the repeats): the hook took "
-                     + ", ".join(f"{ms:.1f}" for ms in hook) + f" ms per step at "
+                     + ", ".join(f"{ms:.1f}" for ms in hook) + " ms per step at "
                      + ", ".join(params_label(n) for n in sizes)
                      + f" parameters, while the step grew from {step[0]:.0f} to {step[-1]:.0f} ms; the share peaked at "
                      f"{share:.0%} at {params_label(peak)}, {apart}.")
@@ -384,8 +385,8 @@ def demo_summary(run: dict) -> str:
 
 def ranks_table(run: dict) -> str:
     """What each rank of a run recorded: the cores it was allowed on, its torch threads, OMP_NUM_THREADS."""
-    return "\n".join(f"rank {rank['rank']}: allowed on cores {rank['affinity']}, {rank['threads']} torch "
-                     f"thread(s), OMP_NUM_THREADS={rank['omp_num_threads']}" for rank in run["ranks"])
+    return "\n".join(f"rank {rank['rank']}: allowed on cores {rank['affinity']}, {plural(rank['threads'], 'torch thread')}, "
+                     f"OMP_NUM_THREADS={rank['omp_num_threads']}" for rank in run["ranks"])
 
 
 def plot_matrix(results: dict, out: Path) -> None:
@@ -435,7 +436,7 @@ def plot_matrix(results: dict, out: Path) -> None:
     ax.legend(fontsize=8)
     prov, load = results["provenance"], results["summary"]["load_average_1min"]
     busy = f"; load average {load[0]:.1f}-{load[1]:.1f} during the runs" if load else ""
-    fig.suptitle(f"When do 2 processes win? MiniGPT on {prov['cores']} core(s) ({prov['cpu_model']}), "
+    fig.suptitle(f"When do 2 processes win? MiniGPT on {prov['cores']} logical CPUs ({prov['cpu_model']}), "
                  f"gloo; median of {results['repeats']} repeat(s), bars: min-max{busy}", fontsize=11)
     fig.tight_layout()
     save_figure(fig, out / PLOT_NAME, dpi=100)

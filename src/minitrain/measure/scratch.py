@@ -28,6 +28,7 @@ from minitrain.cli import positive_int
 from minitrain.data import SEED_BASE, make_shard
 from minitrain.ddp import barrier
 from minitrain.lab.scratch_graders import AllReduceRecorder
+from minitrain.lab.report import plural
 from minitrain.measure.bench import interleaved_medians
 from minitrain.measure.measurement import Measurement, finding, relaunch
 from minitrain.measure.trace import load_trace, overlap_table, overlapped_share, profile_steps
@@ -219,12 +220,12 @@ def plot(results: dict, out: Path) -> None:
                        Patch(color=yours_color, label="notebook 15's levels (Python)")],
               loc="upper right", fontsize=8)
     ax.set_yticks(list(y), [level["name"] for level in levels])
-    ax.set_xlim(0, 2.6 * right)
+    ax.set_xlim(0, 1.9 * right)
     ax.set_xlabel("median step over torch DDP's (default caps); dashed: equal")
     config, prov = results["config"], results["provenance"]
     ax.set_title(f"DDP from scratch against torch's: {config['world_size']} gloo ranks x "
-                 f"{config['threads_per_rank']} thread(s), {config['plan']['repeats']} interleaved rounds, "
-                 f"{prov['cores']} cores, load average {prov['load_average_1min']:.1f}", fontsize=10)
+                 f"{plural(config['threads_per_rank'], 'thread')}, {config['plan']['repeats']} interleaved rounds, "
+                 f"{prov['cores']} logical CPUs, load average {prov['load_average_1min']:.1f}", fontsize=10)
     fig.tight_layout()
     save_figure(fig, out / PLOT_NAME)
 
@@ -236,7 +237,7 @@ def plot(results: dict, out: Path) -> None:
 def what_ran(results: dict) -> str:
     """The ranks, threads and plan of the run, for its provenance line."""
     config, plan = results["config"], results["config"]["plan"]
-    return (f"{config['world_size']} ranks x {config['threads_per_rank']} thread(s); {len(results['levels'])} levels "
+    return (f"{config['world_size']} ranks x {plural(config['threads_per_rank'], 'thread')}; {len(results['levels'])} levels "
             f"stepped in turn, {plan['repeats']} rounds after {plan['warmup']} warm-up rounds; {plan['profiled']} "
             "profiled steps each")
 

@@ -31,6 +31,7 @@ from minitrain.lab.runs import read_run
 from minitrain.launch import run_streaming, stop_process_tree, torchrun_command
 from minitrain.launch.hosts import ipv4_addresses
 from minitrain.launch.rendezvous import DEFAULT_RDZV_PORT
+from minitrain.lab.report import plural
 from minitrain.measure.measurement import CannotRun, Measurement, as_typed, finding, fresh_folder, runs_folder
 from minitrain.paths import BEYOND_DIR, TRAIN_SCRIPT, relative  # noqa: F401 (BEYOND_DIR: for the notebook)
 from minitrain.verify import compare_state_files
@@ -316,7 +317,7 @@ def what_ran(results: dict) -> str:
     """The runs compared, for the provenance line."""
     two, plan = results["two_hosts"], results["plan"]
     return (f"2 nodes x 1 process in network namespaces, against 2 processes on one host; {plan['steps']} steps, "
-            f"{two['threads_per_rank']} thread(s) per rank")
+            f"{plural(two['threads_per_rank'], 'thread')} per rank")
 
 
 def commands_table(results: dict) -> str:
@@ -366,7 +367,7 @@ def takeaway(results: dict) -> str:
     elsewhere = sum(r["bound_to"] == "ELSEWHERE" for r in results["listeners"])
     verdict = ("bitwise equal to" if results["bitwise_equal"] else "NOT bitwise equal to")
     return (f"The two-node run's final weights are {verdict} the one-host run's "
-            f"({two['world_size']} ranks, {two['threads_per_rank']} thread(s) each, same seeds). "
+            f"({two['world_size']} ranks, {plural(two['threads_per_rank'], 'thread')} each, same seeds). "
             f"Its {len(results['listeners'])} listening sockets: {elsewhere} bound anywhere but the node's own "
             f"address or loopback; sockets of the machine's own namespace touching the nodes' addresses: {len(two['host_namespace_sockets'])}. "
             f"Launch to exit: {two['seconds']:.1f} s on two nodes, {one['seconds']:.1f} s on one host; "

@@ -297,8 +297,8 @@ def plot(results: dict, out: Path) -> None:
     ax3.legend(fontsize=8)
 
     config, prov = results["config"], results["provenance"]
-    fig.suptitle(f"The wire during training: {config['world_size']} gloo ranks, {config['threads_per_rank']} "
-                 f"thread(s) each, {prov['cores']} cores, load average {prov['load_average_1min']:.1f}, "
+    fig.suptitle(f"The wire during training: {config['world_size']} gloo ranks, "
+                 f"{plural(config['threads_per_rank'], 'thread')} each, {prov['cores']} logical CPUs, load average {prov['load_average_1min']:.1f}, "
                  f"torch {prov['torch']}", fontsize=10)
     fig.tight_layout()
     save_figure(fig, out / PLOT_NAME)
@@ -316,7 +316,7 @@ def bucket_table(results: dict) -> str:
 def what_ran(results: dict) -> str:
     """The ranks and threads of the run, for its provenance line."""
     config = results["config"]
-    return f"{config['world_size']} ranks x {config['threads_per_rank']} thread(s)"
+    return f"{config['world_size']} ranks x {plural(config['threads_per_rank'], 'thread')}"
 
 
 def ddp_bucket_check(results: dict) -> dict[str, bool]:
