@@ -17,6 +17,10 @@ MISTAKES = {  # label -> (level, class, the words the grader must name it with)
     "waits on the spot": ("overlapped", scratch_mistakes.WaitsOnTheSpot, "a hook that waits on the spot"),
     "forward buckets": ("bucketed", scratch_mistakes.ForwardBuckets, "buckets in forward order"),
     "unflushed": ("bucketed", scratch_mistakes.Unflushed, "a bucket left unflushed"),
+    "no buffer broadcast": ("naive", scratch_mistakes.NoBufferBroadcast, "buffers not broadcast"),
+    "hooked twice": ("overlapped", scratch_mistakes.HookedTwice, "a tied weight hooked twice"),
+    "tied counted twice": ("bucketed", scratch_mistakes.TiedCountedTwice, "a tied weight counted twice"),
+    "tied double-added": ("bucketed", scratch_mistakes.TiedDoubleAdded, "a tied weight counted twice"),
 }
 
 
