@@ -112,3 +112,12 @@ class Unflushed(BucketedDDP):
             self.waiting[id(bucket)] = 0
             return
         super()._launch(bucket)
+
+
+class MismatchedShapes(NaiveDDP):
+    """Rank 1 all-reduces each gradient with one element more: gloo aborts the rank that receives too much."""
+
+    def finish(self) -> None:
+        for p in self.module.parameters():
+            extra = torch.zeros(dist.get_rank())  # rank 0: none; rank 1: one
+            dist.all_reduce(torch.cat([p.grad.reshape(-1), extra]))  # mismatch: the ranks' shapes differ

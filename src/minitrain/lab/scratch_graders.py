@@ -28,6 +28,7 @@ import torch.nn as nn
 from torch.nn.parallel import DistributedDataParallel
 
 from minitrain.data import SEED_BASE, Shard, load_corpus
+from minitrain.hang_report import named_mismatch
 from minitrain.lab.graders import ExerciseError, _leave, _log_tails, _silence, join_group
 from minitrain.lab.scratch_cases import (CAP_MB, AllReduceRecorder, Mistake, bucket_numels, check_each_gradient_once,
                                          buffer_case, grads_of, tied_case, unused_case, wrapper)
@@ -276,8 +277,10 @@ def scratch_results(entries: list[tuple[str, str, type | str | None]], world_siz
             spawn_workers(_scratch_rank, world_size, tmp, entries, str(corpus_dir), start_method=fast_start_method())
         except Exception as e:
             last = str(e).strip().splitlines()[-1]
-            raise ExerciseError(f"the {world_size}-process run failed ({type(e).__name__}: {last}); its ranks' "
-                                f"output:\n{_log_tails(Path(tmp))}") from e
+            logs = "\n".join(p.read_text(errors="replace") for p in sorted(Path(tmp).glob("rank-*.log")))
+            mismatch = named_mismatch(logs)  # a rank's terminate handler's line, above the tails' stacks
+            raise ExerciseError(f"{mismatch + ': ' if mismatch else ''}the {world_size}-process run failed "
+                                f"({type(e).__name__}: {last}); its ranks' output:\n{_log_tails(Path(tmp))}") from e
         return [json.loads((Path(tmp) / f"rank-{r}.json").read_text()) for r in range(world_size)]
 
 
