@@ -23,7 +23,8 @@ import torch
 
 HANG_STATUS = 3  # a rank ended by the watch exits with this status
 HANG_LINE = re.compile(r"\[rank (\d+)\] hangs at (\S+:\d+).*?: waits in (.+?) for [\d.]+ s")
-MISMATCH_LINE = re.compile(r"\[rank (\d+)\] (\S+:\d+).*?: (.+?) with a different shape on another rank")
+MISMATCH = "with a different shape (or dtype) on another rank"  # gloo sees sizes in bytes: a dtype as well
+MISMATCH_LINE = re.compile(rf"\[rank (\d+)\] (\S+:\d+).*?: (.+?) {re.escape(MISMATCH)}")
 TORCH_DIR = str(Path(torch.__file__).parent) + os.sep
 MINITRAIN_DIR = str(Path(__file__).parent) + os.sep
 LIBRARY_DIRS = tuple({TORCH_DIR, *(str(Path(sysconfig.get_paths()[k])) + os.sep
@@ -146,8 +147,8 @@ def hang_line(rank: int, frame: FrameType | None, timeout_s: float) -> str:
 
 def mismatch_line(rank: int, frame: FrameType | None) -> str:
     """The terminate handler's line: `[rank 0] train.py:87 in train: all_reduce with a different shape ...`."""
-    return (f"[rank {rank}] {learner_line(frame)}: {collective_name(collective_call(frame))} with a different shape "
-            "on another rank (gloo aborts this rank; its message follows)")
+    return (f"[rank {rank}] {learner_line(frame)}: {collective_name(collective_call(frame))} {MISMATCH} "
+            "(gloo aborts this rank; its message follows)")
 
 
 def named_hang(text: str) -> str | None:
@@ -157,7 +158,7 @@ def named_hang(text: str) -> str | None:
 
 
 def named_mismatch(text: str) -> str | None:
-    """`all_reduce with a different shape on another rank at train.py:87 on rank 0` from the first terminate
-    handler's line in `text`, else None."""
+    """`all_reduce with a different shape (or dtype) on another rank at train.py:87 on rank 0` from the first
+    terminate handler's line in `text`, else None."""
     found = MISMATCH_LINE.search(text)
-    return None if found is None else f"{found[3]} with a different shape on another rank at {found[2]} on rank {found[1]}"
+    return None if found is None else f"{found[3]} {MISMATCH} at {found[2]} on rank {found[1]}"

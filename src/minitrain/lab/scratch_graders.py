@@ -321,5 +321,5 @@ def grade_scratch_ddp(level: str = "all", cls: type | str | None = None, world_s
                 if "not done yet" in str(e):
                     raise
                 raise ExerciseError(f"{LEVELS[name]}: {e}") from e
-    return "\n".join(f"{LEVELS[name]}: " + "; ".join(lines[name]) + "; a parameter without gradient, a buffer, a tied weight handled"
-                     + EXTRA[name] for name in levels)
+    return "\n".join(f"{LEVELS[name]}: " + "; ".join(lines[name]) + "; a parameter without gradient, a buffer, "
+                     "a tied weight handled" + EXTRA[name] for name in levels)
