@@ -5,6 +5,7 @@ A collective whose shape differs across ranks does not hang on gloo (torch 2.13)
 bytes than it expects aborts, gloo's gloo::EnforceNotMet thrown in its own thread ("Received data size doesn't
 match expected size"), which no Python code can catch. A C++ terminate handler installed here prints one line
 first, naming the rank, the learner's line and the collective; the C++ runtime's own then prints gloo's message.
+A rank receiving fewer bytes does not notice: a broadcast from a smaller tensor completes, the rest unchanged.
 """
 
 import ctypes
