@@ -1,6 +1,15 @@
 """A hang names itself: a watch thread in every rank ends a rank whose main thread waits in one collective
-longer than the collective timeout, after one line naming the rank, the learner's line and the collective."""
+longer than the collective timeout, after one line naming the rank, the learner's line and the collective.
 
+A collective whose shape differs across ranks does not hang on gloo (torch 2.13): the rank receiving more
+bytes than it expects aborts, gloo's gloo::EnforceNotMet thrown in its own thread ("Received data size doesn't
+match expected size"), which no Python code can catch. A C++ terminate handler installed here prints one line
+first, naming the rank, the learner's line and the collective; the C++ runtime's own then prints gloo's message.
+A rank receiving fewer bytes does not notice: a broadcast from a smaller tensor completes, the rest unchanged.
+"""
+
+import atexit
+import ctypes
 import faulthandler
 import os
 import re
@@ -16,6 +25,8 @@ import torch
 
 HANG_STATUS = 3  # a rank ended by the watch exits with this status
 HANG_LINE = re.compile(r"\[rank (\d+)\] hangs at (\S+:\d+).*?: waits in (.+?) for [\d.]+ s")
+MISMATCH = "with a different shape (or dtype) on another rank"  # gloo sees sizes in bytes: a dtype as well
+MISMATCH_LINE = re.compile(rf"\[rank (\d+)\] (\S+:\d+).*?: (.+?) {re.escape(MISMATCH)}")
 TORCH_DIR = str(Path(torch.__file__).parent) + os.sep
 MINITRAIN_DIR = str(Path(__file__).parent) + os.sep
 LIBRARY_DIRS = tuple({TORCH_DIR, *(str(Path(sysconfig.get_paths()[k])) + os.sep
@@ -32,8 +43,9 @@ def watch_collectives(rank: int, timeout_s: float) -> None:
     (one look later: a peer stuck as well gets to report too)."""
     if any(t.name == _WATCHER for t in threading.enumerate()):
         return
-    faulthandler.enable(all_threads=True)  # gloo aborts on sizes that differ: the stacks show the line
+    faulthandler.enable(all_threads=True)  # any other abort: the stacks show the line
     main = threading.main_thread().ident
+    _name_aborts(rank, main)
     threading.Thread(target=_watch, args=(rank, timeout_s, main), name=_WATCHER, daemon=True).start()
 
 
@@ -57,6 +69,38 @@ def _watch(rank: int, timeout_s: float, main: int) -> None:
             time.sleep(1.5 * every_s)
             os._exit(HANG_STATUS)
         del frame, call
+
+
+_TERMINATE = ctypes.CFUNCTYPE(None)  # a C++ terminate handler: void (*)()
+_KEPT: list = []  # the installed handler, alive as long as the process (ctypes frees a callback nobody holds)
+
+
+def _name_aborts(rank: int, main: int) -> None:
+    """Install a C++ terminate handler (std::set_terminate of the runtime torch links) that prints
+    mismatch_line when the main thread waits in a collective, then calls the runtime's own handler, which
+    prints the exception's message and aborts. Where the runtime is not found (Windows), nothing."""
+    try:
+        set_terminate = ctypes.CDLL(torch._C.__file__)._ZSt13set_terminatePFvvE  # its dependencies' symbols too
+    except (OSError, AttributeError):
+        return
+    set_terminate.restype, set_terminate.argtypes = ctypes.c_void_p, [ctypes.c_void_p]
+
+    @_TERMINATE
+    def on_terminate() -> None:  # in gloo's thread: ctypes takes the GIL, which the waiting main thread released
+        try:
+            frame = sys._current_frames().get(main)
+            if collective_call(frame) is not None:
+                print(mismatch_line(rank, frame), file=sys.stderr, flush=True)
+            del frame
+        finally:
+            if previous:
+                _TERMINATE(previous)()
+            os.abort()  # the runtime's handler aborts; without one, abort here
+
+    _KEPT.append(on_terminate)
+    previous = set_terminate(ctypes.cast(on_terminate, ctypes.c_void_p))
+    # the runtime's own handler again at exit: a terminate while Python finalizes must not wait for the GIL
+    atexit.register(set_terminate, previous)
 
 
 def collective_call(frame: FrameType | None) -> FrameType | None:
@@ -105,7 +149,20 @@ def hang_line(rank: int, frame: FrameType | None, timeout_s: float) -> str:
             "(the collective timeout): the other ranks never joined it")
 
 
+def mismatch_line(rank: int, frame: FrameType | None) -> str:
+    """The terminate handler's line: `[rank 0] train.py:87 in train: all_reduce with a different shape ...`."""
+    return (f"[rank {rank}] {learner_line(frame)}: {collective_name(collective_call(frame))} {MISMATCH} "
+            "(gloo aborts this rank; its message follows)")
+
+
 def named_hang(text: str) -> str | None:
     """`hangs at train.py:87 on rank 0 (waits in barrier)` from the first watch report in `text`, else None."""
     found = HANG_LINE.search(text)
     return None if found is None else f"hangs at {found[2]} on rank {found[1]} (waits in {found[3]})"
+
+
+def named_mismatch(text: str) -> str | None:
+    """`all_reduce with a different shape (or dtype) on another rank at train.py:87 on rank 0` from the first
+    terminate handler's line in `text`, else None."""
+    found = MISMATCH_LINE.search(text)
+    return None if found is None else f"{found[3]} {MISMATCH} at {found[2]} on rank {found[1]}"

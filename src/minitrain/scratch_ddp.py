@@ -28,7 +28,8 @@ def trained_parameters(module: nn.Module) -> list[nn.Parameter]:
 
 
 class NaiveDDP(nn.Module):
-    """Level 1: broadcast rank 0's weights once; after backward, all-reduce every gradient, one by one."""
+    """Level 1: broadcast rank 0's parameters and buffers once (torch's DDP broadcasts buffers before every forward
+    too, which only a buffer forward changes needs); after backward, all-reduce every gradient, one by one."""
 
     def __init__(self, module: nn.Module) -> None:
         super().__init__()

@@ -11,7 +11,7 @@ import torch.multiprocessing as mp
 
 import hangs
 from conftest import HERE, launch, wait_gone
-from minitrain.hang_report import HANG_STATUS, named_hang
+from minitrain.hang_report import HANG_STATUS, MISMATCH, named_hang, named_mismatch
 from minitrain.launch import fast_start_method, spawn_workers
 
 TIMEOUT_S = 3  # MINITRAIN_COLLECTIVE_TIMEOUT for these runs
@@ -56,13 +56,14 @@ def test_a_hang_names_each_waiting_rank_its_line_and_collective(kind, waits, tmp
 
 
 def test_mismatched_shapes_abort_at_once_naming_the_mismatch_and_the_line(tmp_path, monkeypatch):
-    """gloo sees the sizes differ and aborts (no hang); faulthandler's dump shows where the rank was."""
+    """gloo sees the sizes differ and aborts the receiving rank (no hang, no Python exception): its terminate
+    handler's line names the rank, the line and the collective, gloo's own message follows."""
     error, logs, seconds = run("mismatched-shapes", tmp_path, monkeypatch)
     assert error is not None and error.signal_name == "SIGABRT", error
-    crashed = logs[error.error_index]
-    assert "Is there a distributed collective mismatch in your code?" in crashed
-    number = line("mismatched-shapes").split(":")[1]
-    assert re.search(rf'hangs\.py", line {number} in main', crashed), crashed
+    rank = error.error_index
+    crashed = logs[rank]
+    assert named_mismatch(crashed) == f"all_reduce {MISMATCH} at {line('mismatched-shapes')} on rank {rank}", crashed
+    assert crashed.index("Is there a distributed collective mismatch in your code?") > crashed.index(f"[rank {rank}] ")
     assert seconds < TIMEOUT_S, seconds
 
 

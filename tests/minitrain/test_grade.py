@@ -38,12 +38,22 @@ def test_a_blank_tree_is_not_done_everywhere(student_tree, tmp_path):
     assert [g.todo.key for g in grades] == [t.key for t in grade.TODOS]
     summary = {g.todo.key: (g.status, g.detail) for g in grades}
     assert all(status == "not done" and "not done yet" in detail for status, detail in summary.values()), summary
+    assert summary["ex15"][1].startswith("not done yet: NaiveDDP"), summary["ex15"]  # its own stubs, not Block B's
+    assert processes_of(tree) == []
+
+
+def test_ex15_is_graded_on_its_own(student_tree, tmp_path):
+    """Only scratch_ddp.py's solutions put back (make_shard, Block B, still blank): ex15 passes."""
+    tree = learner.copy_tree(student_tree, tmp_path / "scratch-only")
+    learner.put_back_the_reference(tree, ["src/minitrain/scratch_ddp.py"])
+    [result] = grade.grade_repo(tree, ["ex15"])
+    assert result.status == "PASS", result
     assert processes_of(tree) == []
 
 
 def test_the_reference_put_back_passes(student_tree, tmp_path):
     """Every TODO but A and ex15, whose graders this suite runs on the reference itself (tests/minitrain/test_ddp.py,
-    test_scratch_ddp.py; the blank tree above shows ex15's child grading the tree's own scratch_ddp.py)."""
+    test_scratch_ddp.py; ex15 in a tree is the test above)."""
     tree = learner.copy_tree(student_tree, tmp_path / "reference")
     learner.put_back_the_reference(tree, grade.TODO_FILES)
     learner.put_back_the_committed_run(tree)

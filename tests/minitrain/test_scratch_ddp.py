@@ -3,13 +3,19 @@
 mistake is named. One group per world size grades every class in turn; each worker ends itself after
 the collective timeout (hang_report names where it waits), so a hang fails the test instead of stalling it."""
 
+import re
+from pathlib import Path
+
 import pytest
 
 import scratch_mistakes
+from minitrain.hang_report import MISMATCH
 from minitrain.lab import student
 from minitrain.lab.graders import ExerciseError
 from minitrain.lab.scratch_graders import LEVELS, WEIGHT_TOL, scratch_results, verdict
 from minitrain.paths import REPO
+
+HERE = Path(__file__).parent
 
 MISTAKES = {  # label -> (level, class, the words the grader must name it with)
     "no broadcast": ("naive", scratch_mistakes.NoBroadcast, "missing broadcast"),
@@ -17,6 +23,10 @@ MISTAKES = {  # label -> (level, class, the words the grader must name it with)
     "waits on the spot": ("overlapped", scratch_mistakes.WaitsOnTheSpot, "a hook that waits on the spot"),
     "forward buckets": ("bucketed", scratch_mistakes.ForwardBuckets, "buckets in forward order"),
     "unflushed": ("bucketed", scratch_mistakes.Unflushed, "a bucket left unflushed"),
+    "no buffer broadcast": ("naive", scratch_mistakes.NoBufferBroadcast, "buffers not broadcast"),
+    "hooked twice": ("overlapped", scratch_mistakes.HookedTwice, "a tied weight hooked twice"),
+    "tied counted twice": ("bucketed", scratch_mistakes.TiedCountedTwice, "a tied weight counted twice"),
+    "tied double-added": ("bucketed", scratch_mistakes.TiedDoubleAdded, "a tied weight counted twice"),
 }
 
 
@@ -59,4 +69,14 @@ def test_each_mistake_is_named(two_ranks, label):
     with pytest.raises(ExerciseError) as e:
         verdict(two_ranks, label, 2)
     assert str(e.value).startswith(MISTAKES[label][2]), str(e.value)
+
+
+def test_a_collective_with_other_shapes_on_another_rank_is_named_with_its_line(corpus_dir):
+    """gloo aborts the rank that receives more than it expects: the grader's error leads with that rank's line."""
+    number = next(i for i, text in enumerate((HERE / "scratch_mistakes.py").read_text().splitlines(), 1)
+                  if "# mismatch:" in text)
+    with pytest.raises(ExerciseError) as e:
+        scratch_results([("mismatch", "naive", scratch_mistakes.MismatchedShapes)], 2, corpus_dir)
+    assert re.match(rf"all_reduce {re.escape(MISMATCH)} at scratch_mistakes\.py:{number} on rank [01]: the 2-process "
+                    "run failed", str(e.value)), str(e.value)
 

@@ -6,8 +6,10 @@
 Each level runs in real gloo groups of 2 and 3 processes on the lab's MiniGPT (TrainConfig's
 defaults, seeds 35000 + rank, the ranks' shards), beside torch's DistributedDataParallel on the
 same batches. At 2 ranks the gradients and the weights after STEPS AdamW steps must be equal bit
-for bit; at 3 within the tolerances below. Each common mistake is named: a missing broadcast, a
-missing division, a hook that waits on the spot, buckets in forward order, a bucket left unflushed.
+for bit; at 3 within the tolerances below. Then the small models of scratch_cases (an unused layer and a
+buffer, a tied weight) and, bucketed, a cap smaller than one parameter. Each common mistake is named: a
+missing broadcast, a missing division, a hook that waits on the spot, buckets in forward order, a bucket
+left unflushed, buffers not broadcast, a tied weight hooked twice, a tied weight counted twice.
 A worker runs several classes in turn (`scratch_results`), so one group grades many.
 """
 
@@ -17,6 +19,7 @@ import json
 import os
 import tempfile
 from collections.abc import Callable
+from contextlib import nullcontext
 from pathlib import Path
 
 import torch
@@ -24,14 +27,17 @@ import torch.distributed as dist
 import torch.nn as nn
 from torch.nn.parallel import DistributedDataParallel
 
-from minitrain.data import SEED_BASE, make_shard
+from minitrain.data import SEED_BASE, Shard, load_corpus
+from minitrain.hang_report import named_mismatch
 from minitrain.lab.graders import ExerciseError, _leave, _log_tails, _silence, join_group
+from minitrain.lab.scratch_cases import (CAP_MB, AllReduceRecorder, Mistake, bucket_numels, check_each_gradient_once,
+                                         buffer_case, grads_of, tied_case, unused_case, wrapper)
 from minitrain.launch import fast_start_method, spawn_workers
+from minitrain.tokenizer import Tokenizer
 from minitrain.train import TrainConfig, build_model_for_corpus, seed_everything
 
 LEVELS = {"naive": "NaiveDDP", "overlapped": "OverlappedDDP", "bucketed": "BucketedDDP"}
 STEPS = 3  # AdamW steps compared with torch's DDP
-CAP_MB = 0.25  # BucketedDDP's cap in the main run: MiniGPT's 1.1 MB of gradients in several buckets
 TINY_CAP_MB = 1e-6  # smaller than any parameter: each one alone in its bucket
 UNIT = 2.0**-24  # float32's unit roundoff
 # At 3 ranks the gradients differ from DDP's in rounding only: DDP multiplies by 1/world_size (a rounded
@@ -47,65 +53,17 @@ def _grad_bound(world_size: int) -> float:
     return 2 * (world_size + 1) * UNIT
 
 
-class AllReduceRecorder:
-    """Every dist.all_reduce the learner's code calls: its size, whether backward was running, and when
-    its work was waited for (a proxy notes wait(), get_future().wait() and value())."""
-
-    def __init__(self) -> None:
-        self.calls: list[dict] = []
-        self.in_backward = False
-        self._real = dist.all_reduce
-        dist.all_reduce = self._all_reduce
-
-    def close(self) -> None:
-        dist.all_reduce = self._real
-
-    def _all_reduce(self, tensor: torch.Tensor, *args, async_op: bool = False, **kwargs):
-        call = {"numel": tensor.numel(), "in_backward": self.in_backward, "waited": None}
-        self.calls.append(call)
-        work = self._real(tensor, *args, async_op=async_op, **kwargs)
-        if not async_op:
-            call["waited"] = self._when()
-            return work
-        return _Waited(work, lambda: call.update(waited=call["waited"] or self._when()))
-
-    def _when(self) -> str:
-        return "backward" if self.in_backward else "after"
-
-
-class _Waited:
-    """A work or future that notes the first time someone waits for it."""
-
-    def __init__(self, inner, note: Callable[[], None]) -> None:
-        self._inner, self._note = inner, note
-
-    def wait(self, *args, **kwargs):
-        self._note()
-        return self._inner.wait(*args, **kwargs)
-
-    def value(self):
-        self._note()
-        return self._inner.value()
-
-    def get_future(self):
-        return _Waited(self._inner.get_future(), self._note)
-
-    def __getattr__(self, name):
-        return getattr(self._inner, name)
-
-
 def _rank_model(rank: int, config: TrainConfig, corpus_dir: Path) -> nn.Module:
     seed_everything(SEED_BASE + rank)  # as train.py: each rank its own init; the broadcast makes them rank 0's
     return build_model_for_corpus(corpus_dir, config.block_size)[0]
 
 
-def _shard(rank: int, world_size: int, config: TrainConfig, corpus_dir: Path):
-    return make_shard(rank, world_size, corpus_dir, batch_size=config.batch_size, block_size=config.block_size,
-                      seed=SEED_BASE + rank)
-
-
-def _grads(model: nn.Module) -> list[torch.Tensor | None]:
-    return [None if p.grad is None else p.grad.clone() for p in model.parameters()]
+def _shard(rank: int, world_size: int, config: TrainConfig, corpus_dir: Path) -> Shard:
+    """make_shard's batches, split here: ex15 is graded on its own, whatever Block B's make_shard holds (blank in
+    the student edition). Any split would do: torch's DDP and the learner's class read the same shards."""
+    sentences = load_corpus(corpus_dir / "train.jsonl")[rank::world_size]  # the sheet's index % world_size == rank
+    return Shard(sentences, Tokenizer.load(corpus_dir / "vocab.json"), config.batch_size, config.block_size,
+                 SEED_BASE + rank)
 
 
 def _train(wrap: Callable[[nn.Module], nn.Module], rank: int, world_size: int, corpus_dir: Path,
@@ -120,14 +78,11 @@ def _train(wrap: Callable[[nn.Module], nn.Module], rank: int, world_size: int, c
     grads, calls = None, []
     for step in range(STEPS):
         loss = wrapped(next(shard)).loss
-        if recorder:
-            recorder.in_backward = True
-        loss.backward()
-        if recorder:
-            recorder.in_backward = False
+        with recorder.backward() if recorder else nullcontext():
+            loss.backward()
         getattr(wrapped, "finish", lambda: None)()
         if step == 0:
-            grads = _grads(model)
+            grads = grads_of(model)
             calls = list(recorder.calls) if recorder else []
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
@@ -140,29 +95,7 @@ def _local_grads(rank: int, world_size: int, corpus_dir: Path) -> list[torch.Ten
     config = TrainConfig()
     model = _rank_model(0, config, corpus_dir)
     model(next(_shard(rank, world_size, config, corpus_dir))).loss.backward()
-    return _grads(model)
-
-
-def _bucket_numels(params: list[nn.Parameter], cap_mb: float) -> set[tuple[int, ...]]:
-    """The bucket sizes (elements, sorted) `params` make under a cap, closing a bucket before it would pass the
-    cap or (DDP's own rule) once it reaches it: either rule is right."""
-    found = set()
-    for close_after in (False, True):
-        buckets, size = [[]], 0
-        for p in params:
-            nbytes = p.numel() * p.element_size()
-            if buckets[-1] and not close_after and size + nbytes > cap_mb * 2**20:
-                buckets, size = buckets + [[]], 0
-            buckets[-1].append(p.numel())
-            size += nbytes
-            if close_after and size >= cap_mb * 2**20:
-                buckets, size = buckets + [[]], 0
-        found.add(tuple(sorted(sum(b) for b in buckets if b)))
-    return found
-
-
-class _Mistake(Exception):
-    """A case of the worker found a mistake: the message names it."""
+    return grads_of(model)
 
 
 def _compare_grads(got: list, want: list, local: list, sums: list, world_size: int, names: list[str]) -> float:
@@ -171,8 +104,8 @@ def _compare_grads(got: list, want: list, local: list, sums: list, world_size: i
     worst, wrong = 0.0, []
     for i, (g, w) in enumerate(zip(got, want)):
         if (g is None) != (w is None):
-            raise _Mistake(f"{names[i]}: gradient {'None' if g is None else 'set'} after finish(), torch DDP's is "
-                           f"{'None' if w is None else 'set'}")
+            raise Mistake(f"{names[i]}: gradient {'None' if g is None else 'set'} after finish(), torch DDP's is "
+                          f"{'None' if w is None else 'set'}")
         if g is None:
             continue
         diff = (g - w).abs()
@@ -184,14 +117,14 @@ def _compare_grads(got: list, want: list, local: list, sums: list, world_size: i
         return worst
     if all(torch.equal(got[i], local[i]) for i in wrong):
         if len(wrong) == sum(g is not None for g in got):
-            raise _Mistake("no all-reduce: after finish() every gradient is still this rank's own")
-        raise _Mistake(f"a bucket left unflushed: after finish() {len(wrong)} gradient(s) ({names[wrong[0]]}, ...) "
-                       "are still this rank's own; launch every bucket (the last one too) before finish() returns")
+            raise Mistake("no all-reduce: after finish() every gradient is still this rank's own")
+        raise Mistake(f"a bucket left unflushed: after finish() {len(wrong)} gradient(s) ({names[wrong[0]]}, ...) "
+                      "are still this rank's own; launch every bucket (the last one too) before finish() returns")
     if all(torch.allclose(got[i], world_size * want[i], rtol=1e-5, atol=1e-9) for i in wrong):
-        raise _Mistake(f"missing division: the gradients are the sum over the {world_size} ranks, not the average; "
-                       f"divide by the world size ({names[wrong[0]]} is {world_size}x DDP's)")
+        raise Mistake(f"missing division: the gradients are the sum over the {world_size} ranks, not the average; "
+                      f"divide by the world size ({names[wrong[0]]} is {world_size}x DDP's)")
     i = wrong[0]
-    raise _Mistake(f"{names[i]}: gradient differs from torch DDP's by {(got[i] - want[i]).abs().max().item():.2e}")
+    raise Mistake(f"{names[i]}: gradient differs from torch DDP's by {(got[i] - want[i]).abs().max().item():.2e}")
 
 
 def _check_calls(level: str, calls: list[dict], params: list[nn.Parameter], cap_mb: float) -> None:
@@ -199,74 +132,42 @@ def _check_calls(level: str, calls: list[dict], params: list[nn.Parameter], cap_
     and (bucketed) one per bucket of the reversed parameters."""
     if level == "naive" or not calls:
         if level != "naive":
-            raise _Mistake("no all-reduce launched: call dist.all_reduce(..., async_op=True) from the gradient hook")
+            raise Mistake("no all-reduce launched: call dist.all_reduce(..., async_op=True) from the gradient hook")
         return
     if not any(c["in_backward"] for c in calls):
-        raise _Mistake("no overlap: every all-reduce was launched after backward; launch them from the gradient hook")
+        raise Mistake("no overlap: every all-reduce was launched after backward; launch them from the gradient hook")
     if any(c["waited"] == "backward" for c in calls if c["in_backward"]):
-        raise _Mistake("a hook that waits on the spot: an all-reduce launched in backward was waited for in backward "
-                       "(wait() in the hook, or async_op=False), which stops backward until every rank gets there; "
-                       "keep the work and wait for it in finish()")
+        raise Mistake("a hook that waits on the spot: an all-reduce launched in backward was waited for in backward "
+                      "(wait() in the hook, or async_op=False), which stops backward until every rank gets there; "
+                      "keep the work and wait for it in finish()")
     if any(c["waited"] is None for c in calls):
-        raise _Mistake("finish() returned before waiting for every all-reduce: wait for each work before the step")
+        raise Mistake("finish() returned before waiting for every all-reduce: wait for each work before the step")
     if level == "bucketed":
         got = tuple(sorted(c["numel"] for c in calls))
-        if got in _bucket_numels(params[::-1], cap_mb):
+        if got in bucket_numels(params[::-1], cap_mb):
             return
-        if got in _bucket_numels(params, cap_mb):
-            raise _Mistake(f"buckets in forward order: at a {cap_mb:g} MiB cap the all-reduces have sizes {list(got)}, "
-                           "the buckets of the parameters in model order; backward makes the last ones first: "
-                           "group reversed(parameters)")
-        expected = sorted(_bucket_numels(params[::-1], cap_mb))[0]
-        raise _Mistake(f"{len(calls)} all-reduce(s) of sizes {list(got)} per step at a {cap_mb:g} MiB cap; expected "
-                       f"one per bucket of the reversed parameters, sizes {list(expected)}")
-
-
-class _WithUnused(nn.Module):
-    """Three layers, the middle one never used: its parameters get no gradient on any rank."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        torch.manual_seed(0)
-        self.a, self.unused, self.b = nn.Linear(4, 4), nn.Linear(4, 4), nn.Linear(4, 2)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.b(torch.tanh(self.a(x))).square().mean()
-
-
-def _unused_case(cls: type, level: str, rank: int) -> None:
-    """The model with an unused layer, against DDP(find_unused_parameters=True)."""
-    grads = []
-    for wrap in (lambda m: DistributedDataParallel(m, find_unused_parameters=True),
-                 lambda m: cls(m, bucket_cap_mb=CAP_MB) if level == "bucketed" else cls(m)):
-        model = _WithUnused()
-        wrapped = wrap(model)
-        torch.manual_seed(1 + rank)
-        wrapped(torch.randn(5, 4)).backward()
-        getattr(wrapped, "finish", lambda: None)()
-        grads.append(_grads(model))
-    for (name, _), got, want in zip(_WithUnused().named_parameters(), *grads):
-        if (got is None) != (want is None) or (got is not None and not torch.allclose(got, want, rtol=1e-6, atol=1e-9)):
-            if want is None:
-                raise _Mistake(f"a parameter without gradient: {name}, which no loss uses, got a gradient after "
-                               "finish(); torch DDP leaves it None")
-            raise _Mistake(f"a parameter without gradient (the 'unused' layer of a small model) left {name}'s "
-                           "gradient unaveraged: a bucket it keeps waiting must still be all-reduced in finish()")
+        if got in bucket_numels(params, cap_mb):
+            raise Mistake(f"buckets in forward order: at a {cap_mb:g} MiB cap the all-reduces have sizes {list(got)}, "
+                          "the buckets of the parameters in model order; backward makes the last ones first: "
+                          "group reversed(parameters)")
+        expected = sorted(bucket_numels(params[::-1], cap_mb))[0]
+        raise Mistake(f"{len(calls)} all-reduce(s) of sizes {list(got)} per step at a {cap_mb:g} MiB cap; expected "
+                      f"one per bucket of the reversed parameters, sizes {list(expected)}")
 
 
 def _tiny_cap_case(cls: type, rank: int, world_size: int, corpus_dir: Path, reference: dict) -> None:
     recorder = AllReduceRecorder()
     try:
-        run = _train(lambda m: cls(m, bucket_cap_mb=TINY_CAP_MB), rank, world_size, corpus_dir, recorder)
+        run = _train(wrapper(cls, "bucketed", TINY_CAP_MB), rank, world_size, corpus_dir, recorder)
     finally:
         recorder.close()
     params = list(_rank_model(0, TrainConfig(), corpus_dir).parameters())
     if len(run["calls"]) != len(params):
-        raise _Mistake(f"a cap smaller than one parameter: at {TINY_CAP_MB:g} MiB each of the {len(params)} parameters "
-                       f"is a bucket of its own, but {len(run['calls'])} all-reduce(s) ran per step")
+        raise Mistake(f"a cap smaller than one parameter: at {TINY_CAP_MB:g} MiB each of the {len(params)} parameters "
+                      f"is a bucket of its own, but {len(run['calls'])} all-reduce(s) ran per step")
     if world_size == 2 and not all(torch.equal(a, b) for a, b in zip(run["weights"], reference["weights"])):
-        raise _Mistake(f"a cap smaller than one parameter: at {TINY_CAP_MB:g} MiB the weights after {STEPS} steps "
-                       "differ from torch DDP's")
+        raise Mistake(f"a cap smaller than one parameter: at {TINY_CAP_MB:g} MiB the weights after {STEPS} steps "
+                      "differ from torch DDP's")
 
 
 def _on_every_rank(check: Callable[[], object]) -> object:
@@ -275,47 +176,49 @@ def _on_every_rank(check: Callable[[], object]) -> object:
     problem, result = None, None
     try:
         result = check()
-    except _Mistake as e:
+    except Mistake as e:
         problem = str(e)
     problems = [None] * dist.get_world_size()
     dist.all_gather_object(problems, problem)
     if any(problems):
         rank = next(r for r, p in enumerate(problems) if p)
-        raise _Mistake(f"{problems[rank]} (found on rank {rank} of {len(problems)})")
+        raise Mistake(f"{problems[rank]} (found on rank {rank} of {len(problems)})")
     return result
 
 
 def _check_level(cls: type, level: str, rank: int, world_size: int, corpus_dir: Path, reference: dict,
                  local: list, sums: list) -> dict:
     """One class graded on this rank: its pass record {"status", "detail", "grad_diff", "weight_diff"};
-    a mistake raises _Mistake on every rank."""
+    a mistake raises Mistake on every rank."""
     model0 = _rank_model(0, TrainConfig(), corpus_dir)
     names = [name for name, _ in model0.named_parameters()]
     params = list(model0.parameters())
     recorder = AllReduceRecorder()
     try:
-        run = _train(lambda m: cls(m, bucket_cap_mb=CAP_MB) if level == "bucketed" else cls(m),
-                     rank, world_size, corpus_dir, recorder)
+        run = _train(wrapper(cls, level), rank, world_size, corpus_dir, recorder)
     finally:
         recorder.close()
 
     def broadcast() -> None:
         if not all(torch.equal(a, b) for a, b in zip(run["wrapped"], params)):
-            raise _Mistake("missing broadcast: after wrapping, this rank's weights are not rank 0's; broadcast "
-                           "every parameter (and buffer) from rank 0 in __init__")
+            raise Mistake("missing broadcast: after wrapping, this rank's weights are not rank 0's; broadcast "
+                          "every parameter (and buffer) from rank 0 in __init__")
 
     def main_run() -> tuple[float, float]:
+        check_each_gradient_once(level, run["calls"], model0, CAP_MB)  # MiniGPT's head.weight is tok_emb.weight
         grad_diff = _compare_grads(run["grads"], reference["grads"], local, sums, world_size, names)
         _check_calls(level, run["calls"], params, CAP_MB)
         weight_diff = max((a - b).abs().max().item() for a, b in zip(run["weights"], reference["weights"]))
         if weight_diff > (0.0 if world_size == 2 else WEIGHT_TOL):
-            raise _Mistake(f"after {STEPS} AdamW steps the weights differ from torch DDP's by {weight_diff:.2e} "
-                           f"(step 0's gradients agreed)")
+            raise Mistake(f"after {STEPS} AdamW steps the weights differ from torch DDP's by {weight_diff:.2e} "
+                          f"(step 0's gradients agreed)")
         return grad_diff, weight_diff
 
     _on_every_rank(broadcast)  # first: without it every later check fails too, for that reason
     grad_diff, weight_diff = _on_every_rank(main_run)
-    _on_every_rank(lambda: _unused_case(cls, level, rank))
+    _on_every_rank(lambda: buffer_case(cls, level, rank))
+    _on_every_rank(lambda: unused_case(cls, level, rank))
+    _on_every_rank(lambda: tied_case(cls, level, rank))
     if level == "bucketed":
         _on_every_rank(lambda: _tiny_cap_case(cls, rank, world_size, corpus_dir, reference))
     return {"status": "pass", "grad_diff": grad_diff, "weight_diff": weight_diff, "detail": ""}
@@ -350,7 +253,7 @@ def _scratch_rank(folder: str, entries: list[tuple[str, str, type | str | None]]
         try:
             cls = _level_class(level, source)
             results[label] = _check_level(cls, level, rank, world_size, corpus, reference, local, sums)
-        except _Mistake as e:
+        except Mistake as e:
             results[label] = {"status": "fail", "detail": str(e)}
         except NotImplementedError as e:
             results[label] = {"status": "not done", "detail": str(e)}
@@ -374,8 +277,10 @@ def scratch_results(entries: list[tuple[str, str, type | str | None]], world_siz
             spawn_workers(_scratch_rank, world_size, tmp, entries, str(corpus_dir), start_method=fast_start_method())
         except Exception as e:
             last = str(e).strip().splitlines()[-1]
-            raise ExerciseError(f"the {world_size}-process run failed ({type(e).__name__}: {last}); its ranks' "
-                                f"output:\n{_log_tails(Path(tmp))}") from e
+            logs = "\n".join(p.read_text(errors="replace") for p in sorted(Path(tmp).glob("rank-*.log")))
+            mismatch = named_mismatch(logs)  # a rank's terminate handler's line, above the tails' stacks
+            raise ExerciseError(f"{mismatch + ': ' if mismatch else ''}the {world_size}-process run failed "
+                                f"({type(e).__name__}: {last}); its ranks' output:\n{_log_tails(Path(tmp))}") from e
         return [json.loads((Path(tmp) / f"rank-{r}.json").read_text()) for r in range(world_size)]
 
 
@@ -396,7 +301,7 @@ def verdict(results: list[dict], label: str, world_size: int) -> str:
             f"(tolerance {WEIGHT_TOL:.0e})")
 
 
-EXTRA = {"naive": "", "overlapped": "; all-reduces launched in backward, waited for in finish()",
+EXTRA = {"naive": "", "overlapped": "; one all-reduce per parameter, launched in backward, waited for in finish()",
          "bucketed": f"; one all-reduce per bucket of the reversed parameters, a {TINY_CAP_MB:g} MiB cap too"}
 
 
@@ -416,5 +321,5 @@ def grade_scratch_ddp(level: str = "all", cls: type | str | None = None, world_s
                 if "not done yet" in str(e):
                     raise
                 raise ExerciseError(f"{LEVELS[name]}: {e}") from e
-    return "\n".join(f"{LEVELS[name]}: " + "; ".join(lines[name]) + "; a parameter without gradient handled"
-                     + EXTRA[name] for name in levels)
+    return "\n".join(f"{LEVELS[name]}: " + "; ".join(lines[name]) + "; a parameter without gradient, a buffer, "
+                     "a tied weight handled" + EXTRA[name] for name in levels)

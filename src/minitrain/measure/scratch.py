@@ -27,7 +27,7 @@ from minitrain.artifacts import save_figure
 from minitrain.cli import positive_int
 from minitrain.data import SEED_BASE, make_shard
 from minitrain.ddp import barrier
-from minitrain.lab.scratch_graders import AllReduceRecorder
+from minitrain.lab.scratch_cases import AllReduceRecorder
 from minitrain.lab.report import plural
 from minitrain.measure.bench import interleaved_medians
 from minitrain.measure.measurement import Measurement, finding, relaunch
