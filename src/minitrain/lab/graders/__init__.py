@@ -1,0 +1,23 @@
+"""Graders for the lab's TODOs: each runs the learner's code for real, and teaches. A locked nbgrader
+cell calls an exercise's grader; `python -m minitrain.lab.grade` calls them all:
+
+    grade_shard_indices(shard_indices, corpus_dir)          02-sharding: the sheet's sharding rule
+    grade_rank1_holds_rank0_init(fn, wrapdemo_folder)       03-wrapping: did DDP broadcast rank 0's weights?
+    grade_timing_hook(my_timing_hook)                       04-launch-and-timing: a comm hook, at 3 and 2 processes
+    grade_states_equivalent(states_equivalent, real=(a, b)) 05-verification and compare_states.py: Block E
+    grade_make_shard(make_shard, corpus_dir)                data.py: Block B's split
+    grade_check_shards(check_shards)                        data.py: Block B's checks, in 3 gloo processes
+    grade_barrier_timer(BarrierTimer)                       timing.py: Block D variant A, in 2 gloo processes
+"""
+
+from minitrain.lab.graders.hook import grade_timing_hook, hook_module_source
+from minitrain.lab.graders.running import _leave, _log_tails, _silence  # noqa: F401 (scratch_graders' imports)
+from minitrain.lab.graders.running import ExerciseError, join_group
+from minitrain.lab.graders.sharding import grade_check_shards, grade_make_shard, grade_shard_indices
+from minitrain.lab.graders.states import grade_states_equivalent
+from minitrain.lab.graders.timer import grade_barrier_timer
+from minitrain.lab.graders.wrapping import grade_rank1_holds_rank0_init
+
+__all__ = ["ExerciseError", "grade_barrier_timer", "grade_check_shards", "grade_make_shard",
+           "grade_rank1_holds_rank0_init", "grade_shard_indices", "grade_states_equivalent", "grade_timing_hook",
+           "hook_module_source", "join_group"]

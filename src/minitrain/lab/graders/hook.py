@@ -1,0 +1,254 @@
+"""04-launch-and-timing's grader: my_timing_hook(state, bucket) -> Future as the comm hook of real gloo
+DDP runs at 3 and 2 processes, which load it from its source (a notebook's function does not pickle)."""
+
+import dis
+import importlib.util
+import inspect
+import os
+import tempfile
+import textwrap
+import time
+import types
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
+
+from minitrain.lab.graders.running import (NOT_DONE, ExerciseError, _batch, _silence, _spawn, _tiny_model,
+                                           join_group)
+
+WORLD_SIZES = (3, 2)  # 3 first: a hard-coded 2 shows there
+WAIT_S = 0.3  # rank 1 sleeps this long before backward: rank 0's all-reduce waits for it
+GRAD_ATOL = 1e-10  # float64: only the summation order differs from one process on the whole batch
+HOOK_MODULE = "learner_hook"
+
+
+def _gradients(model: torch.nn.Module) -> dict[str, torch.Tensor | None]:
+    return {n: None if p.grad is None else p.grad.detach().clone() for n, p in model.named_parameters()}
+
+
+def _reference_gradients() -> dict[str, torch.Tensor]:
+    """One process, the whole batch: what DDP's averaged gradients must equal."""
+    model = _tiny_model()
+    inputs, targets = _batch()
+    torch.nn.functional.mse_loss(model(inputs), targets).backward()
+    return _gradients(model)
+
+
+def _global_names(code: types.CodeType) -> set[str]:
+    """Names a function (and the functions inside it) looks up in its module's globals."""
+    names = {i.argval for i in dis.get_instructions(code) if i.opname in ("LOAD_GLOBAL", "LOAD_NAME")}
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= _global_names(const)
+    return names
+
+
+def hook_module_source(fn: Callable) -> str:
+    """A module that defines `fn` as the learner wrote it, for processes that never ran the notebook:
+    one line per global it uses (a module, a name imported from a module, a literal), then its source."""
+    try:
+        source = textwrap.dedent(inspect.getsource(fn))
+    except (OSError, TypeError) as e:
+        raise ExerciseError(f"cannot read the source of {fn!r} ({e}): define it with `def` in a cell") from e
+    lines = []
+    for name in sorted(_global_names(fn.__code__) - {fn.__name__}):
+        if name not in fn.__globals__:
+            continue  # a builtin (or a NameError the run reports)
+        value = fn.__globals__[name]
+        origin = getattr(value, "__module__", None)
+        if isinstance(value, types.ModuleType):
+            lines.append(f"import {value.__name__} as {name}")
+        elif isinstance(value, (bool, int, float, str)):
+            lines.append(f"{name} = {value!r}")
+        elif origin not in (None, "__main__") and getattr(value, "__qualname__", ".").isidentifier():
+            lines.append(f"from {origin} import {value.__qualname__} as {name}")
+        else:
+            raise ExerciseError(f"{fn.__name__} uses `{name}`, defined in this notebook: the grader runs your hook "
+                                "in 2 new processes, which get only the hook's own source and what it imports; "
+                                f"move `{name}` inside the hook, or import it from a module")
+    header = "# written by minitrain.lab.graders: the learner's hook, for the grader's worker processes"
+    return "\n".join(["from __future__ import annotations", header, *lines, "", "", source])
+
+
+def _completed(tensor: torch.Tensor) -> torch.futures.Future:
+    fut: torch.futures.Future = torch.futures.Future()
+    fut.set_result(tensor)
+    return fut
+
+
+def _guarded(hook: Callable, problems: list) -> Callable:
+    """The learner's hook, with what would crash DDP (an exception, no future, a list-valued future)
+    noted in `problems` and replaced by the bucket's own tensor, so that the run ends and reports."""
+    def guarded(state, bucket):
+        called = time.perf_counter()
+        try:
+            fut = hook(state, bucket)
+        except NotImplementedError:
+            problems.append(("blank", ""))
+            return _completed(bucket.buffer())
+        except Exception as e:
+            problems.append(("raised", f"{type(e).__name__}: {e}"))
+            return _completed(bucket.buffer())
+        if not isinstance(fut, torch._C.Future):  # torch.futures.Future's base; get_future() returns one
+            problems.append(("returned", type(fut).__name__))
+            return _completed(bucket.buffer())
+        problems.append(("call took", time.perf_counter() - called))  # a hook that blocks takes the peer's lateness
+
+        def value(f: torch.futures.Future) -> torch.Tensor:
+            try:
+                result = f.value()
+            except Exception as e:
+                problems.append(("callback raised", str(e).strip().splitlines()[-1][:300]))
+                return bucket.buffer()
+            if isinstance(result, (list, tuple)):
+                problems.append(("list", ""))
+                return result[0]
+            return result
+
+        return fut.then(value)
+    return guarded
+
+
+def _hook_rank(folder: str, fn_name: str) -> None:
+    """One rank of the grader's run: wrap the tiny model, register the learner's hook, take this
+    rank's half of the batch, make rank 1 late for backward, and save gradients and what was recorded."""
+    folder = Path(folder)
+    rank = int(os.environ["RANK"])
+    _silence(folder / f"rank-{rank}.log")
+    rank, world_size = join_group()
+    spec = importlib.util.spec_from_file_location(HOOK_MODULE, folder / f"{HOOK_MODULE}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    recorded: list = []
+    problems: list = []
+    model = DistributedDataParallel(_tiny_model())
+    model.register_comm_hook(recorded, _guarded(getattr(module, fn_name), problems))
+    inputs, targets = (t.chunk(world_size)[rank] for t in _batch())
+    loss = torch.nn.functional.mse_loss(model(inputs), targets)
+    dist.barrier()  # every rank starts from here
+    if rank == 1:
+        time.sleep(WAIT_S)
+    start = time.perf_counter()
+    loss.backward()
+    backward_s = time.perf_counter() - start
+    torch.save({"grads": _gradients(model.module), "backward_s": backward_s, "problems": problems,
+                "recorded": [v if isinstance(v, float) else float(v) if isinstance(v, int) else repr(v)[:80]
+                             for v in recorded]},
+               folder / f"rank-{rank}.pt")
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def _max_diff(a: dict, b: dict, scale: float = 1.0) -> float:
+    return max((a[k] - scale * b[k]).abs().max().item() for k in a)
+
+
+def _run_hook(fn: Callable, source: str, world_size: int) -> list[dict]:
+    """Each rank's record of one real run of `fn` (from `source`) as the comm hook, at `world_size`."""
+    with tempfile.TemporaryDirectory(prefix="minitrain-grader-") as tmp:
+        folder = Path(tmp)
+        (folder / f"{HOOK_MODULE}.py").write_text(source)
+        _spawn(_hook_rank, world_size, folder, fn.__name__, run=f"with {fn.__name__}")
+        return [torch.load(folder / f"rank-{r}.pt", weights_only=True) for r in range(world_size)]
+
+
+def grade_timing_hook(fn: Callable) -> str:
+    """Run `fn` as the comm hook of real gloo DDP runs at 3 and 2 processes (a tiny float64 model,
+    one step, rank 1 late by WAIT_S), then check the gradients against one process on the whole
+    batch, that the hook returned at once, and the recorded seconds against rank 0's wait."""
+    source = hook_module_source(fn)
+    try:  # a blank stub says so at once, before any process starts
+        fn([], types.SimpleNamespace(buffer=lambda: torch.zeros(1), index=lambda: 0, parameters=lambda: []))
+    except NotImplementedError as e:
+        raise ExerciseError(f"not done yet: {fn.__name__} {NOT_DONE}") from e
+    except Exception:
+        pass  # no process group here: the real runs below say what is wrong
+    for world_size in WORLD_SIZES:
+        ranks = _run_hook(fn, source, world_size)
+        _check_hook_problems(fn, ranks, source)
+        seconds = _check_hook_gradients(fn, ranks, world_size)
+    return (f"{fn.__name__}: correct. In real gloo runs of {' and '.join(map(str, WORLD_SIZES))} processes, every "
+            f"rank's gradients equal one process's on the whole batch (float64, atol {GRAD_ATOL:g}), the hook "
+            f"returned at once, and rank 0 recorded {seconds:.3f} s: its wait for rank 1, which started "
+            f"backward {WAIT_S} s late")
+
+
+def _check_hook_problems(fn: Callable, ranks: list[dict], source: str) -> None:
+    name = fn.__name__
+    for rank, result in enumerate(ranks):
+        for kind, detail in result["problems"]:
+            if kind == "call took":
+                continue
+            if kind == "blank":
+                raise ExerciseError(f"not done yet: {name} {NOT_DONE}")
+            messages = {
+                "raised": f"{name} raised {detail} on rank {rank}",
+                "returned": f"{name} returned {detail}, not a torch.futures.Future: return the all-reduce's "
+                            "future (dist.all_reduce(..., async_op=True).get_future()), chained with .then",
+                "list": f"the future {name} returned completes with a list of tensors, as the all-reduce's own "
+                        "future does; DDP needs a future of the bucket's tensor (it fails with 'expected the hook "
+                        "result is a PyObject'): return fut.then(callback), the callback returning fut.value()[0]",
+                "callback raised": f"the .then callback of {name} raised on rank {rank}: {detail}",
+            }
+            raise ExerciseError(messages[kind])
+    blocked = max((d for kind, d in ranks[0]["problems"] if kind == "call took"), default=0.0)
+    if blocked > WAIT_S / 2:
+        if "barrier" in source:
+            raise ExerciseError(f"barrier inside the hook: on rank 0 the call to {name} took {blocked:.2f} s, "
+                                "waiting for the late rank at a barrier; DDP calls the hook from backward, "
+                                "per bucket: launch the all-reduce and return its future, with no barrier")
+        raise ExerciseError(f"blocking hook: on rank 0 the call to {name} took {blocked:.2f} s, the late rank's "
+                            "wait: the all-reduce ran synchronously inside it. Launch it with async_op=True, "
+                            "return its future at once, and stop the clock in a .then callback")
+
+
+def _check_hook_gradients(fn: Callable, ranks: list[dict], world_size: int) -> float:
+    """The gradient checks, then the timing checks; returns rank 0's recorded seconds."""
+    name = fn.__name__
+    grads = [r["grads"] for r in ranks]
+    if any(g is None for r in grads for g in r.values()):
+        raise ExerciseError(f"no gradients after backward with {name}: return the future of the all-reduce")
+    reference = _reference_gradients()
+    if _max_diff(grads[0], grads[-1]) > GRAD_ATOL:
+        raise ExerciseError(f"no all-reduce: after backward the ranks' gradients differ (by "
+                            f"{_max_diff(grads[0], grads[-1]):.2e}); each kept the gradient of its own part "
+                            "of the batch. All-reduce the bucket's buffer and return that all-reduce's future")
+    if _max_diff(grads[0], reference) > GRAD_ATOL:
+        if _max_diff(grads[0], reference, world_size) <= GRAD_ATOL:
+            raise ExerciseError(f"no division by the world size: the gradients came out {world_size}x the "
+                                "single-process reference. all_reduce sums the ranks' gradients; divide the "
+                                f"bucket by the world size ({world_size}) to average them")
+        if _max_diff(grads[0], reference, 1 / world_size) <= GRAD_ATOL:
+            raise ExerciseError(f"divided twice: the gradients came out 1/{world_size} of the single-process "
+                                "reference; divide by the world size once")
+        for wrong in {2, 3} - {world_size}:
+            if _max_diff(grads[0], reference, world_size / wrong) <= GRAD_ATOL:
+                raise ExerciseError(f"divided by {wrong}, not the world size: at {world_size} processes the "
+                                    f"gradients came out {world_size}/{wrong} of the single-process reference; "
+                                    "divide by dist.get_world_size()")
+        raise ExerciseError(f"the averaged gradients differ from one process on the whole batch by "
+                            f"{_max_diff(grads[0], reference):.2e} (tolerance {GRAD_ATOL:g})")
+    recorded = [r["recorded"] for r in ranks]
+    for rank, values in enumerate(recorded):
+        if not values:
+            raise ExerciseError(f"nothing recorded: state is empty on rank {rank} after backward; append the "
+                                "seconds from launch to completion to it (in the .then callback)")
+        if not all(isinstance(v, float) for v in values):
+            raise ExerciseError(f"state holds {values[0]!r} on rank {rank}: append the seconds as a number "
+                                "(a difference of time.perf_counter() readings)")
+    seconds, waited = max(recorded[0]), ranks[0]["backward_s"]
+    if waited < WAIT_S / 2:  # the grader's own set-up, not the learner's hook
+        raise RuntimeError(f"the grader's run did not make rank 0 wait ({waited:.3f} s); run it again")
+    if seconds < waited / 2:
+        raise ExerciseError(f"clock stopped before the future completed: rank 0's backward waited {waited:.2f} s "
+                            f"for rank 1 (which started {WAIT_S} s late), but {name} recorded {seconds:.4f} s. "
+                            "dist.all_reduce(..., async_op=True) returns at once; stop the clock in a .then "
+                            "callback, which runs when the all-reduce has completed")
+    if seconds > 2 * waited + 0.05:
+        unit = " (milliseconds? record seconds)" if 0.3 < seconds / (1e3 * waited) < 3 else ""
+        raise ExerciseError(f"{name} recorded {seconds:.3f} on rank 0, more than its whole backward took "
+                            f"({waited:.3f} s){unit}; start the clock when the hook launches the all-reduce")
+    return seconds

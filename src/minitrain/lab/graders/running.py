@@ -1,0 +1,101 @@
+"""What every grader shares: its error, the learner's calls turned into messages, and the real
+gloo runs (a process group joined without the learner's Block A, each rank's output kept apart)."""
+
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+from minitrain.gloo_setup import collective_timeout, loopback_interface, use_libuv
+from minitrain.hang_report import watched_group_timeout
+from minitrain.launch import fast_start_method, spawn_workers
+from minitrain.parent_watch import exit_with_parent
+
+NOT_DONE = "still raises NotImplementedError; replace `# YOUR CODE HERE` and the `raise` under it with your code"
+
+
+class ExerciseError(AssertionError):
+    """The learner's function is blank ("not done yet") or wrong (the mistake named, and what to change);
+    an AssertionError, so that nbgrader counts the grader's cell as failed."""
+
+
+def _call(fn: Callable, shown: str, *args):
+    """fn(*args), with the learner's exceptions turned into a message; `shown` names the call."""
+    try:
+        return fn(*args)
+    except NotImplementedError as e:
+        raise ExerciseError(f"not done yet: {fn.__name__} {NOT_DONE}") from e
+    except Exception as e:
+        raise ExerciseError(f"{shown} raised {type(e).__name__}: {e}") from e
+
+
+def _keys_checked(call: Callable[[], object], shown: str):
+    """call(), with a KeyError from the learner's code named as the key mistake it is."""
+    try:
+        return call()
+    except ExerciseError as e:
+        if isinstance(e.__cause__, KeyError):
+            raise ExerciseError(f"wrong keys: {shown} raised KeyError {e.__cause__}; compare the key sets "
+                                "first (a.keys() == b.keys())") from e
+        raise
+
+
+def join_group() -> tuple[int, int]:
+    """Join spawn_workers' process group as init_distributed does, without the learner's code (which
+    may be blank or wrong in the tree being graded), a collective waiting longer than collective_timeout()
+    ending the rank with the line where it waits (hang_report); return (rank, world_size)."""
+    timeout = collective_timeout()
+    rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    exit_with_parent(f"grader rank {rank}")  # a grader stopped outright must not leave its workers
+    os.environ.setdefault("GLOO_SOCKET_IFNAME", loopback_interface())
+    store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), world_size,
+                          is_master=False, timeout=timeout, use_libuv=use_libuv())
+    dist.init_process_group("gloo", store=dist.PrefixStore("default_pg", store), rank=rank,
+                            world_size=world_size, timeout=watched_group_timeout(rank, timeout))
+    return rank, world_size
+
+
+def _silence(log: Path) -> None:
+    """Send this process's stdout and stderr (file descriptors 1 and 2) to `log`: a notebook cell shows
+    a child's raw output in Jupyter but not under nbval, so the workers must print nothing there."""
+    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+
+
+def _leave(folder: str, rank: int, results: dict) -> None:
+    """A grader rank's end: its results saved for the grader, then every rank leaves the group together."""
+    (Path(folder) / f"rank-{rank}.json").write_text(json.dumps(results))
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def _log_tails(folder: Path) -> str:
+    tails = [f"--- rank {p.stem.split('-')[-1]}:\n" + "\n".join(p.read_text(errors="replace").splitlines()[-15:])
+             for p in sorted(folder.glob("rank-*.log"))]
+    return "\n".join(tails)
+
+
+def _spawn(worker: Callable, world_size: int, folder: Path, *args, run: str) -> None:
+    """spawn_workers(worker, world_size, str(folder), *args); a failed run as the ExerciseError that
+    shows its ranks' output (`run` says what ran, as in "the 3-process run {run} failed")."""
+    try:
+        spawn_workers(worker, world_size, str(folder), *args, start_method=fast_start_method())
+    except Exception as e:
+        raise ExerciseError(f"the {world_size}-process run {run} failed ({type(e).__name__}: "
+                            f"{str(e).strip().splitlines()[-1]}); its ranks' output:\n{_log_tails(folder)}") from e
+
+
+def _tiny_model() -> torch.nn.Module:
+    with torch.random.fork_rng(devices=[]):  # leaves the caller's random state alone
+        torch.manual_seed(0)
+        return torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.Tanh(), torch.nn.Linear(8, 3)).double()
+
+
+def _batch() -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(1234)  # 12 rows: equal halves and thirds
+    return torch.randn(12, 6, generator=g, dtype=torch.float64), torch.randn(12, 3, generator=g, dtype=torch.float64)

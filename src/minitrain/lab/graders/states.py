@@ -1,0 +1,102 @@
+"""05-verification's grader (and compare_states.py's, Block E): states_equivalent(a, b, atol) ->
+(bool, float) on pairs that catch the common mistakes, and on the run's two state dicts."""
+
+import math
+from collections.abc import Callable
+
+import torch
+
+from minitrain.lab.graders.running import ExerciseError, _call, _keys_checked
+from minitrain.verify import ATOL, compare_states
+
+
+def _pair(fn: Callable, a: dict, b: dict, atol: float, shown: str) -> tuple[bool, float]:
+    result = _call(fn, f"{fn.__name__}({shown})", a, b, atol)
+    if not (isinstance(result, tuple) and len(result) == 2):
+        raise ExerciseError(f"{fn.__name__} returned {result!r:.80}: return a pair (equivalent, largest "
+                            "absolute difference), e.g. `return ok, largest`")
+    ok, largest = result
+    if not isinstance(ok, bool):
+        raise ExerciseError(f"{fn.__name__} returned {type(ok).__name__} as its verdict: return True or False"
+                            + (" (bool(...) of a tensor)" if isinstance(ok, torch.Tensor) else ""))
+    if isinstance(largest, bool) or not isinstance(largest, (int, float)):
+        raise ExerciseError(f"{fn.__name__} returned {type(largest).__name__} as the largest difference: return "
+                            "a Python float" + (" (`.item()` of a tensor)" if isinstance(largest, torch.Tensor) else ""))
+    return ok, float(largest)
+
+
+def _example_state() -> dict[str, torch.Tensor]:
+    g = torch.Generator().manual_seed(5)
+    return {"w1": torch.randn(4, 4, generator=g) * 0.02, "w2": torch.randn(4, 4, generator=g) * 0.02,
+            "b": torch.randn(4, generator=g) * 0.02}
+
+
+def _with(state: dict, name: str, index: int, delta: float) -> dict:
+    out = {k: v.clone() for k, v in state.items()}
+    out[name].view(-1)[index] += delta
+    return out
+
+
+def grade_states_equivalent(fn: Callable[[dict, dict, float], tuple[bool, float]],
+                            real: tuple[dict, dict] | None = None) -> str:
+    """Right verdicts and largest differences on pairs that catch the common mistakes; with `real`
+    (the run's two state dicts), the same answer as minitrain.verify.compare_states."""
+    name = fn.__name__
+    a = _example_state()
+    if _pair(fn, a, {k: v.clone() for k, v in a.items()}, ATOL, "a, a copy of a, 1e-5") != (True, 0.0):
+        raise ExerciseError(f"{name} should return (True, 0.0) for a state dict and its exact copy")
+    close = _with(a, "w2", 5, 5e-6)
+    ok, largest = _pair(fn, a, close, 1e-5, "a pair 5e-6 apart, atol=1e-5")
+    if not ok:
+        raise ExerciseError("allclose without a tolerance: a pair 5e-6 apart at atol=1e-5 came out not "
+                            "equivalent; torch.allclose's default atol is 1e-8 (and rtol 1e-5), so pass "
+                            "atol=atol (and rtol=0 if you mean an absolute tolerance only)")
+    expected = compare_states(a, close).max_abs_diff
+    if not math.isclose(largest, expected, rel_tol=1e-3):
+        raise ExerciseError(f"largest difference not measured: on a pair equal within atol but not bit for bit "
+                            f"(one element {expected:.2e} apart) {name} returned {largest!r}; compute the largest "
+                            "|a - b| over every element of every tensor, whatever the verdict")
+    if _pair(fn, a, close, 1e-6, "a pair 5e-6 apart, atol=1e-6")[0]:
+        raise ExerciseError("the atol argument ignored: a pair 5e-6 apart came out equivalent at atol=1e-6; "
+                            "use the atol you are given, not a fixed tolerance")
+    spread = _with(_with(_with(a, "w1", 0, 1e-4), "w2", 3, 3e-4), "b", 1, 2e-4)
+    ok, largest = _pair(fn, a, spread, 1e-5, "a pair whose tensors all differ, the most in 'w2'")
+    expected = compare_states(a, spread).max_abs_diff
+    if ok:
+        raise ExerciseError(f"{name} called a pair up to {expected:.0e} apart equivalent at atol=1e-5")
+    if not math.isclose(largest, expected, rel_tol=1e-4):
+        raise ExerciseError(f"largest difference: {name} returned {largest:.3e}, but the largest absolute "
+                            f"difference over all tensors is {expected:.3e} (in 'w2'); take the max of "
+                            "|a - b| over every element of every tensor")
+    if _pair(fn, a, dict(reversed(list(a.items()))), ATOL, "a, a copy with its keys in another order") != (True, 0.0):
+        raise ExerciseError("values compared by position: a copy of the state dict with its keys in another "
+                            "order did not come out (True, 0.0); match the tensors by name, as in a[k] and b[k]")
+    for shown, other in (("a copy with an extra tensor", {**a, "extra": torch.zeros(2)}),
+                         ("a copy missing a tensor", {k: v for k, v in a.items() if k != "b"})):
+        if _keys_checked(lambda: _pair(fn, a, other, ATOL, shown), shown)[0]:
+            raise ExerciseError(f"wrong keys: {shown} came out equivalent; compare the key sets first "
+                                "(a.keys() == b.keys())")
+        if _keys_checked(lambda: _pair(fn, other, a, ATOL, shown), shown)[0]:
+            raise ExerciseError(f"wrong keys: with {shown} as the first argument the pair came out equivalent; "
+                                "compare the key sets first (a.keys() == b.keys())")
+    prefixed = {f"module.{k}": v for k, v in a.items()}
+    if _keys_checked(lambda: _pair(fn, a, prefixed, ATOL, "a copy with `module.` keys"), "module. keys")[0]:
+        raise ExerciseError("only the common keys compared: against the same tensors under `module.`-prefixed names "
+                            "(a state_dict saved from the DDP wrapper, as the sheet's snippet does) no name is "
+                            "shared, nothing was compared, and the pair came out equivalent; the key sets must be equal")
+    reshaped = {**a, "b": a["b"].reshape(1, 4)}
+    if _pair(fn, a, reshaped, ATOL, "'b' of shape (4,) against (1, 4)")[0]:
+        raise ExerciseError("shapes not compared: 'b' is (4,) in one state dict and (1, 4) in the other, and "
+                            f"{name} called them equivalent (torch.allclose broadcasts); compare shapes too")
+    verdict = (f"{name}: correct on exact copies, a pair 5e-6 apart at atol 1e-5 and 1e-6, the largest "
+               "difference over several tensors, reordered keys, different key sets and different shapes")
+    if real is not None:
+        comparison = compare_states(*real)
+        ok, largest = _pair(fn, *real, ATOL, "rank 0's and rank 1's state dicts")
+        if ok != comparison.allclose or not math.isclose(largest, comparison.max_abs_diff, rel_tol=1e-4,
+                                                         abs_tol=1e-12):
+            raise ExerciseError(f"on the run's two state dicts, {name} disagrees with minitrain.verify: "
+                                f"allclose {comparison.allclose}, largest difference {comparison.max_abs_diff:.3e}")
+        verdict += (f"; on the run's two state dicts it agrees with minitrain.verify (equivalent: "
+                    f"{comparison.allclose}, largest difference {comparison.max_abs_diff:.1e})")
+    return verdict
