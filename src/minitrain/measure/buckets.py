@@ -45,20 +45,20 @@ def bucket_partition(sizes: list[int], first_cap: int, cap: int) -> list[int]:
 
 def cap_summary(cap: str, notes: list[dict], overlap_rows: list[dict], fit: dict | None, tokens: int) -> dict:
     """One cap's buckets, step times, all-reduce times, overlap and equality, from both ranks' notes."""
-    first = notes[0]
-    seen = first["buckets"][cap]
+    seen = notes[0]["buckets"][cap]
     hook_buckets = seen["hook"]
     order = [name for b in hook_buckets for name in b["params"]]
     predicted = bucket_partition([seen["sizes"][n] for n in seen["ddp_params_in_order"]],
                                  seen["first_cap_bytes"], seen["cap_bytes"])
+    per_rank = [[b for b in n["blocks"] if b["cap"] == cap] for n in notes]
     repeats = []
-    for block0, block1 in zip(*[[b for b in n["blocks"] if b["cap"] == cap] for n in notes]):
+    for block0, block1 in zip(*per_rank):
         # a step is over when the slower rank is done with it
         step_ms = [max(a, b) for a, b in zip(block0["step_ms"], block1["step_ms"])]
         both = lambda key: statistics.median(block0[key] + block1[key])  # noqa: E731 (steps x ranks)
         repeats.append({"repeat": block0["repeat"], "step_ms": statistics.median(step_ms),
                         "allreduce_ms": both("allreduce_ms"), "after_last_ready_ms": both("after_last_ready_ms")})
-    blocks = [b for n in notes for b in n["blocks"] if b["cap"] == cap]
+    blocks = [b for rank in per_rank for b in rank]
     step = statistics.median([r["step_ms"] for r in repeats])
     per_step: dict[tuple, list[dict]] = {}
     for row in overlap_rows:
@@ -128,13 +128,12 @@ def measure(out: Path, plan: Plan, corpus_dir: Path, echo, bench: Path | None = 
         work = Path(tmp)
         notes = relaunch(MEASUREMENT, plan, corpus_dir, work, timeout=900,
                          echo=lambda line: bar.update(1) if line.startswith(PROGRESS) else echo(line))
-        overlap, traces = {}, []
-        for cap in map(label, plan.caps):
-            overlap[cap] = [row | {"rank": r} for r in range(WORLD_SIZE)
-                            for row in overlap_table(load_trace(work / f"trace-{cap}-rank-{r}.json.gz"))]
-        for r in range(WORLD_SIZE):  # one cap's traces are kept; the others go with the work folder
-            traces.append(TRACE_NAME.format(rank=r))
-            shutil.move(work / f"trace-{label(TRACE_CAP)}-rank-{r}.json.gz", out / traces[-1])
+        overlap = {cap: [row | {"rank": r} for r in range(WORLD_SIZE)
+                         for row in overlap_table(load_trace(work / f"trace-{cap}-rank-{r}.json.gz"))]
+                   for cap in map(label, plan.caps)}
+        traces = [TRACE_NAME.format(rank=r) for r in range(WORLD_SIZE)]
+        for r, name in enumerate(traces):  # one cap's traces are kept; the others go with the work folder
+            shutil.move(work / f"trace-{label(TRACE_CAP)}-rank-{r}.json.gz", out / name)
     fit, benchmark = benchmark_fit(bench)
     return analyse(notes, overlap, fit) | {
         "traces": {"cap": label(TRACE_CAP), "files": traces,
@@ -154,13 +153,6 @@ def fastest(results: dict) -> dict:
 def most_buckets(results: dict) -> dict:
     """The cap with the most buckets (the smallest such cap, the last in the plan's order)."""
     return max(reversed(results["caps"]), key=lambda c: c["count"])
-
-
-def same_buckets_as_default(results: dict) -> list[dict]:
-    """The caps whose buckets hold the same parameters as the default's: what differs between them is noise."""
-    params = lambda c: [b["params"] for b in c["buckets"]]  # noqa: E731
-    default = params(by_cap(results)["default"])
-    return [c for c in results["caps"] if params(c) == default]
 
 
 def ms_range(c: dict) -> str:
@@ -207,7 +199,6 @@ def plot(results: dict, out: Path) -> None:
 
     caps = results["caps"]
     x = range(len(caps))
-    names = [c["cap"] for c in caps]
     fig, ((ax1, ax2), (ax3, ax4)) = plt.subplots(2, 2, figsize=(13, 8.5))
 
     bars = ax1.bar(x, [c["count"] for c in caps], color="#4c72b0")
@@ -247,7 +238,7 @@ def plot(results: dict, out: Path) -> None:
     ax4.set_title("All-reduce running while backward computes (profiler)")
 
     for ax in (ax1, ax2, ax3, ax4):
-        ax.set_xticks(list(x), names)
+        ax.set_xticks(list(x), [c["cap"] for c in caps])
         ax.set_xlabel("bucket_cap_mb (MiB; default: 1 MiB first bucket, 25 MiB after)", fontsize=8)
     config, prov = results["config"], results["provenance"]
     fig.suptitle(f"Buckets and overlap: MiniGPT's {results['gradient_bytes'] / 1e6:.2f} MB of gradients, "
@@ -355,7 +346,8 @@ def takeaway(results: dict) -> str:
     caps, config = results["caps"], results["config"]
     default, best, most = by_cap(results)["default"], fastest(results), most_buckets(results)
     d_o, m_o = default["overlap"], most["overlap"]
-    alike = same_buckets_as_default(results)  # same buckets, so their differences are the run's noise
+    params = lambda c: [b["params"] for b in c["buckets"]]  # noqa: E731
+    alike = [c for c in caps if params(c) == params(default)]  # the same buckets: their differences are noise
     alike_what = "single bucket" if default["count"] == 1 else f"{default['count']} buckets"
     profiled = f"medians of both ranks' {config['plan']['profiled']} profiled steps"
     lines = [f"- Buckets: DDP's default caps put all {results['gradient_bytes']:,} gradient bytes in "
@@ -399,7 +391,8 @@ def takeaway(results: dict) -> str:
                       "size are this run's noise.")
 
     extra_step = most["step_ms"] - default["step_ms"]
-    if most["step_ms_range"][0] > default["step_ms_range"][1]:
+    versus = verdict_over_repeats(most["step_ms_range"], default["step_ms_range"], higher_is_faster=False)
+    if versus == "slower":
         bench = results.get("benchmark") or {}
         fit_from = ", ".join(([f"measured on {bench['date'][:10]}"] if bench.get("date") else [])
                              + ([f"worst miss {bench['fit']['max_relative_error']:.0%} against its own medians"]
@@ -423,7 +416,7 @@ def takeaway(results: dict) -> str:
                    "backward's autograd nodes.")
         lines.append(f"- Cost: with {most['count']} buckets the step took {most['step_ms']:.1f} ms "
                      f"({most['step_ms'] / default['step_ms']:.2f}x the default): {cost}. {why}")
-    elif most["step_ms_range"][1] < default["step_ms_range"][0]:
+    elif versus == "faster":
         lines.append(f"- Cost: even with {most['count']} buckets the step was shorter, {most['step_ms']:.1f} ms against "
                      f"{default['step_ms']:.1f} ms by default: what overlap hid outweighed the extra all-reduces' "
                      "fixed costs.")

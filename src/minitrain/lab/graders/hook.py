@@ -16,7 +16,7 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-from minitrain.lab.graders.running import (NOT_DONE, ExerciseError, _batch, _silence, _spawn, _tiny_model,
+from minitrain.lab.graders.running import (STILL_BLANK, ExerciseError, _batch, _silence, _spawn, _tiny_model,
                                            join_group)
 
 WORLD_SIZES = (3, 2)  # 3 first: a hard-coded 2 shows there
@@ -163,7 +163,7 @@ def grade_timing_hook(fn: Callable) -> str:
     try:  # a blank stub says so at once, before any process starts
         fn([], types.SimpleNamespace(buffer=lambda: torch.zeros(1), index=lambda: 0, parameters=lambda: []))
     except NotImplementedError as e:
-        raise ExerciseError(f"not done yet: {fn.__name__} {NOT_DONE}") from e
+        raise ExerciseError(f"not done yet: {fn.__name__} {STILL_BLANK}") from e
     except Exception:
         pass  # no process group here: the real runs below say what is wrong
     for world_size in WORLD_SIZES:
@@ -183,7 +183,7 @@ def _check_hook_problems(fn: Callable, ranks: list[dict], source: str) -> None:
             if kind == "call took":
                 continue
             if kind == "blank":
-                raise ExerciseError(f"not done yet: {name} {NOT_DONE}")
+                raise ExerciseError(f"not done yet: {name} {STILL_BLANK}")
             messages = {
                 "raised": f"{name} raised {detail} on rank {rank}",
                 "returned": f"{name} returned {detail}, not a torch.futures.Future: return the all-reduce's "

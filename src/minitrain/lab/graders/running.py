@@ -14,7 +14,7 @@ from minitrain.hang_report import watched_group_timeout
 from minitrain.launch import fast_start_method, spawn_workers
 from minitrain.parent_watch import exit_with_parent
 
-NOT_DONE = "still raises NotImplementedError; replace `# YOUR CODE HERE` and the `raise` under it with your code"
+STILL_BLANK = "still raises NotImplementedError; replace `# YOUR CODE HERE` and the `raise` under it with your code"
 
 
 class ExerciseError(AssertionError):
@@ -27,7 +27,7 @@ def _call(fn: Callable, shown: str, *args):
     try:
         return fn(*args)
     except NotImplementedError as e:
-        raise ExerciseError(f"not done yet: {fn.__name__} {NOT_DONE}") from e
+        raise ExerciseError(f"not done yet: {fn.__name__} {STILL_BLANK}") from e
     except Exception as e:
         raise ExerciseError(f"{shown} raised {type(e).__name__}: {e}") from e
 
