@@ -6,7 +6,6 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-import torch
 import torch.distributed as dist
 
 from minitrain.gloo_setup import collective_timeout, loopback_interface, use_libuv
@@ -88,14 +87,3 @@ def _spawn(worker: Callable, world_size: int, folder: Path, *args, run: str) -> 
     except Exception as e:
         raise ExerciseError(f"the {world_size}-process run {run} failed ({type(e).__name__}: "
                             f"{str(e).strip().splitlines()[-1]}); its ranks' output:\n{_log_tails(folder)}") from e
-
-
-def _tiny_model() -> torch.nn.Module:
-    with torch.random.fork_rng(devices=[]):  # leaves the caller's random state alone
-        torch.manual_seed(0)
-        return torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.Tanh(), torch.nn.Linear(8, 3)).double()
-
-
-def _batch() -> tuple[torch.Tensor, torch.Tensor]:
-    g = torch.Generator().manual_seed(1234)  # 12 rows: equal halves and thirds
-    return torch.randn(12, 6, generator=g, dtype=torch.float64), torch.randn(12, 3, generator=g, dtype=torch.float64)

@@ -1,9 +1,10 @@
-"""04-launch-and-timing's grader: my_timing_hook(state, bucket) -> Future as the comm hook of real gloo
-DDP runs at 3 and 2 processes, which load it from its source (a notebook's function does not pickle)."""
+"""The timing graders: 04-launch-and-timing's my_timing_hook as the comm hook of real gloo DDP runs at
+3 and 2 processes, and Block D's BarrierTimer (src/minitrain/timing.py), both with one rank late."""
 
 import dis
 import importlib.util
 import inspect
+import json
 import os
 import tempfile
 import textwrap
@@ -16,8 +17,23 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-from minitrain.lab.graders.running import (STILL_BLANK, ExerciseError, _batch, _silence, _spawn, _tiny_model,
-                                           join_group)
+from minitrain.lab.graders.running import STILL_BLANK, ExerciseError, _leave, _silence, _spawn, join_group
+
+
+def _tiny_model() -> torch.nn.Module:
+    with torch.random.fork_rng(devices=[]):  # leaves the caller's random state alone
+        torch.manual_seed(0)
+        return torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.Tanh(), torch.nn.Linear(8, 3)).double()
+
+
+def _batch() -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(1234)  # 12 rows: equal halves and thirds
+    return torch.randn(12, 6, generator=g, dtype=torch.float64), torch.randn(12, 3, generator=g, dtype=torch.float64)
+
+
+# ------------------------------------------------------------------------------------------------
+# 04-launch-and-timing: my_timing_hook(state, bucket) -> torch.futures.Future (the learner's source runs
+# in the workers: a function defined in a notebook's __main__ does not pickle)
 
 WORLD_SIZES = (3, 2)  # 3 first: a hard-coded 2 shows there
 WAIT_S = 0.3  # rank 1 sleeps this long before backward: rank 0's all-reduce waits for it
@@ -252,3 +268,93 @@ def _check_hook_gradients(fn: Callable, ranks: list[dict], world_size: int) -> f
         raise ExerciseError(f"{name} recorded {seconds:.3f} on rank 0, more than its whole backward took "
                             f"({waited:.3f} s){unit}; start the clock when the hook launches the all-reduce")
     return seconds
+
+
+# ------------------------------------------------------------------------------------------------
+# Block D variant A (src/minitrain/timing.py): BarrierTimer's barriers and clock
+
+ALONE_SLEEP_S = 0.05  # the single-process check: the "backward" is a sleep this long
+TIMER_SCENARIOS = ("late start", "late finish")  # rank 1 sleeps TIMER_WAIT_S before before_backward / after backward
+TIMER_WAIT_S = 0.5  # half of it separates a right figure from a wrong one, with room for a busy machine
+
+
+def _timer_rank(folder: str, timer_cls: type) -> None:
+    """One rank of the timer's run: per scenario, a real DDP backward between the timer's brackets,
+    rank 1 late before them or after backward; the milliseconds each rank measured, saved."""
+    rank = int(os.environ["RANK"])
+    _silence(Path(folder) / f"rank-{rank}.log")
+    _, world_size = join_group()
+    model = DistributedDataParallel(_tiny_model())
+    inputs, targets = (t.chunk(world_size)[rank] for t in _batch())
+    results = {}
+    for scenario in TIMER_SCENARIOS:
+        loss = torch.nn.functional.mse_loss(model(inputs), targets)
+        timer = timer_cls(None)
+        dist.barrier()
+        try:
+            if rank == 1 and scenario == "late start":
+                time.sleep(TIMER_WAIT_S)
+            timer.before_backward()
+            loss.backward()
+            if rank == 1 and scenario == "late finish":
+                time.sleep(TIMER_WAIT_S)
+            timer.after_backward()
+            results[scenario] = ("ms", timer.pop_ms())
+        except NotImplementedError as e:
+            results[scenario] = ("blank", str(e))
+        except Exception as e:
+            results[scenario] = ("raised", f"{type(e).__name__}: {e}")
+    _leave(folder, rank, results)
+
+
+def _timer_alone(timer_cls: type) -> float | None:
+    """One process, no process group: the timer around a sleep of ALONE_SLEEP_S; its figure."""
+    timer = timer_cls(None)
+    try:
+        timer.before_backward()
+        time.sleep(ALONE_SLEEP_S)
+        timer.after_backward()
+        return timer.pop_ms()
+    except NotImplementedError as e:
+        raise ExerciseError(f"{e}: BarrierTimer still raises NotImplementedError") from e
+    except Exception as e:
+        raise ExerciseError(f"without a process group (one process, as train.py runs with 1 rank) BarrierTimer "
+                            f"raised {type(e).__name__}: {e}; call dist.barrier() only when "
+                            "dist.is_initialized()") from e
+
+
+def grade_barrier_timer(timer_cls: type) -> str:
+    """Variant A's timer (a module's class: the workers import it): alone, its milliseconds of a
+    sleep; in a real 2-process DDP run, rank 0's time must leave out rank 1's late start and take
+    in rank 1's late finish (the barriers), in milliseconds."""
+    ms = _timer_alone(timer_cls)
+    if ms is None or isinstance(ms, bool) or not isinstance(ms, (int, float)):
+        raise ExerciseError(f"nothing measured: after after_backward, pop_ms() gave {ms!r}; set self.ms to the "
+                            "milliseconds from the clock's start to after the second barrier")
+    if ALONE_SLEEP_S / 2 <= ms <= 20 * ALONE_SLEEP_S:
+        raise ExerciseError(f"seconds, not milliseconds: around a {ALONE_SLEEP_S * 1e3:.0f} ms backward the timer "
+                            f"measured {ms:.3f}; timings.jsonl holds ms: multiply the perf_counter difference by 1e3")
+    if not ALONE_SLEEP_S * 1e3 / 2 <= ms <= 20 * ALONE_SLEEP_S * 1e3:
+        raise ExerciseError(f"around a {ALONE_SLEEP_S * 1e3:.0f} ms backward the timer measured {ms:.3f} ms: start "
+                            "the clock in before_backward and stop it in after_backward (time.perf_counter())")
+    with tempfile.TemporaryDirectory(prefix="minitrain-grader-") as tmp:
+        folder = Path(tmp)
+        _spawn(_timer_rank, 2, folder, timer_cls, run="with the timer")
+        ranks = [json.loads((folder / f"rank-{r}.json").read_text()) for r in range(2)]
+    for rank, result in enumerate(ranks):
+        for kind, detail in result.values():
+            if kind != "ms":
+                raise ExerciseError(f"in the 2-process run the timer raised on rank {rank}: {detail}")
+    late_start, late_finish = (ranks[0][scenario][1] for scenario in TIMER_SCENARIOS)
+    wait_ms = TIMER_WAIT_S * 1e3
+    if late_start > wait_ms / 2:
+        raise ExerciseError(f"no barrier before the clock: rank 1 reached backward {wait_ms:.0f} ms late and rank 0 "
+                            f"measured {late_start:.0f} ms, its own wait included; call dist.barrier() first, then "
+                            "start the clock (the barrier lines the ranks up)")
+    if late_finish < wait_ms / 2:
+        raise ExerciseError(f"no barrier before stopping the clock: rank 1 finished backward {wait_ms:.0f} ms late and "
+                            f"rank 0 measured {late_finish:.0f} ms; call dist.barrier() after backward, then stop "
+                            "the clock: the step is done when the slowest rank is")
+    return (f"Block D variant A: correct. Alone, {ms:.0f} ms around a {ALONE_SLEEP_S * 1e3:.0f} ms sleep; in a real "
+            f"2-process run, rank 0 measured {late_start:.0f} ms when rank 1 started {wait_ms:.0f} ms late (left "
+            f"out) and {late_finish:.0f} ms when it finished {wait_ms:.0f} ms late (taken in)")
