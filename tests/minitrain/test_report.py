@@ -12,6 +12,7 @@ from minitrain.lab.check import TIMING_FIELDS, check_lesson_notes
 from minitrain.lab.manifest import Manifest, ManifestError
 from minitrain.lab.paragraph import paragraph_problems
 from minitrain.lab.report import beyond_findings, findings_table, reference_paragraph, set_lesson_notes
+from minitrain.lab.verdict import chance_of_separation
 from minitrain.lab.verdict import verdict_over_repeats
 from minitrain.paths import EXPERIMENT_DIR
 
@@ -192,3 +193,10 @@ def test_the_reference_paragraph_passes_its_own_check_on_made_up_runs():
         m = manifest([step1 * rng.uniform(0.7, 1.3) for _ in range(n)], [step2 * rng.uniform(0.7, 1.3) for _ in range(n)],
                      rng.choice([1, 2]), rng.choice([1, 2, 4]), rng.uniform(0.001, 0.9), rng.choice([1, 2]))
         assert paragraph_problems(reference_paragraph(m), m) == [], reference_paragraph(m)
+
+
+def test_a_clean_split_says_how_often_chance_makes_one():
+    """3 repeats a side separate wholly with no real difference 2 times in C(6, 3) = 20: one time in 10."""
+    assert chance_of_separation(3, 3) == 0.1 and chance_of_separation(1, 1) == 1.0
+    assert "3 repeats a side split this cleanly one time in 10" in reference_paragraph(manifest(*FASTER, 2, 2, 0.1))
+    assert "one time in" not in reference_paragraph(manifest(*UNCLEAR, 2, 2, 0.1))

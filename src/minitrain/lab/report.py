@@ -9,7 +9,7 @@ from minitrain.lab.manifest import Manifest
 from minitrain.lab.runs import (PHASES, REPEATS_DIR, SINGLE_DIR, output_dir, phase_medians, read_repeats,
                                 read_run, throughput)
 from minitrain.lab.sittings import sitting_note
-from minitrain.lab.verdict import verdict_over_repeats
+from minitrain.lab.verdict import chance_of_separation, verdict_over_repeats
 from minitrain.paths import BEYOND_DIR
 from minitrain.run_record import RunRecord
 from minitrain.timing import VARIANTS, manifest_fields, summarize
@@ -29,6 +29,11 @@ def reference_paragraph(m: Manifest) -> str:
     ratio = m.step_p50_ms_2proc / m.step_p50_ms_1proc  # speedup = 2 / ratio: break-even at 2x
     outcome = {"faster": "2 processes were faster here", "slower": "2 processes were slower here",
                "no clear winner": "there is no clear winner on this machine"}[m.verdict]
+    if m.verdict != "no clear winner":  # how much a clean split of few repeats proves
+        n = m.repeats["count"]
+        odds = (f"with no real difference, {n} repeats a side split this cleanly one time in "
+                f"{round(1 / chance_of_separation(n, n))}" if n > 1 else "one repeat a side always splits so")
+        outcome += f" (every 2-process repeat {'above' if m.verdict == 'faster' else 'below'} every 1-process one; {odds})"
     text = [
         f"On {cores} logical CPUs, 2 processes trained at {m.tokens_per_sec_2proc:,.0f} tokens/s against "
         f"{m.tokens_per_sec_1proc:,.0f} for 1 process: {speedup:.2f}x (medians of "

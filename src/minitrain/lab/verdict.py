@@ -1,5 +1,6 @@
 """The verdict over repeats: is one side faster than the other, or do their repeats overlap?"""
 
+import math
 from collections.abc import Sequence
 
 VERDICTS = ("faster", "slower", "no clear winner")
@@ -12,3 +13,9 @@ def verdict_over_repeats(candidate: Sequence[float], baseline: Sequence[float], 
         raise ValueError(f"a verdict needs repeats on both sides, got {len(candidate)} and {len(baseline)}")
     above, below = min(candidate) > max(baseline), max(candidate) < min(baseline)
     return "no clear winner" if not (above or below) else "faster" if above == higher_is_faster else "slower"
+
+
+def chance_of_separation(n_candidate: int, n_baseline: int) -> float:
+    """How often repeats of two sides with no real difference still lie wholly apart (either way), as
+    verdict_over_repeats reads them: 2 of the C(n + m, n) equally likely orders of the pooled repeats."""
+    return 2 / math.comb(n_candidate + n_baseline, n_candidate)
