@@ -117,28 +117,15 @@ def test_helpers_without_process_group():
         ddp.wrap_for_ddp(torch.nn.Linear(2, 2))
 
 
-def test_repeated_torchrun_runs_exit_cleanly():
+def test_a_torchrun_run_exits_cleanly_with_its_hang_watch_ended():
     """An abort at exit ("terminate called without an active exception") is what cleanup()'s barrier
-    prevents, and hang_report's stop_watching too: plain torchrun twice in a row, each run's whole output
-    read, no retry."""
-    script = Path(ddp_workers.__file__)
-    for attempt in range(2):
-        proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
-                               str(script)], capture_output=True, text=True, timeout=120)
-        output = proc.stdout + proc.stderr
-        assert "terminate called" not in output, f"run {attempt} aborted at exit:\n{output}"
-        assert proc.returncode == 0, f"run {attempt}: exit {proc.returncode}\n{output}"
-        assert output.count("exited cleanly") == 2, output
-
-
-def test_the_hang_watch_has_ended_before_python_finalizes():
-    """hang_report's watch thread is stopped and joined at exit (atexit): still looking while Python
-    finalized, it dropped the last collective's Work then and aborted the rank now and then."""
-    code = ("import atexit, threading\n"
-            "atexit.register(lambda: print('watching at exit:', [t.name for t in threading.enumerate()\n"
-            "                                                    if t.name == 'minitrain-hang-watch']))\n"
-            "from minitrain.hang_report import watch_collectives\n"
-            "watch_collectives(0, 60.0)\n")  # atexit runs the last registered first: stop_watching, then the print
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout == "watching at exit: []\n", proc.stdout + proc.stderr
+    prevents, and hang_report's stop_watching: its watch thread, still looking while Python finalized,
+    dropped the last collective's Work then (about 1 exit in 12 under load). Plain torchrun, the whole
+    output read, no retry; each rank prints, at exit, the watch threads left: none."""
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
+                           str(Path(ddp_workers.__file__))], capture_output=True, text=True, timeout=120)
+    output = proc.stdout + proc.stderr
+    assert "terminate called" not in output, output
+    assert proc.returncode == 0, f"exit {proc.returncode}\n{output}"
+    assert output.count("exited cleanly") == 2, output
+    assert output.count("watching at exit: []") == 2, output
