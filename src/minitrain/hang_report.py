@@ -31,7 +31,7 @@ _STOP = threading.Event()
 def watch_collectives(rank: int, timeout_s: float) -> None:
     """Start (once per process) a daemon thread that looks at the main thread every timeout_s / 10 s
     (1 s at most) and ends this process with HANG_STATUS once one collective call has lasted timeout_s
-    (one look later: a peer stuck as well gets to report too)."""
+    (one look later: a peer stuck as well gets to report too); at exit, stop_watching ends it."""
     if any(t.name == _WATCHER for t in threading.enumerate()):
         return
     faulthandler.enable(all_threads=True)  # gloo aborts on sizes that differ: the stacks show the line
