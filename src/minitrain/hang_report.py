@@ -35,18 +35,31 @@ C10D_FILE = os.path.join(TORCH_DIR, "distributed", "distributed_c10d.py")
 BACKWARD_FILE = os.path.join(TORCH_DIR, "autograd", "graph.py")
 GLOO_GRACE = timedelta(seconds=5)  # gloo's own timeout comes this much later: the watch reports first
 _WATCHER = "minitrain-hang-watch"
+_STOP = threading.Event()
 
 
 def watch_collectives(rank: int, timeout_s: float) -> None:
     """Start (once per process) a daemon thread that looks at the main thread every timeout_s / 10 s
     (1 s at most) and ends this process with HANG_STATUS once one collective call has lasted timeout_s
-    (one look later: a peer stuck as well gets to report too)."""
+    (one look later: a peer stuck as well gets to report too); at exit, stop_watching ends it."""
     if any(t.name == _WATCHER for t in threading.enumerate()):
         return
     faulthandler.enable(all_threads=True)  # any other abort: the stacks show the line
     main = threading.main_thread().ident
     _name_aborts(rank, main)
-    threading.Thread(target=_watch, args=(rank, timeout_s, main), name=_WATCHER, daemon=True).start()
+    watcher = threading.Thread(target=_watch, args=(rank, timeout_s, main), name=_WATCHER, daemon=True)
+    watcher.start()
+    atexit.register(stop_watching, watcher)
+
+
+def stop_watching(watcher: threading.Thread) -> None:
+    """At exit, before Python finalizes: end the watch and wait for it (atexit, in watch_collectives)."""
+    # Its last look may hold the last collective's frame, and so that collective's Work. Dropped by this
+    # thread while Python finalizes, pybind11 lets go of the GIL to destroy the Work, Python 3.11 ends a
+    # thread that takes it back then (pthread_exit), and unwinding a noexcept C++ frame aborts the rank:
+    # "terminate called without an active exception" (about 1 exit in 12 under load).
+    _STOP.set()
+    watcher.join(timeout=5)  # a look takes microseconds; a watch stuck printing must not hold the exit
 
 
 def watched_group_timeout(rank: int, timeout: timedelta) -> timedelta:
@@ -58,8 +71,7 @@ def watched_group_timeout(rank: int, timeout: timedelta) -> timedelta:
 
 def _watch(rank: int, timeout_s: float, main: int) -> None:
     waiting, since, every_s = None, time.monotonic(), min(1.0, timeout_s / 10)
-    while True:
-        time.sleep(every_s)
+    while not _STOP.wait(every_s):
         frame = sys._current_frames().get(main)
         call = collective_call(frame)  # a frame object: the same one as long as the same call lasts
         if call is None or call is not waiting:

@@ -92,8 +92,16 @@ def every_run(rank: int, world_size: int, port: int, corpus_dir: str, out_dir: s
     cleanup()
 
 
+def say_if_watched_at_exit() -> None:
+    """Print, at exit, the hang watch threads still alive (atexit runs this after hang_report's stop_watching)."""
+    import threading
+    print("watching at exit:", [t.name for t in threading.enumerate() if t.name == "minitrain-hang-watch"], flush=True)
+
+
 if __name__ == "__main__":
     # `torchrun --standalone --nproc-per-node=2 ddp_workers.py`: a short real run, then a clean exit
+    import atexit
+    atexit.register(say_if_watched_at_exit)  # before init_distributed starts the watch: runs after its stop
     rank, world_size = init_distributed("gloo")
     batches = global_batches(5, 8, TINY["vocab_size"], TINY["block_size"])
     train_reference(batches, torch.float32, rank, world_size)

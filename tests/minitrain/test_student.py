@@ -164,11 +164,20 @@ def test_a_blank_stub_fails_loudly_with_what_is_missing(student_tree, corpus_dir
     (".", "holds the repository itself"),
     ("..", "holds the repository itself"),
 ])
-def test_out_inside_the_repository_is_refused_in_one_line(out, message):
-    proc = subprocess.run([sys.executable, "-m", "minitrain.lab.student", "--out", out], capture_output=True,
+def test_out_inside_the_repository_is_refused_in_one_line(out, message, monkeypatch, capsys):
+    """In-process main(argv); the test below runs the command itself once."""
+    monkeypatch.chdir(REPO)
+    assert student.main(["--out", out]) == 2
+    printed = capsys.readouterr()
+    assert printed.out == "" and printed.err.count("\n") == 1
+    assert message in printed.err and printed.err.startswith("error: --out")
+
+
+def test_the_command_refuses_an_out_inside_the_repository_in_one_line():
+    proc = subprocess.run([sys.executable, "-m", "minitrain.lab.student", "--out", "src/build"], capture_output=True,
                           text=True, timeout=60, cwd=REPO)
     assert proc.returncode == 2 and proc.stdout == ""
-    assert proc.stderr.count("\n") == 1 and message in proc.stderr and proc.stderr.startswith("error: --out")
+    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("error: --out src/build is inside the tracked folder src/")
 
 
 def test_a_folder_of_other_files_is_not_overwritten(tmp_path):
