@@ -377,12 +377,12 @@ def two_proc_scaled(m: Manifest, factor: float) -> Manifest:
     return with_repeats(m, {1: repeat_steps(m, 1), 2: [s * factor for s in repeat_steps(m, 2)]})
 
 
-def spread_moved(m: Manifest) -> Manifest:
-    """`m` with the 1-process repeats' spread cut tenfold and the 2-process ones' widened twentyfold."""
+def spread_by(m: Manifest, one: float, two: float) -> Manifest:
+    """`m` with each process count's repeats spread `one` and `two` times as much around their median."""
     def spread(steps: list[float], by: float) -> list[float]:
         middle = sorted(steps)[(len(steps) - 1) // 2]
         return [middle * (1 + by * (s / middle - 1)) for s in steps]
-    return with_repeats(m, {1: spread(repeat_steps(m, 1), 0.1), 2: spread(repeat_steps(m, 2), 20)})
+    return with_repeats(m, {1: spread(repeat_steps(m, 1), one), 2: spread(repeat_steps(m, 2), two)})
 
 
 def large_allreduce(m: Manifest) -> Manifest:
@@ -418,7 +418,7 @@ def test_teacher_check_names_a_stale_rubric(tmp_path, monkeypatch, capsys):
 
 
 @pytest.mark.parametrize("make", [lambda m: m, lambda m: two_proc_scaled(m, 1 / 1.3), lambda m: two_proc_scaled(m, 1.4),
-                                  spread_moved, large_allreduce, overlapped_buckets],
+                                  lambda m: spread_by(m, 0.1, 20), large_allreduce, overlapped_buckets],
                          ids=["committed", "faster", "slower", "spread", "all-reduce", "buckets"])
 def test_the_rubric_quotes_its_manifest(make):
     """Every figure in the rubric's table is the manifest's, at the precision shown, and the rubric names
@@ -461,9 +461,16 @@ def test_the_rubric_s_answers_are_graded_as_it_says():
         ("The repeats' ranges overlap, so no clear winner", "so 2 processes were slower;"),
         ("> Two processes were faster", "> Two processes were not clearly slower"),
         ("brings the step near 2x", "brings the step to 2.64x")]),
-    (spread_moved, "no clear winner", [
+    (lambda m: spread_by(m, 0.1, 20), "no clear winner", [
         ("the spread is in the 1-process repeats", "the spread is in the 2-process repeats"),
         ("The spread is in the 1-process repeats", "The spread is in the 2-process repeats")]),
+    (lambda m: spread_by(m, 0.4, 3), "no clear winner", [
+        ("the spread is in the 1-process repeats",
+         "the repeats' median steps ranged 31.9-34.3 ms for 1 process and 60.1-64.5 ms for 2"),
+        ("the spread is not located", "the spread is not given")]),
+    (lambda m: two_proc_scaled(m, 1.1), "no clear winner", [
+        ("> Two processes were faster", "> Two processes were slower"), ("because each process", "though each process"),
+        ('the verdict "faster"', 'the verdict "slower"')]),
     (large_allreduce, "no clear winner", [
         ("a part of the cost, not most of it", "most of the cost"),
         ("Most of a 2-process step (81%) is forward and backward", "Forward and backward are 34% of a 2-process step"),
@@ -475,7 +482,7 @@ def test_the_rubric_s_answers_are_graded_as_it_says():
         ("since there is one bucket", "each bucket once it is ready"),
         ('"DDP hides the all-reduce behind backward"', "in 4 buckets"),
         ("neither hidden (0.005 of it overlapped backward) nor free", "the all-reduce is not free (7% of the step)")]),
-], ids=["faster", "slower", "spread", "all-reduce", "buckets"])
+], ids=["faster", "slower", "spread", "spread alike", "median below 1", "all-reduce", "buckets"])
 def test_the_rubric_follows_its_manifest(make, verdict, flips):
     """On another manifest, the rubric's data-dependent phrases flip, and its answers A and B still pass
     stop condition 4 while C fails it on a verdict the repeats contradict."""

@@ -1,8 +1,5 @@
-"""The teacher's rubric for the Block G paragraph (solutions/rubric-paragraph.md), written from a manifest.
-
-Every number is the manifest's or derived from it; every phrase that depends on the data is chosen by a rule
-here, and a rule that cannot vouch for a claim on some data leaves the claim out.
-"""
+"""The teacher's rubric for the Block G paragraph (solutions/rubric-paragraph.md), written from a manifest: every
+number derived from it, every data-dependent phrase chosen by a rule that leaves out what it cannot vouch for."""
 
 import textwrap
 from dataclasses import dataclass
@@ -75,6 +72,11 @@ def ms_range(values: list[float]) -> str:
 
 def buckets(m: Manifest) -> str:
     return "one bucket" if len(m.buckets) == 1 else f"{len(m.buckets)} buckets"
+
+
+def at_end(m: Manifest, f: Facts) -> bool:
+    """One bucket, and no measurement showing its all-reduce overlapping backward: it runs at backward's end."""
+    return len(m.buckets) == 1 and f.not_hidden is not None
 
 
 def spread(f: Facts, located: str, both: str) -> str:
@@ -152,7 +154,7 @@ def nccl(m: Manifest, f: Facts, cause: str, arithmetic: str) -> str:
 def criteria(m: Manifest, f: Facts) -> list[str]:
     """The ten points' criteria, then the causes the manifest shows false."""
     share, t1, t2, cores = m.allreduce_share_of_step, m.threads_per_rank["1proc"], m.threads_per_rank["2proc"], m.cores
-    place = "here at its end since there is one bucket" if len(m.buckets) == 1 else "each bucket once it is ready"
+    place = "here at its end since there is one bucket" if at_end(m, f) else "each bucket once it is ready"
     rest = (f"Most of a 2-process step ({f.fb_share:.0%}) is forward and backward" if f.fb_share > 0.5
             else f"Forward and backward are {f.fb_share:.0%} of a 2-process step")
     near = "near 2x" if abs(f.step_ratio - 2) < 0.25 else f"to {f.step_ratio:.2f}x"
@@ -219,7 +221,7 @@ def answers(m: Manifest, f: Facts) -> list[str]:
               if m.verdict == "no clear winner" else
               f"{m.speedup_2proc:.2f}x, and the repeats ranged from {lo:.2f}x to {hi:.2f}x without overlapping")
     mb = f"{m.gradient_bytes / 1e6:.2f} MB"
-    hook = (f"of the one {mb} gradient bucket, launched from DDP's hook at the end of backward" if len(m.buckets) == 1
+    hook = (f"of the one {mb} gradient bucket, launched from DDP's hook at the end of backward" if at_end(m, f)
             else f"of the {mb} of gradients in {buckets(m)}, launched from DDP's hook during backward")
     rest_of_step = m.step_p50_ms_2proc * (1 - share)
     rest = ("Most of the rest is forward and backward" if two["forward"] + two["backward"] > 0.5 * rest_of_step
