@@ -4,16 +4,20 @@ import json
 import re
 import shutil
 from collections.abc import Callable
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import pytest
 import torch
 
 from helpers import run_module
+from minitrain.lab import teacher
 from minitrain.lab.check import check_folder, main
 from minitrain.lab.manifest import Manifest
 from minitrain.lab.paragraph import claims, figures, paragraph_problems, stated_verdicts
-from minitrain.paths import EXPERIMENT_DIR, REPO
+from minitrain.lab.rubric import RUBRIC, rubric_text
+from minitrain.lab.verdict import verdict_over_repeats
+from minitrain.paths import EXPERIMENT_DIR
 
 CONDITIONS = ["files", "equivalence", "allreduce timing", "lesson notes", "ddp tests"]
 
@@ -332,43 +336,167 @@ def test_cli_exit_status(run_folder, tampered, capsys):
     assert "files             FAIL     missing: scaling.png" in out
 
 
-RUBRIC = REPO / "solutions" / "rubric-paragraph.md"
-
-
-def manifest_value(path: str) -> object:
-    """A field of the committed manifest by its dotted path; a findings list is entered by name."""
-    value: object = json.loads((EXPERIMENT_DIR / "manifest.json").read_text())
+def manifest_value(m: Manifest, path: str) -> object:
+    """A field of the manifest by its dotted path; a findings list is entered by name."""
+    value: object = asdict(m)
     for key in path.split("."):
         value = next(r["value"] for r in value if r["name"] == key) if isinstance(value, list) else value[key]
     return value
 
 
-def test_the_rubric_quotes_the_committed_manifest():
-    """Every figure in the rubric's table is the committed manifest's, at the precision shown, and the
-    rubric names the manifest's runs: after a new `make lab`, this says which figures to update."""
-    text = RUBRIC.read_text()
+def answers_of(rubric: str) -> dict[str, str]:
+    """The rubric's graded answers A, B and C, by letter."""
+    return dict(re.findall(r"^### Answer (\w): .*\n\n> (.+)$", rubric, re.MULTILINE))
+
+
+def with_repeats(m: Manifest, steps: dict[int, list[float]]) -> Manifest:
+    """`m` with the repeats' median steps (ms) replaced, and every figure derived from them made again
+    as minitrain.lab.report makes it (tokens/s, ratios, verdict, the median repeats' steps and phases)."""
+    tokens = {n: m.batch_size_per_rank * m.block_size * n for n in (1, 2)}  # per step, all ranks
+    repeats = {f"{n}proc": [dict(r, step_p50_ms=s, tokens_per_sec=1000 * tokens[n] / s)
+                            for r, s in zip(m.repeats[f"{n}proc"], steps[n])] for n in (1, 2)}
+    tps = {n: [r["tokens_per_sec"] for r in repeats[f"{n}proc"]] for n in (1, 2)}
+    median = {n: sorted(repeats[f"{n}proc"], key=lambda r: r["tokens_per_sec"])[(len(tps[n]) - 1) // 2] for n in (1, 2)}
+    speedups = [b / a for a, b in zip(tps[1], tps[2])]
+    scale = median[2]["step_p50_ms"] / m.step_p50_ms_2proc  # the 2-process phases scale with its step
+    return replace(m, repeats=m.repeats | repeats | {"speedups": speedups},
+                   speedup_2proc_range=[min(speedups), max(speedups)],
+                   tokens_per_sec_1proc=median[1]["tokens_per_sec"], tokens_per_sec_2proc=median[2]["tokens_per_sec"],
+                   speedup_2proc=median[2]["tokens_per_sec"] / median[1]["tokens_per_sec"],
+                   verdict=verdict_over_repeats(tps[2], tps[1]), step_p50_ms_1proc=median[1]["step_p50_ms"],
+                   step_p50_ms_2proc=median[2]["step_p50_ms"], step_breakdown_ms=m.step_breakdown_ms | {
+                       "2proc": {k: v * scale for k, v in m.step_breakdown_ms["2proc"].items()}})
+
+
+def repeat_steps(m: Manifest, n: int) -> list[float]:
+    return [r["step_p50_ms"] for r in m.repeats[f"{n}proc"]]
+
+
+def two_proc_scaled(m: Manifest, factor: float) -> Manifest:
+    """`m` with every 2-process repeat's step times `factor`."""
+    return with_repeats(m, {1: repeat_steps(m, 1), 2: [s * factor for s in repeat_steps(m, 2)]})
+
+
+def spread_by(m: Manifest, one: float, two: float) -> Manifest:
+    """`m` with each process count's repeats spread `one` and `two` times as much around their median."""
+    def spread(steps: list[float], by: float) -> list[float]:
+        middle = sorted(steps)[(len(steps) - 1) // 2]
+        return [middle * (1 + by * (s / middle - 1)) for s in steps]
+    return with_repeats(m, {1: spread(repeat_steps(m, 1), one), 2: spread(repeat_steps(m, 2), two)})
+
+
+def large_allreduce(m: Manifest) -> Manifest:
+    """`m` with the all-reduce at 60% of a 2-process step, forward and backward shrunk to fit the rest."""
+    two = m.step_breakdown_ms["2proc"]
+    fit = (0.4 * m.step_p50_ms_2proc - two["optimizer"]) / (two["forward"] + two["backward"])
+    return replace(m, allreduce_share_of_step=0.6, step_breakdown_ms=m.step_breakdown_ms | {"2proc": two | {
+        "forward": two["forward"] * fit, "backward": two["backward"] * fit, "all-reduce": 0.6 * m.step_p50_ms_2proc}})
+
+
+def overlapped_buckets(m: Manifest) -> Manifest:
+    """`m` with the gradients in 4 buckets, 65% of whose all-reduce time overlapped backward."""
+    buckets = m.beyond_findings["buckets"]
+    findings = [dict(f, value=0.65) if f["name"] == "overlapped_share_default" else f for f in buckets["findings"]]
+    return replace(m, buckets=[{"index": i, "bytes": m.gradient_bytes // 4} for i in range(4)],
+                   beyond_findings=m.beyond_findings | {"buckets": buckets | {"findings": findings}})
+
+
+def test_the_committed_rubric_is_the_one_written_from_the_committed_manifest():
+    """After a new `make lab`, `python -m minitrain.lab.teacher` writes it again."""
+    assert RUBRIC.read_text() == rubric_text(COMMITTED), "stale rubric: run `python -m minitrain.lab.teacher`"
+
+
+def test_teacher_check_names_a_stale_rubric(tmp_path, monkeypatch, capsys):
+    stale = tmp_path / RUBRIC.name
+    stale.write_text(rubric_text(COMMITTED).replace("| `verdict` | ", "| `verdict` | not "))
+    monkeypatch.setattr(teacher, "RUBRIC", stale)
+    assert teacher.main(["--check"]) == 1
+    assert "differs from the one written from experiments/35-ddp-cpu/manifest.json; run `python -m " \
+           "minitrain.lab.teacher`" in capsys.readouterr().out
+    stale.write_text(rubric_text(COMMITTED))
+    assert teacher.main(["--check"]) == 0
+
+
+@pytest.mark.parametrize("make", [lambda m: m, lambda m: two_proc_scaled(m, 1 / 1.3), lambda m: two_proc_scaled(m, 1.4),
+                                  lambda m: spread_by(m, 0.1, 20), large_allreduce, overlapped_buckets],
+                         ids=["committed", "faster", "slower", "spread", "all-reduce", "buckets"])
+def test_the_rubric_quotes_its_manifest(make):
+    """Every figure in the rubric's table is the manifest's, at the precision shown, and the rubric names
+    the manifest's runs."""
+    m = make(COMMITTED)
+    text = rubric_text(m)
     rows = re.findall(r"^\| `([^`]+)` \| ([^|]+?) \|", text, re.MULTILINE)
     assert len(rows) >= 20
     for path, shown in rows:
-        true = manifest_value(path)
+        true = manifest_value(m, path)
         if isinstance(true, (bool, str)):
             assert shown == str(true).lower() if isinstance(true, bool) else shown == true, (path, shown, true)
             continue
         for number, value in zip(shown.split(" - "), true if isinstance(true, list) else [true]):
             digits = number.replace(",", "")
             half = 0.5 * 10.0 ** -len(digits.split(".")[1]) if "." in digits else 0.5
-            assert abs(float(digits) - value) <= half, f"{RUBRIC.name}: {path} is {value}, the rubric says {shown}"
-    m = manifest_value("run_ids") | {f"median {k}": v for k, v in manifest_value("repeats.median_run_ids").items()}
-    assert all(f"`{run_id}`" in text for run_id in m.values()), f"{RUBRIC.name} does not name the runs {m}"
+            assert abs(float(digits) - value) <= half, f"{path} is {value}, the rubric says {shown}"
+    runs = m.run_ids | {f"median {k}": v for k, v in m.repeats["median_run_ids"].items()}
+    assert all(f"`{run_id}`" in text for run_id in runs.values()), f"the rubric does not name the runs {runs}"
 
 
 def test_the_rubric_s_answers_are_graded_as_it_says():
     """Answers A and B pass stop condition 4 (B's false cause is the rubric's to catch); C fails it."""
-    answers = dict(re.findall(r"^### Answer (\w): .*\n\n> (.+)$", RUBRIC.read_text(), re.MULTILINE))
+    answers = answers_of(RUBRIC.read_text())
     assert answers.keys() == {"A", "B", "C"}
     assert paragraph_problems(answers["A"], COMMITTED) == []
     assert paragraph_problems(answers["B"], COMMITTED) == [] and "NCCL" in answers["B"]
     assert "the paragraph says 'Two processes were faster'" in "; ".join(paragraph_problems(answers["C"], COMMITTED))
+
+
+@pytest.mark.parametrize("make, verdict, flips", [
+    (lambda m: two_proc_scaled(m, 1 / 1.3), "faster", [
+        ("| `verdict` | no clear winner |", "| `verdict` | faster |"),
+        ("so there is no clear winner", "so 2 processes were faster"),
+        ("> Two processes were faster", "> Two processes were not clearly faster"),
+        ("where the repeats give no clear winner", 'where the repeats give "faster"')]),
+    (lambda m: two_proc_scaled(m, 1.4), "slower", [
+        ("| `verdict` | no clear winner |", "| `verdict` | slower |"),
+        ("so there is no clear winner", "so 2 processes were slower"),
+        ("The repeats' ranges overlap, so no clear winner", "so 2 processes were slower;"),
+        ("> Two processes were faster", "> Two processes were not clearly slower"),
+        ("brings the step near 2x", "brings the step to 2.64x")]),
+    (lambda m: spread_by(m, 0.1, 20), "no clear winner", [
+        ("the spread is in the 1-process repeats", "the spread is in the 2-process repeats"),
+        ("The spread is in the 1-process repeats", "The spread is in the 2-process repeats")]),
+    (lambda m: spread_by(m, 0.4, 3), "no clear winner", [
+        ("the spread is in the 1-process repeats",
+         "the repeats' median steps ranged 31.9-34.3 ms for 1 process and 60.1-64.5 ms for 2"),
+        ("the spread is not located", "the spread is not given")]),
+    (lambda m: two_proc_scaled(m, 1.1), "no clear winner", [
+        ("> Two processes were faster", "> Two processes were slower"), ("because each process", "though each process"),
+        ('the verdict "faster"', 'the verdict "slower"')]),
+    (large_allreduce, "no clear winner", [
+        ("a part of the cost, not most of it", "most of the cost"),
+        ("Most of a 2-process step (81%) is forward and backward", "Forward and backward are 34% of a 2-process step"),
+        ('"The all-reduce (communication) dominates"', None),
+        ("1.14x, not 2x", 'not CPU ones. - "'),
+        ("the last sentence contradicts its weight", "Criterion 4: 0 (nothing on forward and backward)"),
+        ("brings the step near 2x", "The paragraph must not claim a cause for these times")]),
+    (overlapped_buckets, "no clear winner", [
+        ("since there is one bucket", "each bucket once it is ready"),
+        ('"DDP hides the all-reduce behind backward"', "in 4 buckets"),
+        ("neither hidden (0.005 of it overlapped backward) nor free", "the all-reduce is not free (7% of the step)")]),
+], ids=["faster", "slower", "spread", "spread alike", "median below 1", "all-reduce", "buckets"])
+def test_the_rubric_follows_its_manifest(make, verdict, flips):
+    """On another manifest, the rubric's data-dependent phrases flip, and its answers A and B still pass
+    stop condition 4 while C fails it on a verdict the repeats contradict."""
+    m = make(COMMITTED)
+    assert m.verdict == verdict
+    old, new = (" ".join(rubric_text(manifest).split()) for manifest in (COMMITTED, m))  # as read, not as wrapped
+    for before, after in flips:
+        assert before in old and before not in new, before
+        assert after is None or (after in new and after not in old), after
+    answers = answers_of(rubric_text(m))
+    assert paragraph_problems(answers["A"], m) == []
+    assert paragraph_problems(answers["B"], m) == [] and "NCCL" in answers["B"]
+    assert any(p.startswith("the paragraph says '") and f"the repeats give {m.verdict!r}" in p
+               for p in paragraph_problems(answers["C"], m)), "answer C states no verdict the repeats contradict"
 
 
 @pytest.mark.parametrize("text, verdicts", [

@@ -1,7 +1,8 @@
-"""The teacher's key, solutions/01-ddp-cpu-ref.md, quotes the reference code by name; this refreshes it.
+"""The teacher's key, solutions/01-ddp-cpu-ref.md, quotes the reference code by name, and the paragraph's
+rubric, solutions/rubric-paragraph.md, is written from the committed manifest; this refreshes both.
 
-    python -m minitrain.lab.teacher            # rewrite every quote from the current sources
-    python -m minitrain.lab.teacher --check    # exit 1 when a quote no longer matches its source
+    python -m minitrain.lab.teacher            # rewrite every quote from the current sources, and the rubric
+    python -m minitrain.lab.teacher --check    # exit 1 when a quote or the rubric is stale
 
 A quote is a line `<!-- quote: FILE::NAME -->` followed by a fenced python block: NAME is a
 function or class of FILE (`Class.method` for a method), or the nbgrader grade_id of a notebook's cell.
@@ -15,6 +16,8 @@ from pathlib import Path
 
 import nbformat
 
+from minitrain.lab.manifest import Manifest, ManifestError
+from minitrain.lab.rubric import MANIFEST, RUBRIC, rubric_text
 from minitrain.paths import REPO, relative
 
 KEY = REPO / "solutions" / "01-ddp-cpu-ref.md"
@@ -50,8 +53,9 @@ def refreshed(text: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description="Refresh the quotes of the teacher's key from the reference sources.")
-    p.add_argument("--check", action="store_true", help="only say whether a quote is stale (exit 1)")
+    p = argparse.ArgumentParser(description="Refresh the quotes of the teacher's key from the reference sources, "
+                                            "and the paragraph's rubric from the committed manifest.")
+    p.add_argument("--check", action="store_true", help="only say whether a quote or the rubric is stale (exit 1)")
     args = p.parse_args(argv)
     text = KEY.read_text()
     try:
@@ -59,14 +63,24 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as e:
         print(f"error: {relative(KEY)}: {e}", file=sys.stderr)
         return 2
+    try:
+        rubric = rubric_text(Manifest.read(MANIFEST))
+    except ManifestError as e:
+        print(f"error: {relative(RUBRIC)}: {e}", file=sys.stderr)
+        return 2
     if args.check:
         stale = [f"{a['file']}::{a['name']}" for a, b in zip(QUOTE.finditer(text), QUOTE.finditer(new))
                  if a["code"] != b["code"]]
         print(f"{relative(KEY)}: " + (f"stale quotes: {', '.join(stale)}; run `python -m minitrain.lab.teacher`"
                                      if stale else f"{len(QUOTE.findall(text))} quotes up to date"))
-        return 1 if stale else 0
+        rubric_stale = not RUBRIC.exists() or RUBRIC.read_text() != rubric
+        print(f"{relative(RUBRIC)}: " + (f"differs from the one written from {relative(MANIFEST)}; run "
+                                        "`python -m minitrain.lab.teacher`" if rubric_stale else "up to date"))
+        return 1 if stale or rubric_stale else 0
     Path(KEY).write_text(new)
+    RUBRIC.write_text(rubric)
     print(f"{relative(KEY)}: {len(QUOTE.findall(new))} quotes refreshed")
+    print(f"{relative(RUBRIC)}: written from {relative(MANIFEST)}")
     return 0
 
 
