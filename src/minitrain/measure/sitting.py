@@ -5,7 +5,8 @@
 One boot of one machine, in a row, each in a fresh interpreter, nothing else running: the numbers
 the notebooks compare then come from the same machine in the same state (provenance's `sitting`).
 The deeper measurements go first, so the manifest that `make lab` writes cites their new findings;
-then every notebook, 01-15, is executed against the new results. About 25 minutes on 2 logical CPUs.
+then every notebook, 01-15, is executed against the new results, and the teacher's rubric quotes the
+new manifest. About 25 minutes on 2 logical CPUs.
 """
 
 import os
@@ -31,6 +32,7 @@ COMMANDS = [
     ["-m", "minitrain.measure.scratch"],
 ]
 LAB = ["-m", "minitrain.lab", "--all-notebooks"]  # make lab's runs, then notebooks 01-15 and the checker
+TEACHER = ["-m", "minitrain.lab.teacher"]  # the rubric's figures from the new manifest, the key's quotes
 IDLE_LOAD = 0.8  # the 1-minute load average below which the machine counts as idle
 
 
@@ -42,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"the machine is busy (load average {load:.1f} over the last minute, idle is below {IDLE_LOAD}): "
                 f"the numbers would measure the other programs too; stop them and wait a minute, or pass --busy-ok")
     started, took = time.perf_counter(), []
-    for command in [*COMMANDS, LAB]:
+    for command in [*COMMANDS, LAB, TEACHER]:
         print(f"\n=== python {' '.join(command)}", flush=True)
         begun = time.perf_counter()
         if subprocess.run([sys.executable, *command], cwd=REPO).returncode != 0:
