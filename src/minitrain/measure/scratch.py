@@ -5,8 +5,8 @@
 The driver starts this module under the lab's torchrun (2 ranks, loopback only). Every rank holds torch's
 DDP and the three scratch levels (and both at a small bucket cap), each on its own MiniGPT (the lab's
 defaults) with its own AdamW, and steps them in turn, round after round (interleaved medians: the same
-machine load for all). It notes each one's median step and median finish() (the wait for what backward
-did not hide), the all-reduces of one step, and profiles a few steps of each for the share of the
+machine load for all). It notes each one's step times round by round and median finish() (the wait for
+what backward did not hide), the all-reduces of one step, and profiles a few steps of each for the share of the
 all-reduce time that overlapped backward (measure.trace, as notebook 10 reads it). The driver writes
 scratch.json and scratch.png. A benchmark: it never fails on speed.
 """
@@ -258,9 +258,9 @@ def plot(results: dict, out: Path) -> None:
 def what_ran(results: dict) -> str:
     """The ranks, threads and plan of the run, for its provenance line."""
     config, plan = results["config"], results["config"]["plan"]
-    return (f"{config['world_size']} ranks x {plural(config['threads_per_rank'], 'thread')}; {len(results['levels'])} levels "
-            f"stepped in turn, {plan['repeats']} rounds after {plan['warmup']} warm-up rounds; {plan['profiled']} "
-            "profiled steps each")
+    return (f"{config['world_size']} ranks x {plural(config['threads_per_rank'], 'thread')}; "
+            f"{len(results['levels'])} levels stepped in turn, {plan['repeats']} rounds after {plan['warmup']} warm-up rounds; "
+            f"{plural(plan['profiled'], 'profiled step')} each")
 
 
 def _sizes(numels: list[int]) -> str:
@@ -313,7 +313,7 @@ def _finish_against_fit(level: dict, fit: dict) -> str:
     predicted = sum(predict_allreduce_ms(4 * numel, fit) for numel in level["numels"])
     text = (f"finish() waited {wait:.1f} ms (rank 0's median); for {plural(n, 'all-reduce')} of these sizes the "
             f"all-reduce benchmark's fit predicts {n} x alpha ({fit['alpha_ms']:.3f} ms) = {fixed:.1f} ms of fixed "
-            f"cost and {predicted - fixed:.1f} ms for the bytes")
+            f"cost and {predicted - fixed:.1f} ms for the bytes, {predicted:.1f} ms in all")
     if wait > predicted:
         return text + (f", {wait - predicted:.1f} ms short of the wait: the fit (two processes doing nothing else) "
                        "does not account for the rest, and this run does not measure it apart (waiting for the "
@@ -335,9 +335,9 @@ def compared_text(results: dict, bench: dict) -> str:
         f"Python hook per parameter inside backward ({over['overlapped_share']:.0%} of their time overlapped "
         f"backward). {_finish_against_fit(over, fit)}.",
         f"- BucketedDDP, {plural(buck['allreduces'], 'all-reduce')} per step against torch DDP's "
-        f"{base['allreduces']}: {_compared(buck, base)}. The machinery differs, in parts this run does not time apart: torch's reducer in C++ "
-        "copies each gradient into a preallocated bucket view as it arrives, BucketedDDP runs a Python hook per "
-        "parameter, a fresh torch.cat per bucket and a copy back.",
+        f"{base['allreduces']}: {_compared(buck, base)}. The machinery differs, in parts this run does not time "
+        "apart: torch's reducer in C++ copies each gradient into a preallocated bucket view as it arrives, "
+        "BucketedDDP runs a Python hook per parameter, a fresh torch.cat per bucket and a copy back.",
         f"- At {small}, BucketedDDP ({b_small['allreduces']} all-reduces, {b_small['overlapped_share']:.0%} "
         f"overlapped backward) against torch's DDP at the same cap ({t_small['allreduces']}, "
         f"{t_small['overlapped_share']:.0%}): {_compared(b_small, t_small)}.",
