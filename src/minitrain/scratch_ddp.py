@@ -29,7 +29,7 @@ def trained_parameters(module: nn.Module) -> list[nn.Parameter]:
 
 class NaiveDDP(nn.Module):
     """Level 1: broadcast rank 0's parameters and buffers once (torch's DDP broadcasts buffers before every forward
-    too, which only a buffer forward changes needs); after backward, all-reduce every gradient, one by one."""
+    too, which only a buffer that forward changes needs); after backward, all-reduce every gradient, one by one."""
 
     def __init__(self, module: nn.Module) -> None:
         super().__init__()
@@ -82,8 +82,8 @@ class OverlappedDDP(NaiveDDP):
 
 
 class BucketedDDP(NaiveDDP):
-    """Level 3: gradients grouped into buckets of up to bucket_cap_mb, in reverse model order (the
-    order backward produces them); one flat asynchronous all-reduce per bucket once all of it is ready."""
+    """Level 3: gradients in buckets of up to bucket_cap_mb, in reverse model order (backward's); one flat
+    asynchronous all-reduce per bucket once all of it is ready: in readiness order (DDP's: in bucket order)."""
 
     def __init__(self, module: nn.Module, bucket_cap_mb: float = 25.0) -> None:
         super().__init__(module)  # the broadcast of level 1

@@ -56,6 +56,7 @@ def test_reference_levels_within_the_tolerance_at_three_ranks(corpus_dir):
     for level in LEVELS:
         assert "3 ranks: largest |difference|" in verdict(results, level, 3)
         assert max(r[level]["weight_diff"] for r in results) <= WEIGHT_TOL
+        assert 0 <= max(r[level]["grad_bound_share"] for r in results) <= 1  # each element within its bound
 
 
 @pytest.mark.parametrize("level", list(LEVELS))

@@ -6,7 +6,10 @@ import json
 import pytest
 
 from helpers import check_findings, check_provenance
-from minitrain.measure.scratch import BASE, LEVELS, MEASUREMENT, PLOT_NAME, allreduce_table, where_slower
+from minitrain.measure.scratch import BASE, LEVELS, MEASUREMENT, PLOT_NAME, allreduce_table, compared_text, step_times
+from minitrain.lab.sittings import sitting_note
+from minitrain.lab.verdict import VERDICTS
+from minitrain.measure import allreduce_bench
 from minitrain.measure.trace import KINETO_USDT
 
 # MiniGPT's all-reduces per step: one per parameter with a gradient, or one per bucket
@@ -29,6 +32,8 @@ def test_every_level_sends_its_all_reduces_and_is_timed(quick_run):
         assert len(level["numels"]) == level["allreduces"] and level["same_allreduces_on_every_rank"]
         assert sum(level["numels"]) == results["gradient_elements"]  # every gradient, once
         assert level["step_ms"] > 0 and len(level["step_ms_per_rank"]) == results["config"]["world_size"] == 2
+        assert [len(rank) for rank in level["step_ms_rounds"]] == [4, 4]  # every rank, every timed round
+        assert level["vs_torch_ddp"] is None if level["name"] == BASE else level["vs_torch_ddp"] in VERDICTS
         assert 0 <= level["overlapped_share"] <= 1
         assert {r["rank"] for r in level["overlap_rows"]} == {0, 1}
         profiled = {r["step"] for r in level["overlap_rows"]}
@@ -58,10 +63,16 @@ def test_the_notebook_tables_and_sentences_follow_the_results(quick_run):
     _, results = quick_run
     rows = allreduce_table(results).splitlines()
     assert rows[2].split()[:2] == ["NaiveDDP", "28"] and rows[-1].endswith("on every rank: True")
-    said = where_slower(results)
-    assert "28 all-reduces per step where torch's DDP sends 1" in said
+    bench = allreduce_bench.MEASUREMENT.load()
+    said = compared_text(results, bench).splitlines()
+    assert "28 blocking all-reduces per step, all after backward, where torch's DDP sends 1" in said[0]
     naive = results["levels"][1]
-    assert f"{naive['step_ms']:.1f} against" in said  # the run's numbers, not typed ones
+    assert f"{naive['step_ms']:.1f} against" in said[0]  # the run's numbers, not typed ones
+    assert f"; {naive['vs_torch_ddp']}: " in said[0] and "8 step times (both ranks, every round)" in said[0]
+    assert f"28 x alpha ({bench['fit']['alpha_ms']:.3f} ms) = {28 * bench['fit']['alpha_ms']:.1f} ms" in said[0]
+    note = sitting_note(results, bench)  # the committed benchmark may come from another sitting
+    assert (said[-1] == note) if note else said[-1].startswith("- ")
+    assert len(step_times(naive)) == 8
 
 
 def test_only_kinetos_start_and_stop_lines_are_filtered():

@@ -38,8 +38,6 @@ ALLOWED = {
     "about 0.007% of the results": "the number reported in pytorch/pytorch#152300, not a measurement of the lab",
     "4 KiB to 64 MiB": "the benchmark plan's sizes, a setting",
     "100 times over": "the run's 100 steps, a setting",
-    "about 30 times the largest difference measured": "notebook 15 (not in issue 19's scope yet): a measured "
-                                                      "ratio its owner must generate; listed so it stays visible",
     "6.1e-5": "float16's smallest normal, a property of the format",
 }
 

@@ -29,8 +29,8 @@ from minitrain.rank import DDPRank
 from minitrain.timing import BarrierTimer
 
 
-def interleaved_medians(steps: dict[str, Callable[[], None]], repeats: int) -> dict[str, float]:
-    """Run each step function in turn, `repeats` rounds, and return each one's median seconds.
+def interleaved_times(steps: dict[str, Callable[[], None]], repeats: int) -> dict[str, list[float]]:
+    """Run each step function in turn, `repeats` rounds, and return each one's seconds, round by round.
 
     Interleaving A, B, A, B... exposes both to the same machine load, which a shared laptop or
     CI box changes from second to second; a ratio of the medians is then fair.
@@ -41,7 +41,12 @@ def interleaved_medians(steps: dict[str, Callable[[], None]], repeats: int) -> d
             start = time.perf_counter()
             step()
             times[name].append(time.perf_counter() - start)
-    return {name: statistics.median(t) for name, t in times.items()}
+    return times
+
+
+def interleaved_medians(steps: dict[str, Callable[[], None]], repeats: int) -> dict[str, float]:
+    """Each step function's median seconds over `repeats` interleaved rounds (interleaved_times)."""
+    return {name: statistics.median(t) for name, t in interleaved_times(steps, repeats).items()}
 
 
 def steps_worker(kind: str, repeats: int, corpus_dir: str, out: str) -> None:

@@ -5,8 +5,8 @@
 The driver starts this module under the lab's torchrun (2 ranks, loopback only). Every rank holds torch's
 DDP and the three scratch levels (and both at a small bucket cap), each on its own MiniGPT (the lab's
 defaults) with its own AdamW, and steps them in turn, round after round (interleaved medians: the same
-machine load for all). It notes each one's median step and median finish() (the wait for what backward
-did not hide), the all-reduces of one step, and profiles a few steps of each for the share of the
+machine load for all). It notes each one's step times round by round and median finish() (the wait for
+what backward did not hide), the all-reduces of one step, and profiles a few steps of each for the share of the
 all-reduce time that overlapped backward (measure.trace, as notebook 10 reads it). The driver writes
 scratch.json and scratch.png. A benchmark: it never fails on speed.
 """
@@ -29,7 +29,10 @@ from minitrain.data import SEED_BASE, make_shard
 from minitrain.ddp import barrier
 from minitrain.lab.scratch_cases import AllReduceRecorder
 from minitrain.lab.report import plural
-from minitrain.measure.bench import interleaved_medians
+from minitrain.lab.sittings import sitting_note
+from minitrain.lab.verdict import verdict_over_repeats
+from minitrain.measure.allreduce import predict_allreduce_ms
+from minitrain.measure.bench import interleaved_times
 from minitrain.measure.measurement import Measurement, finding, relaunch
 from minitrain.measure.trace import load_trace, overlap_table, overlapped_share, profile_steps
 from minitrain.paths import BEYOND_DIR  # noqa: F401 (for the notebook)
@@ -107,11 +110,12 @@ def worker(plan: Plan, corpus_dir: Path, work: Path, rank: int, world_size: int)
     """One rank: warm up, time the interleaved rounds, note one step's all-reduces, profile each level."""
     levels = {name: _Level(rank, world_size, corpus_dir, wrap) for name, wrap in LEVELS.items()}
     steps = {name: level.train_step for name, level in levels.items()}
-    interleaved_medians(steps, plan.warmup)
+    interleaved_times(steps, plan.warmup)
     for level in levels.values():
         level.finish_s.clear()
     barrier()  # the timed rounds start with both ranks together
-    medians = interleaved_medians(steps, plan.repeats)
+    rounds = interleaved_times(steps, plan.repeats)
+    medians = {name: statistics.median(times) for name, times in rounds.items()}
     finish = {name: statistics.median(level.finish_s) if level.finish_s else None for name, level in levels.items()}
     numels = {name: _numels(level) for name, level in levels.items()}
     overlap = {}
@@ -120,11 +124,21 @@ def worker(plan: Plan, corpus_dir: Path, work: Path, rank: int, world_size: int)
         profile_steps(level.train_step, plan.profiled, path)
         overlap[name] = [row | {"rank": rank} for row in overlap_table(load_trace(path))]
     return {"rank": rank, "world_size": world_size, "threads": torch.get_num_threads(), "plan": asdict(plan),
-            "medians_s": medians, "finish_s": finish, "numels": numels, "overlap": overlap}
+            "medians_s": medians, "rounds_s": rounds, "finish_s": finish, "numels": numels, "overlap": overlap}
 
 
 # ------------------------------------------------------------------------------------------------
 # The driver: launch, combine both ranks' notes, write the results
+
+
+def step_times(level: dict) -> list[float]:
+    """A level's step times (ms) on every rank, every timed round."""
+    return [t for rank in level["step_ms_rounds"] for t in rank]
+
+
+def step_verdict(level: dict, against: dict) -> str:
+    """'slower', 'faster' or 'no clear winner': verdict_over_repeats on both ranks' step times, every round."""
+    return verdict_over_repeats(step_times(level), step_times(against), higher_is_faster=False)
 
 
 def analyse(notes: list[dict]) -> dict:
@@ -137,11 +151,14 @@ def analyse(notes: list[dict]) -> dict:
         numels = first["numels"][name]
         levels.append({"name": name, "step_ms": first["medians_s"][name] * 1e3,
                        "step_ms_per_rank": [note["medians_s"][name] * 1e3 for note in notes],
+                       "step_ms_rounds": [[t * 1e3 for t in note["rounds_s"][name]] for note in notes],
                        "over_torch_ddp": first["medians_s"][name] / base,
                        "finish_ms": None if first["finish_s"][name] is None else first["finish_s"][name] * 1e3,
                        "allreduces": len(numels), "numels": numels,
                        "same_allreduces_on_every_rank": all(note["numels"][name] == numels for note in notes),
                        "overlapped_share": overlapped_share(rows), "overlap_rows": rows})
+    for level in levels:
+        level["vs_torch_ddp"] = None if level["name"] == BASE else step_verdict(level, levels[0])
     return {
         "config": {"world_size": first["world_size"], "threads_per_rank": first["threads"],
                    "batch_size_per_rank": TrainConfig.batch_size, "block_size": TrainConfig.block_size,
@@ -152,6 +169,10 @@ def analyse(notes: list[dict]) -> dict:
             "step_ms": "rank 0's median over the timed rounds; each round steps every level once, in turn "
                        "(interleaved: the same machine load for all); over_torch_ddp: that median over torch "
                        "DDP's (median against median)",
+            "step_ms_rounds": "every rank's step times, round by round (ms)",
+            "vs_torch_ddp": "verdict_over_repeats on the step times of both ranks, every round, against torch "
+                            "DDP's: 'slower' or 'faster' when the two sets do not overlap (min-max), else "
+                            "'no clear winner'",
             "finish_ms": "rank 0's median of finish(), the wait after backward for the all-reduces "
                          "(none for torch's DDP, which waits inside backward)",
             "allreduces": "one step's all-reduces: torch DDP's rebuilt buckets (its logging data), or the "
@@ -178,7 +199,7 @@ def findings(results: dict) -> list[dict]:
     levels, small = by_name(results), f"{SMALL_CAP_MB:g} MiB"
     rounds = results["config"]["plan"]["repeats"]
     records = [finding(f"{KEYS[name]}_over_torch_ddp", level["over_torch_ddp"],
-                       "ratio", f"median step of {name} over torch DDP's, {rounds} interleaved rounds "
+                       "ratio", f"rank 0's median step of {name} over torch DDP's, {rounds} interleaved rounds "
                        f"({level['allreduces']} all-reduce(s) per step against {levels[BASE]['allreduces']})")
                for name, level in levels.items() if name != BASE]
     return records + [
@@ -198,7 +219,7 @@ def findings(results: dict) -> list[dict]:
 
 
 def plot(results: dict, out: Path) -> None:
-    """Each level's median step over torch DDP's, annotated with its all-reduces and their overlap."""
+    """Each level's median step over torch DDP's (rank 0's), annotated with its all-reduces and their overlap."""
     import matplotlib.pyplot as plt
 
     from matplotlib.patches import Patch
@@ -221,7 +242,7 @@ def plot(results: dict, out: Path) -> None:
               loc="upper right", fontsize=8)
     ax.set_yticks(list(y), [level["name"] for level in levels])
     ax.set_xlim(0, 1.9 * right)
-    ax.set_xlabel("median step over torch DDP's (default caps); dashed: equal")
+    ax.set_xlabel("rank 0's median step over torch DDP's (default caps); dashed: equal")
     config, prov = results["config"], results["provenance"]
     ax.set_title(f"DDP from scratch against torch's: {config['world_size']} gloo ranks x "
                  f"{plural(config['threads_per_rank'], 'thread')}, {config['plan']['repeats']} interleaved rounds, "
@@ -237,9 +258,9 @@ def plot(results: dict, out: Path) -> None:
 def what_ran(results: dict) -> str:
     """The ranks, threads and plan of the run, for its provenance line."""
     config, plan = results["config"], results["config"]["plan"]
-    return (f"{config['world_size']} ranks x {plural(config['threads_per_rank'], 'thread')}; {len(results['levels'])} levels "
-            f"stepped in turn, {plan['repeats']} rounds after {plan['warmup']} warm-up rounds; {plan['profiled']} "
-            "profiled steps each")
+    return (f"{config['world_size']} ranks x {plural(config['threads_per_rank'], 'thread')}; "
+            f"{len(results['levels'])} levels stepped in turn, {plan['repeats']} rounds after {plan['warmup']} warm-up rounds; "
+            f"{plural(plan['profiled'], 'profiled step')} each")
 
 
 def _sizes(numels: list[int]) -> str:
@@ -253,12 +274,14 @@ def finish_shown(level: dict) -> str:
 
 
 def table(results: dict) -> str:
-    """One row per level: median step (ms), ratio to torch's DDP, median finish() (ms), all-reduces, overlap."""
-    rows = [f"{'level':<22} {'step ms':>8} {'/ torch DDP':>11} {'finish() ms':>11} {'all-reduces':>11} "
-            f"{'overlapped':>10}"]
+    """One row per level: rank 0's median step (ms), its ratio to torch DDP's, the verdict over both ranks'
+    rounds, rank 0's median finish() (ms), all-reduces, overlap."""
+    rows = [f"{'level':<22} {'step ms':>8} {'/ torch DDP':>11} {'both ranks':>15} {'finish() ms':>11} "
+            f"{'all-reduces':>11} {'overlapped':>10}"]
     for level in results["levels"]:
         rows.append(f"{level['name']:<22} {level['step_ms']:8.1f} {level['over_torch_ddp']:11.2f} "
-                    f"{finish_shown(level):>11} {level['allreduces']:11} {level['overlapped_share']:10.0%}")
+                    f"{level['vs_torch_ddp'] or '-':>15} {finish_shown(level):>11} {level['allreduces']:11} "
+                    f"{level['overlapped_share']:10.0%}")
     return "\n".join(rows)
 
 
@@ -273,36 +296,60 @@ def allreduce_table(results: dict) -> str:
     return "\n".join(rows)
 
 
-def _compared(ratio: float) -> str:
-    """A ratio of medians in words, for "took ... torch DDP's": within 5% is "about the time of"."""
-    return (f"{ratio:.2f}x the time of" if ratio > 1.05 else f"only {ratio:.2f}x the time of" if ratio < 0.95
-            else f"about the time ({ratio:.2f}x) of")
+def _compared(level: dict, against: dict) -> str:
+    """A level's step against another's: rank 0's medians as a ratio, then the verdict over both ranks' rounds."""
+    name, n = against["name"], len(step_times(level))
+    verdict = {"slower": f"slower: each of its {n} step times (both ranks, every round) above the slowest of {name}'s",
+               "faster": f"faster: each of its {n} step times (both ranks, every round) below the fastest of {name}'s",
+               "no clear winner": f"no clear winner: its {n} step times (both ranks, every round) overlap {name}'s"}
+    return (f"rank 0's median step {level['step_ms'] / against['step_ms']:.2f}x {name}'s ({level['step_ms']:.1f} "
+            f"against {against['step_ms']:.1f} ms); {verdict[step_verdict(level, against)]}")
 
 
-def where_slower(results: dict) -> str:
-    """Where the learner's levels are slower than torch's DDP and why, in sentences with this run's numbers."""
-    levels, small = by_name(results), f"{SMALL_CAP_MB:g} MiB"
+def _finish_against_fit(level: dict, fit: dict) -> str:
+    """finish()'s median wait against what the benchmark's alpha-beta fit predicts for the level's all-reduces."""
+    n, wait = level["allreduces"], level["finish_ms"]
+    fixed = n * fit["alpha_ms"]
+    predicted = sum(predict_allreduce_ms(4 * numel, fit) for numel in level["numels"])
+    text = (f"finish() waited {wait:.1f} ms (rank 0's median); for {plural(n, 'all-reduce')} of these sizes the "
+            f"all-reduce benchmark's fit predicts {n} x alpha ({fit['alpha_ms']:.3f} ms) = {fixed:.1f} ms of fixed "
+            f"cost and {predicted - fixed:.1f} ms for the bytes, {predicted:.1f} ms in all")
+    if wait > predicted:
+        return text + (f", {wait - predicted:.1f} ms short of the wait: the fit (two processes doing nothing else) "
+                       "does not account for the rest, and this run does not measure it apart (waiting for the "
+                       "other rank, the machine's load)")
+    return text + ": the wait was no longer than the fit's prediction"
+
+
+def compared_text(results: dict, bench: dict) -> str:
+    """How the learner's levels compare with torch's DDP, in sentences with this run's numbers; `bench`:
+    allreduce_bench's results, whose fit prices the all-reduces finish() waited for."""
+    levels, small, fit = by_name(results), f"{SMALL_CAP_MB:g} MiB", bench["fit"]
     base, naive, over, buck = levels[BASE], levels["NaiveDDP"], levels["OverlappedDDP"], levels["BucketedDDP"]
     t_small, b_small = levels[f"torch DDP, {small}"], levels[f"BucketedDDP, {small}"]
+    single = [level for level in results["levels"] if level["allreduces"] == 1]
     lines = [
-        f"- NaiveDDP's median step took {_compared(naive['over_torch_ddp'])} torch DDP's "
-        f"({naive['step_ms']:.1f} against {base['step_ms']:.1f} ms): it sends {naive['allreduces']} all-reduces "
-        f"per step where torch's DDP sends {base['allreduces']}, each paying gloo's fixed cost per message, and "
-        f"only after backward (finish() waited {naive['finish_ms']:.1f} ms).",
-        f"- OverlappedDDP took {_compared(over['over_torch_ddp'])} torch DDP's: the same {over['allreduces']} "
-        f"all-reduces, launched from a Python hook per parameter inside backward ({over['overlapped_share']:.0%} "
-        f"of their time overlapped backward; finish() still waited {over['finish_ms']:.1f} ms).",
-        f"- BucketedDDP took {_compared(buck['over_torch_ddp'])} torch DDP's with {buck['allreduces']} all-reduce"
-        f"{'s' if buck['allreduces'] != 1 else ''} against {base['allreduces']}: "
-        + ("what is left is the machinery, " if buck["over_torch_ddp"] > 1.05 else
-           "within 5% in this run, though the machinery differs: ")
-        + "torch's reducer in C++ copies each gradient into a preallocated bucket view as it arrives, "
+        f"- NaiveDDP: {_compared(naive, base)}. It sends {naive['allreduces']} blocking all-reduces per step, all "
+        f"after backward, where torch's DDP sends {base['allreduces']}: {_finish_against_fit(naive, fit)}.",
+        f"- OverlappedDDP: {_compared(over, base)}. The same {over['allreduces']} all-reduces, launched from a "
+        f"Python hook per parameter inside backward ({over['overlapped_share']:.0%} of their time overlapped "
+        f"backward). {_finish_against_fit(over, fit)}.",
+        f"- BucketedDDP, {plural(buck['allreduces'], 'all-reduce')} per step against torch DDP's "
+        f"{base['allreduces']}: {_compared(buck, base)}. The machinery differs, in parts this run does not time "
+        "apart: torch's reducer in C++ copies each gradient into a preallocated bucket view as it arrives, "
         "BucketedDDP runs a Python hook per parameter, a fresh torch.cat per bucket and a copy back.",
-        f"- At {small}: BucketedDDP sent {b_small['allreduces']} all-reduces ({b_small['overlapped_share']:.0%} "
-        f"overlapped backward) and took {_compared(b_small['step_ms'] / t_small['step_ms'])} torch DDP's at the "
-        f"same cap, which sent {t_small['allreduces']} ({t_small['overlapped_share']:.0%} overlapped).",
+        f"- At {small}, BucketedDDP ({b_small['allreduces']} all-reduces, {b_small['overlapped_share']:.0%} "
+        f"overlapped backward) against torch's DDP at the same cap ({t_small['allreduces']}, "
+        f"{t_small['overlapped_share']:.0%}): {_compared(b_small, t_small)}.",
     ]
-    return "\n".join(lines)
+    if single:
+        shares = ", ".join(f"{level['overlapped_share']:.0%}" for level in single)
+        lines.append(f"- {' and '.join(level['name'] for level in single)} sent one all-reduce per step: what of it "
+                     f"overlapped backward ({shares}) is "
+                     "not overlap with computing other gradients, only the time it ran before the autograd node that "
+                     "produced its last gradient, whose hook launched it, returned (notebook 10).")
+    note = sitting_note(results, bench)
+    return "\n".join(lines) + (f"\n{note}" if note else "")
 
 
 def report(results: dict) -> str:
