@@ -171,6 +171,7 @@ def test_the_generated_sentences_follow_the_results():
     assert "the larger part" in wire_reading.waiting_text(flipped)
     assert "5% longer" in wire_reading.takeaway(flipped) and "-5%" not in wire_reading.takeaway(flipped)
     assert "smaller part" in wire_reading.takeaway(results) or "larger part" in wire_reading.takeaway(results)
+    assert "{" not in wire_reading.takeaway(results) + wire_reading.headroom_text(results)  # every field filled
     for r in flipped["headroom"]["repeats"]:  # no-op blocks as slow as the all-reduce's: no clear difference
         r["step_ms_noop"] = r["step_ms_allreduce"]
     assert "no clear difference" in wire_reading.headroom_text(flipped)
@@ -204,6 +205,7 @@ def test_the_latest_start_is_a_delay_only_when_it_is_after_backward():
     assert "does not say" in wire_reading.delayed_start_text(late)
     assert "Rank 0's all-reduce of that step ran for 2.00 ms" in wire_reading.delayed_start_text(late)
     assert "began 1.50 ms after that rank's backward ended" in wire_reading.overlap_text(late)
+    assert "{" not in wire_reading.delayed_start_text(late) + wire_reading.overlap_text(late)
     early = traced(-0.2, -0.5)
     assert "every traced all-reduce began before its rank's backward ended" in wire_reading.delayed_start_text(early)
     assert "every all-reduce in the table began before" in wire_reading.overlap_text(early)

@@ -184,7 +184,7 @@ def overlap_text(results: dict) -> str:
            "inside it (the `AccumulateGrad` of `tok_emb.weight`), so gloo can start before that slice closes"
            if buckets == 1 else f"with {buckets} buckets the earlier ones can travel while backward still computes")
     start = (f"on rank {late['rank']}, profiled step {late['step']} the all-reduce began {late['start_ms']:.2f} ms "
-             "after that rank's backward ended, the latest start in the table (section 4)" if late["start_ms"] > 0
+             "after that rank's backward ended, the latest start in the table (section 3)" if late["start_ms"] > 0
              else "every all-reduce in the table began before its rank's backward ended")
     return (f"{share:.1%} of the all-reduce time overlapped backward: {why}. The `start` column is when each "
             f"all-reduce began against its rank's backward end and `after backward` what the step waited after "
@@ -207,7 +207,7 @@ def takeaway(results: dict) -> str:
              f"were ready took a median {ar['transfer']['median']:.2f} ms, p95 {ar['transfer']['p95']:.2f} ms.",
              f"- With the no-op hook the step was {abs(head['comm_share']):.0%} "
              f"{'shorter' if head['comm_share'] > 0 else 'longer'} (the median of {len(head['repeats'])} paired "
-             "repeats' shares, single repeats {min(r['comm_share'] for r in head['repeats']):.0%} to "
+             f"repeats' shares, single repeats {min(r['comm_share'] for r in head['repeats']):.0%} to "
              f"{max(r['comm_share'] for r in head['repeats']):.0%}; {headroom_verdict(results)}), and "
              f"{results['overlap']['overlapped_share']:.1%} "
              f"of the all-reduce time overlapped backward."]
