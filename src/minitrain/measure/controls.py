@@ -239,7 +239,7 @@ def tolerance_text(compression: dict | None) -> str:
         return f"the {LOSS_TOLERANCE}-nat tolerance (a setting, not a noise estimate of these runs)"
     return (f"the {LOSS_TOLERANCE}-nat tolerance (a setting: about {LOSS_TOLERANCE / spread['val_loss']:.1f} seed "
             f"spreads of validation loss, {spread['val_loss']:.4f} nats over notebook 12's {spread['runs']} plain "
-            "runs with other seeds)")
+            "runs with different seeds)")
 
 
 def takeaway(results: dict, compression: dict | None = None) -> str:
