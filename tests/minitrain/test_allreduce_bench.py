@@ -123,6 +123,17 @@ def test_fit_reproduces_an_exact_line():
     assert bench.predict_allreduce_ms(4 * bench.MiB, fit) == pytest.approx(0.35 + 4 * bench.MiB / 1.2e6, rel=1e-9)
 
 
+def test_fit_never_gives_a_negative_fixed_cost():
+    sizes = bench.Plan().sizes  # the small sizes twice as fast as the line through the large: the best line has alpha < 0
+    seconds = [n / 1.2e9 * (0.5 if n < 64 * bench.KiB else 1) for n in sizes]
+    fit = bench.fit_alpha_beta(sizes, seconds)
+    relative = lambda f: sum((bench.predict_allreduce_ms(n, f) / 1e3 / t - 1) ** 2 for n, t in zip(sizes, seconds))  # noqa: E731
+    assert fit["alpha_ms"] == 0.0
+    for beta in (0.9, 1.1):  # beta alone is the best relative fit through 0
+        assert relative(fit) < relative(fit | {"beta_ns_per_byte": beta * fit["beta_ns_per_byte"],
+                                              "bandwidth_gbps": fit["bandwidth_gbps"] / beta})
+
+
 def test_bus_bandwidth_follows_nccl_tests():
     assert bench.bus_bandwidth(1.0, 2) == 1.0  # 2 ranks: each sends the whole message once
     assert bench.bus_bandwidth(1.0, 4) == 1.5
@@ -166,3 +177,7 @@ def test_the_reading_and_the_takeaway_follow_the_results():
     slow = copy.deepcopy(full)  # the size next to the gradients far above the fit: its gradient time is too low
     next(row for row in slow["results"] if row["bytes"] == bench.MiB)["median_ms"] *= 3
     assert "likely too low" in bench.reading(slow)
+    assert "of the median" in bench.reading(full) and "of the fit." not in bench.reading(full)
+    flat = copy.deepcopy(full)  # a fit with no fixed cost: the takeaway prints no alpha
+    flat["fit"] |= {"alpha_ms": 0.0}
+    assert "no fixed cost above 0" in bench.takeaway(flat) and "fixed alpha =" not in bench.takeaway(flat)

@@ -145,7 +145,9 @@ def made_up(default_ms: tuple[float, float, float], most_ms: tuple[float, float,
                 "buckets": [{"params": p} for p in params],
                 "tokens_per_s": 2048 / ms[0] * 1e3, "predicted_ms": 0.3 * count + 0.7, "rule_agrees": True,
                 "ranks_equal": True, "same_as_first_block": True, "repeats": [{}] * 3,
-                "overlap": {"overlapped_share": share, "after_backward_ms": 1.0, "backward_ms": backward_ms}}
+                "overlap": {"overlapped_share": share, "after_backward_ms": 1.0, "backward_ms": backward_ms,
+                            "rows": [{"rank": r, "step": k, "allreduce_ms": 1.0, "overlapped_ms": share + 0.01 * k}
+                                     for r in range(2) for k in range(4)]}}
     return {"gradient_bytes": 1_094_016, "config": {"world_size": 2, "plan": {"profiled": 4}},
             "provenance": {"cores": 2},
             "benchmark": {"fit": {"max_relative_error": 0.25}, "date": "2026-11-30T08:45:36+00:00"},
@@ -167,12 +169,17 @@ def test_takeaway_follows_the_data():
     faster = takeaway(made_up((30, 29, 31), (25, 24, 26)))
     assert "8 buckets (cap 0.01) gave the shortest median step" in faster and "1.20x" in faster
     assert "even with 8 buckets the step was shorter, 25.0 ms" in faster
-    assert "every cap with more buckets overlapped more than the default (8 buckets 80%)" in faster
+    assert ("every cap with more buckets overlapped more than the default, every one of its 8 profiled steps' "
+            "shares above every one of the default's (8 buckets 80%)") in faster
+    assert "the trace does not say which part" in faster and "outweighed" not in faster
     # the fastest cap's repeats overlap the default's: no gain, and the same-bucket caps show the noise
     unclear = takeaway(made_up((30, 27, 33), (29, 28, 30)))
     assert "(8 buckets, median 29.0 ms, repeats 28.0-30.0 ms), overlaps the default's repeats (27.0-33.0 ms" in unclear
     assert "same single bucket as the default (default and 25) have medians of 30.0 and 31.0 ms" in unclear
     assert "no clear difference, the repeats' ranges overlap" in unclear
+    close = made_up((30, 27, 33), (29, 28, 30))  # the 8-bucket cap's steps overlap the default's: no verdict
+    close["caps"][2]["overlap"]["rows"] = close["caps"][0]["overlap"]["rows"]
+    assert "no cap with more buckets overlapped more than the default by that rule" in takeaway(close)
 
 
 def test_findings_on_made_up_numbers():

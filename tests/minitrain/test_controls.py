@@ -100,8 +100,9 @@ def test_findings_when_ddp_learns_worse_or_drifts():
 
 
 @pytest.mark.parametrize("val_2proc, acc_2proc, verdict", [
-    (1.51, 0.81, "same"),  # within the loss tolerance and two standard errors of accuracy
-    (1.51, 0.86, "better"),  # accuracy 6 points up, 2 standard errors are 2.5
+    (1.51, 0.81, "same"),  # within the loss tolerance and two standard errors of the difference
+    (1.51, 0.83, "same"),  # 3 points up: beyond 2 standard errors of one accuracy (2.4), not of the difference
+    (1.51, 0.86, "better"),  # accuracy 6 points up, 2 standard errors of the difference are 3.4
     (1.80, 0.80, "worse"),  # loss 0.3 nats up, accuracy the same
     (1.40, 0.70, "different"),  # loss better, accuracy worse
 ])
@@ -131,6 +132,10 @@ def test_the_takeaway_and_the_drift_sentence_follow_the_results():
     worse = copy.deepcopy(results)
     worse["learning"]["2proc"]["val_loss"] = results["learning"]["1proc"]["val_loss"] + 2 * LOSS_TOLERANCE
     assert "2 processes learned worse" in controls.takeaway(worse)
+    assert "a setting, not a noise estimate" in controls.takeaway(results)
+    spread = {"seed_spread": {"val_loss": 0.02, "accuracy": 0.016, "runs": 4}}
+    assert "about 2.5 seed spreads of validation loss, 0.0200 nats over notebook 12's 4 plain runs" in (
+        controls.takeaway(results, spread))
     faster = copy.deepcopy(results)  # the drift at the end twice the steady pace: faster in the second half
     faster["drift"]["no-sync"][-1] = 4 * faster["drift"]["no-sync"][results["steps"] // 2 - 1]
     assert "faster in the second half" in controls.drift_growth(faster)

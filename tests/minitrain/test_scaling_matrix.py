@@ -4,7 +4,7 @@ findings on made-up numbers."""
 import pytest
 
 from helpers import check_findings, check_provenance, read_json
-from minitrain.measure import scaling_matrix as sm
+from minitrain.measure import scaling_matrix as sm, scaling_reading
 
 
 @pytest.fixture(scope="module")
@@ -146,10 +146,31 @@ def test_the_takeaway_judges_every_size_over_the_repeats():
 
     results = sm.MEASUREMENT.load()
     first = results["summary"]["sizes"][0]
-    assert "within the repeats" in sm.takeaway(results) or "apart" in sm.takeaway(results)
-    assert sm.params_label(first) in sm.pinned_text(results)
+    assert "within the repeats" in scaling_reading.takeaway(results) or "apart" in scaling_reading.takeaway(results)
+    assert sm.params_label(first) in scaling_reading.pinned_text(results)
     boosted = copy.deepcopy(results)  # 2 processes 10x faster at every size and in both scalings
     for run in boosted["runs"]:
         if run["config"] == sm.TWO_PROCS:
             run["tokens_per_sec"]["median"] *= 10
-    assert "slower at no size, no clear winner at no size" in sm.takeaway(boosted)
+    assert "slower at no size, no clear winner at no size" in scaling_reading.takeaway(boosted)
+    labels = {c["name"]: c["label"] for c in results["configurations"]}
+    for c in results["summary"]["crossings"]:  # each crossing names who was faster before and after
+        assert f"{labels[c['faster_before']]} -> {labels[c['faster_after']]} between" in scaling_reading.takeaway(results)
+
+
+def test_the_pinned_verdict_comes_from_the_repeats_per_size():
+    import copy
+
+    results = sm.MEASUREMENT.load()
+    one_thread = {(r["scaling"][0], r["params"]): r["tokens_per_sec"]["median"]
+                  for r in results["runs"] if r["config"] == sm.ONE_THREAD}
+    slow, even = copy.deepcopy(results), copy.deepcopy(results)
+    for run in slow["runs"]:
+        if run["config"] == sm.PINNED:
+            run["tokens_per_sec"]["median"] = 0.1 * min(one_thread.values())
+    assert "slower than one process on one core at every size, every repeat below" in scaling_reading.takeaway(slow)
+    for run in even["runs"]:  # the pinned pair's repeats spread around one process's: no clear winner anywhere
+        if run["config"] == sm.PINNED:
+            run["tokens_per_sec"]["median"] = one_thread[("weak", run["params"])] * (1 + 0.5 * (run["repeat"] - 1))
+    sizes = ", ".join(sm.params_label(n) for n in results["summary"]["sizes"])
+    assert f"slower at no size, faster at no size, no clear winner at {sizes}" in scaling_reading.takeaway(even)

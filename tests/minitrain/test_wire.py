@@ -11,7 +11,8 @@ import pytest
 from helpers import check_findings, check_provenance
 from minitrain.measure.trace import ALLREDUCE
 from minitrain.measure.allreduce import predict_allreduce_ms
-from minitrain.measure.wire import ddp_bucket_check, findings, run, waits
+from minitrain.measure.wire import findings, run, waits
+from minitrain.measure.wire_reading import ddp_bucket_check
 from minitrain.train import build_model_for_corpus
 
 FIT = {"alpha_ms": 0.25, "beta_ns_per_byte": 0.5, "bandwidth_gbps": 2.0}  # a made-up benchmark's fit
@@ -116,7 +117,7 @@ def test_findings_records_hold_the_numbers():
     found = check_findings(findings(made_up([2_001_000, 2_001_000])), EXPECTED)
     assert "2.00 MB of gradients" in found["buckets"]["meaning"]
     assert "(2.00 MB)" in found["sent_over_ring_theory"]["meaning"]
-    assert "medians of 3 alternating repeats" in found["comm_share"]["meaning"]
+    assert "median over 3 alternating repeats" in found["comm_share"]["meaning"]
     assert found["comm_share"]["unit"] == "fraction of the step"
 
 
@@ -156,20 +157,69 @@ def test_the_generated_sentences_follow_the_results():
     """The notebook's sentences carry wire.json's numbers, and their verdict words change with the data."""
     import copy
 
-    from minitrain.measure import allreduce_bench, wire
+    from minitrain.measure import allreduce_bench, wire, wire_reading
 
     results = wire.MEASUREMENT.load()
     ar = results["allreduce_ms"]
-    assert f"{ar['in_step']['median']:.2f} ms against {ar['standalone']:.2f} ms" in wire.waiting_text(results)
-    assert f"{results['headroom']['comm_share']:.0%}" in wire.headroom_text(results)
-    assert "p95" in wire.slow_transfer_text(results, allreduce_bench.MEASUREMENT.load())
+    bench = allreduce_bench.MEASUREMENT.load()
+    assert f"{ar['in_step']['median']:.2f} ms against {ar['standalone']:.2f} ms" in wire_reading.waiting_text(results)
+    assert f"{results['headroom']['comm_share']:.0%}" in wire_reading.headroom_text(results)
+    assert "p95" in wire_reading.slow_transfer_text(results, bench)
     flipped = copy.deepcopy(results)
     flipped["allreduce_ms"]["waiting_share"] = 0.7
-    flipped["allreduce_ms"]["transfer"]["median"] = ar["standalone"] / 2
     flipped["headroom"]["comm_share"] = -0.05
-    assert "the larger part" in wire.waiting_text(flipped) and "no slower than alone" in wire.waiting_text(flipped)
-    assert "5% longer" in wire.takeaway(flipped)
-    assert "smaller part" in wire.takeaway(results) or "larger part" in wire.takeaway(results)
+    assert "the larger part" in wire_reading.waiting_text(flipped)
+    assert "5% longer" in wire_reading.takeaway(flipped) and "-5%" not in wire_reading.takeaway(flipped)
+    assert "smaller part" in wire_reading.takeaway(results) or "larger part" in wire_reading.takeaway(results)
+    assert "{" not in wire_reading.takeaway(results) + wire_reading.headroom_text(results)  # every field filled
     for r in flipped["headroom"]["repeats"]:  # no-op blocks as slow as the all-reduce's: no clear difference
         r["step_ms_noop"] = r["step_ms_allreduce"]
-    assert "no clear difference" in wire.headroom_text(flipped)
+    assert "no clear difference" in wire_reading.headroom_text(flipped)
+
+
+def test_the_benchmarks_tail_is_named_only_when_it_has_one():
+    from minitrain.measure import allreduce_bench, wire, wire_reading
+
+    results, bench = wire.MEASUREMENT.load(), allreduce_bench.MEASUREMENT.load()
+    for row in bench["results"]:
+        row["p95_ms"] = 1.1 * row["median_ms"]
+    assert "has no such tail" in wire_reading.slow_transfer_text(results, bench)
+    for row in bench["results"]:
+        row["p95_ms"] = 3 * row["median_ms"]
+    assert "shows such waits alone too" in wire_reading.slow_transfer_text(results, bench)
+
+
+def traced(*starts: float) -> dict:
+    """Overlap rows of two ranks' one profiled step, each all-reduce 2 ms long, begun at `starts` ms
+    against its rank's backward end."""
+    rows = [{"rank": r, "step": 0, "allreduce_ms": 2.0, "overlapped_ms": max(0.0, min(2.0, -s)), "start_ms": s,
+             "after_backward_ms": max(0.0, s + 2.0), "backward_ms": 17.0} for r, s in enumerate(starts)]
+    return {"overlap": {"rows": rows, "overlapped_share": 0.1}, "buckets": [{}]}
+
+
+def test_the_latest_start_is_a_delay_only_when_it_is_after_backward():
+    from minitrain.measure import wire_reading
+
+    late = traced(-0.2, 1.5)
+    assert "began 1.50 ms after this rank's backward ended" in wire_reading.delayed_start_text(late)
+    assert "does not say" in wire_reading.delayed_start_text(late)
+    assert "Rank 0's all-reduce of that step ran for 2.00 ms" in wire_reading.delayed_start_text(late)
+    assert "began 1.50 ms after that rank's backward ended" in wire_reading.overlap_text(late)
+    assert "{" not in wire_reading.delayed_start_text(late) + wire_reading.overlap_text(late)
+    early = traced(-0.2, -0.5)
+    assert "every traced all-reduce began before its rank's backward ended" in wire_reading.delayed_start_text(early)
+    assert "every all-reduce in the table began before" in wire_reading.overlap_text(early)
+    assert "-" not in wire_reading.delayed_start_text(early).split("latest")[1]
+
+
+def test_the_headline_share_is_the_median_of_the_paired_shares():
+    from minitrain.measure.wire import analyse
+
+    blocks = [{"repeat": r, "comm": c, "step_ms": [ms]} for r, (a, n) in enumerate([(30, 24), (40, 38), (20, 19)])
+              for c, ms in (("allreduce", a), ("noop", n))]
+    note = {"world_size": 1, "plan": {"measured": 1, "repeats": 3}, "gradient_bytes": 4, "buckets": [{"bytes": 4}],
+            "bytes_before": None, "bytes_after": None, "events": [{"step": 0, "bucket": 0, "ready": 0.0, "done": 0.001}],
+            "rank": 0, "standalone_ms": {"4": [1.0]}, "blocks": blocks, "param_names": [], "threads": 1,
+            "ddp_bucket_sizes": [], "ddp_param_order": [], "pair_endpoints": []}
+    head = analyse([note], None)["headroom"]
+    assert head["comm_share"] == pytest.approx(0.05)  # shares 0.2, 0.05, 0.05; not 1 - 24/30 of the medians

@@ -70,7 +70,8 @@ def reference_paragraph(m: Manifest) -> str:
     else:
         text.append(f"As the sheet expected, though the all-reduce is the smaller part: the rest of a rank's "
                     f"step alone took longer than the single process's whole step, computed with {plural(t2, 'thread')} per "
-                    f"rank against {t1}, the two ranks sharing the logical CPUs, caches and memory bandwidth.")
+                    f"rank against {t1}, the two ranks sharing caches and memory bandwidth (and the CPUs with other "
+                    "programs).")
     text.append("Notebook 08 measures when each side wins: model size, threads, pinning.")
     return " ".join(text)
 

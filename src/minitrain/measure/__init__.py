@@ -3,7 +3,8 @@
 Each measurement module defines `MEASUREMENT` (see `measurement.py`): adding one is a module, a
 notebook and a test; the lab's runner and report find them through their notebooks and JSON files.
 The modules without one are parts they share (allreduce, scoring, sockets, trace) or one
-measurement's side (NAME_ranks: what its ranks run under torchrun; scaling_runs, resumes, restart_figure).
+measurement's side (NAME_ranks: what its ranks run under torchrun; NAME_reading: the tables and sentences
+its notebook reads; scaling_runs, resumes, restart_figure).
 """
 
 import importlib

@@ -99,11 +99,14 @@ def fit_alpha_beta(sizes_bytes: list[int], seconds: list[float]) -> dict[str, fl
     """Least-squares fit of t(n) = alpha + n * beta; alpha in ms, beta as 1/beta in GB/s.
 
     Residuals are relative (each row divided by its t): plain least squares would fit only the
-    largest sizes, which are 10,000x longer, and leave alpha as noise, even negative.
+    largest sizes, which are 10,000x longer, and leave alpha as noise. A fixed cost is not negative:
+    when the best line has alpha < 0, alpha is 0 and beta alone is fitted.
     """
     n, t = np.asarray(sizes_bytes, dtype=float), np.asarray(seconds, dtype=float)
     design = np.stack([np.ones_like(n), n], axis=1) / t[:, None]
     (alpha, beta), *_ = np.linalg.lstsq(design, np.ones_like(t), rcond=None)
+    if alpha < 0:
+        alpha, beta = 0.0, float(np.sum(n / t) / np.sum((n / t) ** 2))
     return {"alpha_ms": alpha * 1e3, "beta_ns_per_byte": beta * 1e9, "bandwidth_gbps": 1 / beta / 1e9}
 
 
@@ -367,7 +370,7 @@ def reading(result: dict) -> str:
     text = [f"Left panel: the size where both terms are equal, alpha/beta, is {size_label(crossover)} in this run. "
             f"The fit misses most at {size_label(row['bytes'])}: the median ({row['median_ms']:.3g} ms) lies "
             f"{'below' if worst > 0 else 'above'} it by {abs(worst):.0%} of the median, and that size moved {row['algbw_gbps']:.2f} GB/s; "
-            f"every other size is within {abs(second):.0%} of the fit. One run cannot tell whether that size was "
+            f"at every other size the fit lies within {abs(second):.0%} of the median. One run cannot tell whether that size was "
             "lucky or behaves differently; repeating the benchmark would."
             + (f" It matters here: MiniGPT's {grad['bytes'] / MiB:.2f} MiB of gradients sit next to it, so the fit's "
                f"{grad['predicted_allreduce_ms']:.2f} ms for them is likely too {'high' if worst > 0 else 'low'}."
@@ -405,9 +408,11 @@ def takeaway(result: dict) -> str:
     (worst, row), _ = fit_misses(result)[:2]
     side = "past" if grad["bytes"] > crossover else "below"
     return "\n".join([
-        f"- In this run one all-reduce between the two processes cost a fixed alpha = {fit['alpha_ms']:.2f} ms before "
-        f"any byte counts, then moved about {fit['bandwidth_gbps']:.2f} GB/s (1/beta); the two costs are equal at "
-        f"{size_label(crossover)}.",
+        (f"- In this run one all-reduce between the two processes cost a fixed alpha = {fit['alpha_ms']:.2f} ms before "
+         f"any byte counts, then moved about {fit['bandwidth_gbps']:.2f} GB/s (1/beta); the two costs are equal at "
+         f"{size_label(crossover)}." if fit["alpha_ms"] > 0 else
+         f"- In this run the fit found no fixed cost above 0 (the best line had a negative one, so alpha is 0); one "
+         f"all-reduce between the two processes moved about {fit['bandwidth_gbps']:.2f} GB/s (1/beta)."),
         f"- MiniGPT's {grad['bytes'] / MiB:.2f} MiB of gradients lie {side} that crossover: the fit predicts "
         f"{grad['predicted_allreduce_ms']:.2f} ms for them alone, {fit['alpha_ms'] / grad['predicted_allreduce_ms']:.0%} "
         f"of it latency. The fit misses most ({abs(worst):.0%}) at {size_label(row['bytes'])}, where the median was "

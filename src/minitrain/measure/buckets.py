@@ -350,6 +350,7 @@ def takeaway(results: dict) -> str:
     alike = [c for c in caps if params(c) == params(default)]  # the same buckets: their differences are noise
     alike_what = "single bucket" if default["count"] == 1 else f"{default['count']} buckets"
     profiled = f"medians of both ranks' {config['plan']['profiled']} profiled steps"
+    profiled_steps = config["plan"]["profiled"] * config["world_size"]
     lines = [f"- Buckets: DDP's default caps put all {results['gradient_bytes']:,} gradient bytes in "
              f"{default['count']} bucket(s); the caps swept ({', '.join(c['cap'] for c in caps)} MiB) made "
              f"{min(c['count'] for c in caps)} to {most['count']}, as the closing rule predicts"
@@ -357,12 +358,15 @@ def takeaway(results: dict) -> str:
 
     more = [c for c in caps if c["count"] > default["count"]]
     shares = [c["overlap"]["overlapped_share"] for c in more]
-    above = sum(s > d_o["overlapped_share"] for s in shares)
+    step_shares = lambda c: [overlapped_share([r for r in c["overlap"]["rows"] if (r["rank"], r["step"]) == k])  # noqa: E731
+                             for k in dict.fromkeys((r["rank"], r["step"]) for r in c["overlap"]["rows"])]  # per step, rank
+    above = sum(verdict_over_repeats(step_shares(c), step_shares(default)) == "faster" for c in more)
     trend = ("" if len(more) < 2 else "; rising with the bucket count" if shares == sorted(shares)
              else "; not rising steadily with the bucket count")
-    compared = ("every cap with more buckets overlapped more than the default" if above == len(more) else
-                "no cap with more buckets overlapped more than the default" if not above else
-                f"{above} of the {len(more)} caps with more buckets overlapped more than the default")
+    rule = f"every one of its {profiled_steps} profiled steps' shares above every one of the default's"
+    compared = (f"every cap with more buckets overlapped more than the default, {rule}" if above == len(more) else
+                f"no cap with more buckets overlapped more than the default by that rule ({rule})" if not above else
+                f"{above} of the {len(more)} caps with more buckets overlapped more than the default, {rule}")
     lines.append(f"- Overlap: {d_o['overlapped_share']:.0%} of the all-reduce time ran while backward computed "
                  f"with the default caps, {m_o['overlapped_share']:.0%} with {most['count']} buckets; {compared}"
                  + (" (" + ", ".join(f"{c['count']} buckets {c['overlap']['overlapped_share']:.0%}" for c in more)
@@ -403,13 +407,12 @@ def takeaway(results: dict) -> str:
         backward = f"{m_o['backward_ms']:.1f} ms against {d_o['backward_ms']:.1f} ms ({profiled})"
         if m_o["backward_ms"] > 1.1 * d_o["backward_ms"]:
             alike_backward = [c["overlap"]["backward_ms"] for c in alike]
-            samples = config["plan"]["profiled"] * config["world_size"]
             spread = (f", and {min(alike_backward):.1f}-{max(alike_backward):.1f} ms across the caps that make the "
                       f"same {alike_what}" if len(alike) > 1 else "")
             why = (f"Backward's autograd nodes took longer, {backward}, consistent with the all-reduces that overlap "
                    f"backward slowing it: gloo's threads run on the same {results['provenance']['cores']} logical CPUs, and "
                    "DDP's per-bucket work (copying gradients into buckets, calling the comm hook) runs inside "
-                   f"backward's autograd nodes, where the profiler counts it. With {samples} samples per cap{spread}, "
+                   f"backward's autograd nodes, where the profiler counts it. With {profiled_steps} samples per cap{spread}, "
                    "this is a correlation, not a measured cause (the figure shows the trend over every cap).")
         else:
             why = (f"Backward's autograd nodes took about as long, {backward}: the extra time is outside "
@@ -418,8 +421,8 @@ def takeaway(results: dict) -> str:
                      f"({most['step_ms'] / default['step_ms']:.2f}x the default): {cost}. {why}")
     elif versus == "faster":
         lines.append(f"- Cost: even with {most['count']} buckets the step was shorter, {most['step_ms']:.1f} ms against "
-                     f"{default['step_ms']:.1f} ms by default: what overlap hid outweighed the extra all-reduces' "
-                     "fixed costs.")
+                     f"{default['step_ms']:.1f} ms by default, every repeat below every default one: more overlap, "
+                     "less waiting or less of something else; the trace does not say which part.")
     else:
         lines.append(f"- Cost: with {most['count']} buckets the step took {most['step_ms']:.1f} ms against "
                      f"{default['step_ms']:.1f} ms by default: no clear difference, the repeats' ranges overlap.")

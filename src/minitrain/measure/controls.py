@@ -139,9 +139,10 @@ def plot(results: dict, out: Path) -> None:
 
 
 def same_accuracy(a: float, b: float, n: int) -> bool:
-    """True when two accuracies on the same n pairs differ by less than two binomial standard errors."""
+    """True when two accuracies on n pairs differ by less than two standard errors of their difference
+    (binomial, as if independent: sqrt(2) x one accuracy's)."""
     p = (a + b) / 2
-    return abs(a - b) < 2 * math.sqrt(max(p * (1 - p), 1e-12) / n)
+    return abs(a - b) < 2 * math.sqrt(2 * max(p * (1 - p), 1e-12) / n)
 
 
 LOSS_TOLERANCE = 0.05  # nats of validation loss; well under what 100 more steps change it here
@@ -172,7 +173,7 @@ def findings(results: dict) -> list[dict]:
         finding("val_loss_2proc_minus_1proc", two["val_loss"] - one["val_loss"], "nats",
                 f"validation loss of 2 DDP processes minus 1 process on the same global batch "
                 f"({two['val_loss']:.3f} against {one['val_loss']:.3f}); learning: {verdict} "
-                f"(tolerance {LOSS_TOLERANCE} nats, 2 standard errors of accuracy)"),
+                f"(tolerance {LOSS_TOLERANCE} nats, 2 standard errors of the accuracies' difference)"),
         finding("accuracy_2proc_minus_1proc", two["accuracy"] - one["accuracy"], "minimal-pair accuracy",
                 f"{two['accuracy']:.3f} against {one['accuracy']:.3f} on {results['pairs']} pairs"),
     ]
@@ -231,8 +232,19 @@ def drift_growth(results: dict) -> str:
             f"drift was {drift[0] / (2 * lr):.3f} x 2 lr.")
 
 
-def takeaway(results: dict) -> str:
-    """The notebook's takeaway, in sentences with this run's numbers and verdicts."""
+def tolerance_text(compression: dict | None) -> str:
+    """The loss tolerance, a setting, and how many seed spreads of notebook 12's plain runs it is, if measured."""
+    spread = compression["seed_spread"] if compression else None
+    if not spread or spread["val_loss"] is None:
+        return f"the {LOSS_TOLERANCE}-nat tolerance (a setting, not a noise estimate of these runs)"
+    return (f"the {LOSS_TOLERANCE}-nat tolerance (a setting: about {LOSS_TOLERANCE / spread['val_loss']:.1f} seed "
+            f"spreads of validation loss, {spread['val_loss']:.4f} nats over notebook 12's {spread['runs']} plain "
+            "runs with different seeds)")
+
+
+def takeaway(results: dict, compression: dict | None = None) -> str:
+    """The notebook's takeaway, in sentences with this run's numbers and verdicts; `compression`:
+    notebook 12's results, whose seed spread the loss tolerance is compared with."""
     drift, steps, lr = results["drift"], results["steps"], results["lr"]
     one, two, before = (results["learning"][k] for k in ("1proc", "2proc", "before"))
     ddp = (f"stayed exactly equal at every one of {steps} steps" if results["ddp_drift_exactly_zero"] else
@@ -240,9 +252,10 @@ def takeaway(results: dict) -> str:
     controls = ("`no_sync()`, or the no-op comm hook: identical, step by step" if results["noop_equals_no_sync"]
                 else "`no_sync()`; the no-op comm hook drifted differently")
     verdict = learning_verdict(results)
-    meaning = {"same": "the same learning, within the noise of one run each",
-               "better": "2 processes learned better, beyond the noise allowed for one run each",
-               "worse": "2 processes learned worse, beyond the noise allowed for one run each",
+    rule = f"{tolerance_text(compression)} and 2 standard errors of the accuracies' difference"
+    meaning = {"same": f"the same learning, within {rule}",
+               "better": f"2 processes learned better, beyond {rule}",
+               "worse": f"2 processes learned worse, beyond {rule}",
                "different": "different learning: one measure better, the other worse"}[verdict]
     return "\n".join([
         f"- In this run, with DDP's all-reduce the two ranks' weights {ddp}; without it ({controls}) they "

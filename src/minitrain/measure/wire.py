@@ -22,8 +22,6 @@ import torch
 from minitrain.artifacts import save_figure
 from minitrain.ddp import barrier
 from minitrain.lab.report import plural
-from minitrain.lab.sittings import sitting_note
-from minitrain.lab.verdict import verdict_over_repeats
 from minitrain.measure.allreduce import bench_option, benchmark_fit, predict_allreduce_ms, ring_factor, time_allreduce
 from minitrain.measure.measurement import WORLD_SIZE, Measurement, finding, relaunch
 from minitrain.measure.sockets import gloo_pair_endpoints, my_connections, pair_bytes
@@ -194,11 +192,13 @@ def analyse(notes: list[dict], fit: dict | None) -> dict:
                       "process group; predicted: the benchmark's alpha-beta fit",
         },
         "headroom": {"repeats": repeats,
-                     "step_ms_allreduce": (allreduce := statistics.median(r["step_ms_allreduce"] for r in repeats)),
-                     "step_ms_noop": (noop := statistics.median(r["step_ms_noop"] for r in repeats)),
-                     "comm_share": 1 - noop / allreduce,  # median against median, as drawn
+                     "step_ms_allreduce": statistics.median(r["step_ms_allreduce"] for r in repeats),
+                     "step_ms_noop": statistics.median(r["step_ms_noop"] for r in repeats),
+                     # paired design: each repeat's two adjacent blocks give one share; the median of those
+                     "comm_share": statistics.median(r["comm_share"] for r in repeats),
                      "method": "rank 0's median step time per block, blocks alternating DDP's all-reduce "
-                               "hook and PyTorch's noop_hook (train.py --comm noop) in the same processes"},
+                               "hook and PyTorch's noop_hook (train.py --comm noop) in the same processes; "
+                               "comm_share: the median over repeats of each repeat's 1 - noop/allreduce"},
     }
 
 
@@ -242,8 +242,9 @@ def findings(results: dict) -> list[dict]:
         finding("waiting_share", ar["waiting_share"], "fraction of the in-step all-reduce",
                 "time a rank's bucket waited for the other rank's same bucket to be ready (means)"),
         finding("comm_share", head["comm_share"], "fraction of the step",
-                f"1 - step with the no-op hook / step with the all-reduce, medians of {len(head['repeats'])} "
-                "alternating repeats of rank 0's median step (the no-op hook also removes the waiting)"),
+                f"1 - step with the no-op hook / step with the all-reduce, the median over {len(head['repeats'])} "
+                "alternating repeats of each repeat's share, from rank 0's median step per block (the no-op hook "
+                "also removes the waiting)"),
     ]
     if "overlap" in results:
         records.append(finding("overlapped_share", results["overlap"]["overlapped_share"],
@@ -293,7 +294,7 @@ def plot(results: dict, out: Path) -> None:
     ax3.set_xlim(-0.5, 1.5)
     ax3.set_ylim(0, 1.15 * max(r["step_ms_allreduce"] for r in head["repeats"]))
     ax3.set_ylabel("step time, ms (median of a block)")
-    ax3.set_title(f"Communication: {head['comm_share']:.0%} of the step")
+    ax3.set_title(f"Communication: {head['comm_share']:.0%} of the step (median of the repeats' shares)")
     ax3.legend(fontsize=8)
 
     config, prov = results["config"], results["provenance"]
@@ -310,196 +311,6 @@ def bucket_table(results: dict) -> str:
     for b in results["buckets"]:
         lines.append(f"bucket {b['index']}: {b['bytes']:,} bytes, {len(b['params'])} tensors")
         lines += [f"  {name}" for name in b["params"]]
-    return "\n".join(lines)
-
-
-def what_ran(results: dict) -> str:
-    """The ranks and threads of the run, for its provenance line."""
-    config = results["config"]
-    return f"{config['world_size']} ranks x {plural(config['threads_per_rank'], 'thread')}"
-
-
-def ddp_bucket_check(results: dict) -> dict[str, bool]:
-    """DDP's own record of its buckets: does it list the comm hook's parameters in the same order?"""
-    ddp = results["ddp_buckets"]
-    same = ddp["params_in_order"] == [name for b in results["buckets"] for name in b["params"]]
-    return {f"DDP's own record (bucket sizes {ddp['sizes_bytes']}): same parameters in the same order": same}
-
-
-def ring_table(gradient_bytes: int, ranks: list[int]) -> str:
-    """What each rank sends in a ring all-reduce of `gradient_bytes` for each number of ranks: 2(n-1)/n x."""
-    lines = [f"gradient bytes per step: {gradient_bytes:,} (float32, {gradient_bytes // 4:,} values)"]
-    for n in ranks:
-        factor = ring_factor(n)
-        lines.append(f"ring all-reduce, {n:2d} ranks: each rank sends {factor * gradient_bytes:12,.0f} bytes "
-                     f"= {factor:.3f} x the gradients")
-    return "\n".join(lines)
-
-
-def bytes_table(results: dict) -> str:
-    """Bytes per step and rank: the ring's theory against the kernel's socket counters."""
-    wire = results["bytes_per_step"]
-    measured = wire["measured"]
-    lines = [f"theory, per rank per step: {wire['ring_theory_per_rank']:,.0f} bytes"]
-    if measured["sent_per_rank"] is None:
-        return "\n".join(lines + [measured["source"]])
-    for rank, (sent, again, received) in enumerate(zip(measured["sent_per_rank"], measured["retransmitted_per_rank"],
-                                                        measured["received_per_rank"])):
-        lines.append(f"rank {rank}: sent {sent:,.0f} bytes (plus {again:,.0f} retransmitted), "
-                     f"received {received:,.0f}")
-    lines.append(f"sent / theory: {measured['sent_over_theory']:.4f}; "
-                 f"{measured['overhead_bytes_per_step']:,.0f} bytes a step above the theory")
-    return "\n".join(lines)
-
-
-def allreduce_table(results: dict) -> str:
-    """The all-reduce's time per step and rank: in the step against alone, median against median;
-    then the in-step time split into waiting and transfer with means (means add up, medians do not)."""
-    ar = results["allreduce_ms"]
-    in_step, alone = ar["in_step"]["median"], ar["standalone"]
-    lines = ["medians, ms per step and rank:",
-             f"  in the step (comm hook: bucket ready -> all-reduce done): {in_step:6.2f}  "
-             f"(p95 {ar['in_step']['p95']:.2f})",
-             f"  alone, the same bytes between barriers:                   {alone:6.2f}",
-             f"  in the step / alone:                                      {in_step / alone:5.1f}x",
-             f"  in the step, the part after both buckets were ready:      {ar['transfer']['median']:6.2f}"]
-    if ar["predicted"] is not None:
-        lines.append(f"  the benchmark's alpha-beta fit for these bytes:           {ar['predicted']:6.2f}")
-    lines += ["the in-step time split, means over steps and ranks, ms:",
-              f"  in the step                              {ar['in_step']['mean']:6.2f}",
-              f"  = waiting for the other rank's bucket    {ar['waiting']['mean']:6.2f}  ({ar['waiting_share']:.0%})",
-              f"  + transfer, after both were ready        {ar['transfer']['mean']:6.2f}"]
-    lines += [f"  rank {r['rank']}: in the step {r['in_step_mean']:.2f}, of which waiting {r['waiting_mean']:.2f}"
-              for r in ar["per_rank"]]
-    return "\n".join(lines)
-
-
-def headroom_table(results: dict) -> str:
-    """Rank 0's median step with the all-reduce and with the no-op hook, per repeat and overall."""
-    head = results["headroom"]
-    lines = [f"repeat {r['repeat']}: {r['step_ms_allreduce']:6.1f} ms with all-reduce, {r['step_ms_noop']:6.1f} ms "
-             f"with no-op -> communication {r['comm_share']:.0%} of the step" for r in head["repeats"]]
-    lines.append(f"median of the repeats: {head['step_ms_allreduce']:.1f} ms against {head['step_ms_noop']:.1f} ms; "
-                 f"communication share, 1 - noop/allreduce of those medians: {head['comm_share']:.0%}")
-    return "\n".join(lines)
-
-
-def overlap_rows_table(results: dict) -> str:
-    """Per profiled step and rank: all-reduce time, the part that overlapped backward, the time the
-    step waited after backward, and backward itself (ms); then the overlapped share."""
-    lines = [f"{'rank':>4} {'step':>4} {'all-reduce ms':>13} {'overlapped ms':>13} {'after backward ms':>17} "
-             f"{'backward ms':>11}"]
-    lines += [f"{r['rank']:>4} {r['step']:>4} {r['allreduce_ms']:13.2f} {r['overlapped_ms']:13.2f} "
-              f"{r['after_backward_ms']:17.2f} {r['backward_ms']:11.2f}" for r in results["overlap"]["rows"]]
-    lines.append(f"overlapped share (sum over rows): {results['overlap']['overlapped_share']:.1%}")
-    return "\n".join(lines)
-
-
-def share_word(share: float) -> str:
-    """'the smaller part' or 'the larger part' of a whole, for a share of it."""
-    return "the smaller part" if share < 0.5 else "the larger part"
-
-
-def waiting_text(results: dict) -> str:
-    """The in-step all-reduce against alone (medians) and its split into waiting and transfer (means), as sentences."""
-    ar = results["allreduce_ms"]
-    rows, alone = ar["per_step"], ar["standalone"]
-    quick = sum(r["transfer_ms"] < 1.5 * alone for r in rows)
-    slower = ("slower than alone" if ar["transfer"]["median"] > alone else "no slower than alone")
-    return (f"In the step against alone is median against median: {ar['in_step']['median']:.2f} ms against "
-            f"{alone:.2f} ms, {ar['in_step_over_standalone']:.1f}x (`in_step_over_standalone` in `wire.json`; the "
-            "figure's middle panel shows the two medians and the ratio in its title).\n\n"
-            f"**Waiting is {share_word(ar['waiting_share'])}.** A rank waited {ar['waiting']['mean']:.2f} ms of its "
-            f"mean {ar['in_step']['mean']:.2f} ms in the step ({ar['waiting_share']:.0%}, means). The transfer after "
-            f"both buckets were ready was {slower}: median {ar['transfer']['median']:.2f} ms against {alone:.2f} ms "
-            f"alone, mean {ar['transfer']['mean']:.2f} ms, p95 {ar['transfer']['p95']:.2f} ms. Of the {len(rows)} rows "
-            f"of `allreduce_ms.per_step` ({len(rows) // results['config']['world_size']} steps x "
-            f"{results['config']['world_size']} ranks), {quick} transferred in under 1.5 times the stand-alone time; "
-            f"the others took up to {max(r['transfer_ms'] for r in rows):.1f} ms.")
-
-
-def delayed_start_text(results: dict) -> str:
-    """The traced all-reduce that started latest after DDP handed it over, and the other rank's of that step."""
-    rows = results["overlap"]["rows"]
-    late = max(rows, key=lambda r: r["after_backward_ms"] - r["allreduce_ms"])
-    delay = late["after_backward_ms"] - late["allreduce_ms"]
-    other = [r for r in rows if r["step"] == late["step"] and r["rank"] != late["rank"]]
-    return (f"What the trace shows (section 5, rank {late['rank']}, profiled step {late['step']}): that all-reduce "
-            f"ran for {late['allreduce_ms']:.2f} ms but ended {late['after_backward_ms']:.2f} ms after backward, so "
-            f"gloo's worker thread started it about {delay:.1f} ms after DDP handed it over"
-            + (f", and rank {other[0]['rank']}'s all-reduce of that step ({other[0]['allreduce_ms']:.2f} ms) spanned "
-               f"{'all of it' if other[0]['allreduce_ms'] >= late['after_backward_ms'] else 'part of it'}"
-               if other else "") + ".")
-
-
-def slow_transfer_text(results: dict, bench: dict) -> str:
-    """The benchmark's own slow tail at the size nearest the gradients, beside this run's, as a sentence."""
-    gradient = results["bytes_per_step"]["gradient"]
-    row = min(bench["results"], key=lambda r: abs(r["bytes"] - gradient))
-    return " ".join(filter(None, [
-        f"The benchmark shows such waits alone too: notebook 07's p95 at {row['bytes'] / 2**20:.3g} MiB is "
-        f"{row['p95_ms']:.2f} ms against a {row['median_ms']:.2f} ms median, while the transfer here had a p95 of "
-        f"{results['allreduce_ms']['transfer']['p95']:.2f} ms against a {results['allreduce_ms']['transfer']['median']:.2f} "
-        f"ms median. The 1-minute load average this run recorded: {results['provenance']['load_average_1min']:.1f}.",
-        sitting_note(results, bench)]))
-
-
-def headroom_verdict(results: dict) -> str:
-    """Whether the no-op hook's blocks were faster than the all-reduce's in every repeat, by their ranges."""
-    repeats = results["headroom"]["repeats"]
-    verdict = verdict_over_repeats([r["step_ms_noop"] for r in repeats], [r["step_ms_allreduce"] for r in repeats],
-                                   higher_is_faster=False)
-    return {"faster": "every no-op block's median step below every all-reduce block's",
-            "slower": "every no-op block's median step above every all-reduce block's",
-            "no clear winner": "the two kinds of blocks' ranges overlap: no clear difference"}[verdict]
-
-
-def headroom_text(results: dict) -> str:
-    """The communication share from the no-op hook, median against median, and the repeats' range, as sentences."""
-    head = results["headroom"]
-    shares = [r["comm_share"] for r in head["repeats"]]
-    return (f"The headline share is median against median: rank 0's median step over the {len(shares)} repeats with "
-            f"the all-reduce, {head['step_ms_allreduce']:.1f} ms, against {head['step_ms_noop']:.1f} ms with the no-op "
-            f"hook, so 1 - {head['step_ms_noop']:.1f}/{head['step_ms_allreduce']:.1f} = {head['comm_share']:.0%} (the "
-            "figure's right panel draws those two medians; its title gives the share). The single repeats range from "
-            f"{min(shares):.0%} to {max(shares):.0%}; {headroom_verdict(results)}.")
-
-
-def overlap_text(results: dict) -> str:
-    """How much of the all-reduce time overlapped backward, and the longest wait before gloo started, as sentences."""
-    share, buckets = results["overlap"]["overlapped_share"], len(results["buckets"])
-    rows = results["overlap"]["rows"]
-    late = max(rows, key=lambda r: r["after_backward_ms"] - r["allreduce_ms"])
-    why = ("with a single bucket that becomes ready when backward is finished, there is nothing left to overlap with, "
-           "and whatever overlapped is backward's last node itself: DDP calls the hook from "
-           "inside it (the `AccumulateGrad` of `tok_emb.weight`), so gloo can start before that slice closes"
-           if buckets == 1 else f"with {buckets} buckets the earlier ones can travel while backward still computes")
-    return (f"{share:.1%} of the all-reduce time overlapped backward: {why}. The `after backward` column is what the "
-            f"step waited after backward; on rank {late['rank']}, profiled step {late['step']} it exceeds the "
-            f"all-reduce by {late['after_backward_ms'] - late['allreduce_ms']:.1f} ms, the delay before gloo's "
-            "worker started (section 3).")
-
-
-def takeaway(results: dict) -> str:
-    """The notebook's takeaway, in sentences with this run's numbers."""
-    ar, head, sent = results["allreduce_ms"], results["headroom"], results["bytes_per_step"]["measured"]
-    grad, buckets = results["bytes_per_step"]["gradient"], results["buckets"]
-    lines = [f"- In this run DDP packed all {grad:,} bytes of MiniGPT's gradients into {plural(len(buckets), 'bucket')}"
-             + (f", and each rank's gloo socket sent {statistics.fmean(sent['sent_per_rank']):,.0f} bytes a step: "
-                f"{sent['sent_over_theory']:.4f} x the ring's 2(n-1)/n x the gradients, "
-                f"{sent['overhead_bytes_per_step']:,.0f} bytes above it."
-                if sent["sent_per_rank"] else "; this OS has no socket counters, so the bytes were not counted."),
-             f"- Inside the step the all-reduce, from a rank's bucket ready to its all-reduce done, took a median "
-             f"{ar['in_step']['median']:.2f} ms against {ar['standalone']:.2f} ms for the same bytes alone "
-             f"({ar['in_step_over_standalone']:.1f}x). Waiting for the other rank's bucket was "
-             f"{share_word(ar['waiting_share'])}, {ar['waiting_share']:.0%} of it (means); the transfer after both "
-             f"were ready took a median {ar['transfer']['median']:.2f} ms, p95 {ar['transfer']['p95']:.2f} ms.",
-             f"- With the no-op hook the step was {head['comm_share']:.0%} "
-             f"{'shorter' if head['comm_share'] > 0 else 'longer'} (median step against median step, "
-             f"{len(head['repeats'])} repeats, single repeats {min(r['comm_share'] for r in head['repeats']):.0%} to "
-             f"{max(r['comm_share'] for r in head['repeats']):.0%}; {headroom_verdict(results)}), and "
-             f"{results['overlap']['overlapped_share']:.1%} "
-             f"of the all-reduce time overlapped backward."]
     return "\n".join(lines)
 
 
