@@ -99,8 +99,7 @@ def analyse(notes: list[dict], scores: dict[tuple[str, int], dict], states: dict
         row["sent_over_plain"] = row["sent"] / plain_row["sent"] if row["sent"] is not None else None
         row["step_over_plain"] = row["step_ms"] / plain_row["step_ms"]
         row["hook_over_plain"] = row["hook_ms"] / plain_row["hook_ms"]
-        row["val_loss_shift_in_spreads"] = (row["val_loss_minus_plain"] / spread["val_loss"]
-                                            if spread["val_loss"] else None)
+        row["val_loss_shift_in_spreads"] = row["val_loss_minus_plain"] / spread["val_loss"] if spread["val_loss"] else None
         row["accuracy_shift_in_spreads"] = (row["accuracy_minus_plain"] / spread["accuracy"]
                                             if spread["accuracy"] else None)
     return {

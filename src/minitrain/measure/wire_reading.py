@@ -123,7 +123,7 @@ def delayed_start_text(results: dict) -> str:
     """The traced all-reduce that began latest after its rank's backward ended, and the other rank's of that step."""
     rows = results["overlap"]["rows"]
     late = latest_start(rows)
-    where = f"What the trace shows (section 5, rank {late['rank']}, profiled step {late['step']}): "
+    where = f"What the trace shows (section 4, rank {late['rank']}, profiled step {late['step']}): "
     if late["start_ms"] <= 0:
         return where + (f"every traced all-reduce began before its rank's backward ended (the latest "
                         f"{-late['start_ms']:.2f} ms before), so none waited to start.")
