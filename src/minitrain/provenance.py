@@ -43,8 +43,8 @@ def boot_id() -> str:
 
 
 def sitting() -> str:
-    """The sitting a measurement belongs to: this boot of this CPU and kernel. Numbers from two
-    sittings may differ by more than any effect they show (the same step took twice as long)."""
+    """The sitting a measurement belongs to: this boot of this CPU and kernel (elsewhere: today's date).
+    Numbers compare within one sitting; across two they may differ by more than any effect they show."""
     boot = f"boot {boot_id()}" if boot_id() else f"date {datetime.datetime.now(datetime.timezone.utc).date().isoformat()}"
     return f"{boot} of {cpu_model()} ({platform.system()} {platform.release()})"
 

@@ -1,7 +1,7 @@
 """Which sitting (one boot of one machine) each result comes from, and a note when compared results differ.
 
-The same 2-process step took 28 ms one day and 62 ms the next on the same kind of virtual machine:
-numbers compared across sittings can differ by more than any effect they are meant to show.
+Two sittings of the same kind of virtual machine can differ by more than any effect the notebooks
+show: numbers compare within one sitting.
 """
 
 import json
