@@ -252,37 +252,39 @@ def test_a_paragraph_with_the_right_numbers_passes(tampered, write):
     assert failures(tampered) == {}
 
 
-COMMITTED = Manifest.read(EXPERIMENT_DIR / "manifest.json")  # 1.06x, repeats 0.96-1.17x, no clear winner
+COMMITTED = Manifest.read(EXPERIMENT_DIR / "manifest.json")
+# the hand-written paragraphs below quote this one, an earlier sitting's: 1.06x, repeats 0.96-1.17x, no clear winner
+EXAMPLE = Manifest.read(Path(__file__).parent / "example_manifest.json")
 
 
 @pytest.mark.parametrize("text", [
-    COMMITTED.lesson_notes_reference,
+    EXAMPLE.lesson_notes_reference,
     "One process ran at 30,947 tokens/s and two at about 33k, so the ratio was 1.06x, but the repeats "
     "ranged from 4% slower to 17% faster (0.96x to 1.17x): no clear winner. Two processes were slightly faster "
     "at the median. The all-reduce was 6.8% of a 2-process step.",
     "2 processes: 32,836 tokens/s; 1 process: 30.9 thousand tokens/s. That is 1.1x, between 0.96 and 1.17x "
     "over the repeats, too close to call. Communication took 7% of each 2-process step.",
 ], ids=["reference", "percent and median", "thousand and range"])
-def test_right_paragraphs_pass_on_the_committed_manifest(text):
-    assert paragraph_problems(text, COMMITTED) == []
+def test_right_paragraphs_pass_on_a_manifest(text):
+    assert paragraph_problems(text, EXAMPLE) == []
 
 
 @pytest.mark.parametrize("text, named", [
-    (COMMITTED.lesson_notes_reference.replace("1.06x", "1.20x"),
+    (EXAMPLE.lesson_notes_reference.replace("1.06x", "1.20x"),
      "the paragraph says 1.20x, the manifest's median 2-vs-1 ratio is 1.06x"),
-    (COMMITTED.lesson_notes_reference.replace("took 7%", "took 40%"),
+    (EXAMPLE.lesson_notes_reference.replace("took 7%", "took 40%"),
      "the paragraph says 40%, the manifest's all-reduce share of a 2-process step is 7%"),
-    (COMMITTED.lesson_notes_reference + " It ran at 52,000 tokens/s at best.",
+    (EXAMPLE.lesson_notes_reference + " It ran at 52,000 tokens/s at best.",
      "the paragraph says 52,000, none of the manifest's figures (nearest: the ideal tokens/s of 2 processes, "
      "61,893 tokens/s)"),
-    (COMMITTED.lesson_notes_reference.replace("there is no clear winner on this machine", "2 processes were faster"),
+    (EXAMPLE.lesson_notes_reference.replace("there is no clear winner on this machine", "2 processes were faster"),
      "the paragraph says '2 processes were faster', the repeats give 'no clear winner' (1 process 28,304-34,056 "
      "tokens/s, 2 processes 32,467-33,234)"),
     ("2 processes ran at 32,836 tokens/s against 30,947: 1.06x (repeats 0.96-1.17x); the all-reduce took 7% "
      "of the step.", "the paragraph does not state the verdict: the repeats give 'no clear winner'"),
 ], ids=["ratio", "share", "stray tokens", "wrong verdict", "no verdict"])
-def test_wrong_paragraphs_are_named_on_the_committed_manifest(text, named):
-    assert named in "; ".join(paragraph_problems(text, COMMITTED))
+def test_wrong_paragraphs_are_named_on_a_manifest(text, named):
+    assert named in "; ".join(paragraph_problems(text, EXAMPLE))
 
 
 def test_claims_read_units_ranges_and_precision():
@@ -446,7 +448,8 @@ def test_the_rubric_s_answers_are_graded_as_it_says():
     assert answers.keys() == {"A", "B", "C"}
     assert paragraph_problems(answers["A"], COMMITTED) == []
     assert paragraph_problems(answers["B"], COMMITTED) == [] and "NCCL" in answers["B"]
-    assert "the paragraph says 'Two processes were faster'" in "; ".join(paragraph_problems(answers["C"], COMMITTED))
+    assert any(p.startswith("the paragraph says '") and f"the repeats give {COMMITTED.verdict!r}" in p
+               for p in paragraph_problems(answers["C"], COMMITTED)), "answer C states no verdict the repeats contradict"
 
 
 @pytest.mark.parametrize("make, verdict, flips", [
@@ -486,9 +489,9 @@ def test_the_rubric_s_answers_are_graded_as_it_says():
 def test_the_rubric_follows_its_manifest(make, verdict, flips):
     """On another manifest, the rubric's data-dependent phrases flip, and its answers A and B still pass
     stop condition 4 while C fails it on a verdict the repeats contradict."""
-    m = make(COMMITTED)
+    m = make(EXAMPLE)
     assert m.verdict == verdict
-    old, new = (" ".join(rubric_text(manifest).split()) for manifest in (COMMITTED, m))  # as read, not as wrapped
+    old, new = (" ".join(rubric_text(manifest).split()) for manifest in (EXAMPLE, m))  # as read, not as wrapped
     for before, after in flips:
         assert before in old and before not in new, before
         assert after is None or (after in new and after not in old), after

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from helpers import check_findings, check_provenance
-from minitrain.measure.scratch import BASE, LEVELS, MEASUREMENT, PLOT_NAME, allreduce_table, compared_text, step_times
+from minitrain.measure.scratch import BASE, LEVELS, MEASUREMENT, PLOT_NAME, allreduce_table, block_medians, compared_text
 from minitrain.lab.sittings import sitting_note
 from minitrain.lab.verdict import VERDICTS
 from minitrain.measure import allreduce_bench
@@ -68,11 +68,11 @@ def test_the_notebook_tables_and_sentences_follow_the_results(quick_run):
     assert "28 blocking all-reduces per step, all after backward, where torch's DDP sends 1" in said[0]
     naive = results["levels"][1]
     assert f"{naive['step_ms']:.1f} against" in said[0]  # the run's numbers, not typed ones
-    assert f"; {naive['vs_torch_ddp']}: " in said[0] and "8 step times (both ranks, every round)" in said[0]
+    assert f"; {naive['vs_torch_ddp']}: " in said[0] and "8 block medians (both ranks" in said[0]
     assert f"28 x alpha ({bench['fit']['alpha_ms']:.3f} ms) = {28 * bench['fit']['alpha_ms']:.1f} ms" in said[0]
     note = sitting_note(results, bench)  # the committed benchmark may come from another sitting
     assert (said[-1] == note) if note else said[-1].startswith("- ")
-    assert len(step_times(naive)) == 8
+    assert len(block_medians(naive)) == 8  # --repeats 4: fewer rounds than blocks, one round a block
 
 
 def test_only_kinetos_start_and_stop_lines_are_filtered():

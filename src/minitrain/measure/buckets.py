@@ -352,7 +352,7 @@ def takeaway(results: dict) -> str:
     profiled = f"medians of both ranks' {config['plan']['profiled']} profiled steps"
     profiled_steps = config["plan"]["profiled"] * config["world_size"]
     lines = [f"- Buckets: DDP's default caps put all {results['gradient_bytes']:,} gradient bytes in "
-             f"{default['count']} bucket(s); the caps swept ({', '.join(c['cap'] for c in caps)} MiB) made "
+             f"{plural(default['count'], 'bucket')}; the caps swept ({', '.join(c['cap'] for c in caps)} MiB) made "
              f"{min(c['count'] for c in caps)} to {most['count']}, as the closing rule predicts"
              + ("." if all(c["rule_agrees"] for c in caps) else " (except where rule_table says False).")]
 
@@ -377,8 +377,8 @@ def takeaway(results: dict) -> str:
     speed = f"median {default['step_ms']:.1f} ms, {default['tokens_per_s']:,.0f} tokens/s"
     if best["count"] == default["count"]:
         lines.append(f"- Speed: no cap with more buckets was faster. The shortest median step, "
-                     f"{best['step_ms']:.1f} ms ({best['tokens_per_s']:,.0f} tokens/s), came with {best['count']} "
-                     f"bucket(s) (cap {best['cap']}).")
+                     f"{best['step_ms']:.1f} ms ({best['tokens_per_s']:,.0f} tokens/s), came with "
+                     f"{plural(best['count'], 'bucket')} (cap {best['cap']}).")
     elif verdict_over_repeats(best["step_ms_range"], default["step_ms_range"], higher_is_faster=False) == "faster":
         lines.append(f"- Speed: {best['count']} buckets (cap {best['cap']}) gave the shortest median step, "
                      f"{best['step_ms']:.1f} ms against {default['step_ms']:.1f} ms by default "

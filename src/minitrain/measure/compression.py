@@ -223,7 +223,7 @@ def findings(results: dict) -> list[dict]:
 def what_ran(results: dict) -> str:
     """The runs, for the provenance line."""
     c = results["config"]
-    return (f"{len(c['plan']['variants'])} variants and {len(results['seed_controls'])} more plain run(s) with other "
+    return (f"{len(c['plan']['variants'])} variants and {plural(len(results['seed_controls']), 'more plain run')} with other "
             f"seeds, {c['plan']['steps']} steps each, {c['world_size']} ranks x {plural(c['threads_per_rank'], 'thread')}, "
             f"{c['global_batch']} sequences x {c['block_size']} tokens per step, lr {c['lr']:g}")
 

@@ -24,6 +24,7 @@ from minitrain.artifacts import save_figure
 from minitrain.cli import positive_int
 from minitrain.corpus import DEFAULT_CORPUS_DIR, ensure_corpus
 from minitrain.lab.verdict import verdict_over_repeats
+from minitrain.lab.report import plural
 from minitrain.measure.measurement import Measurement, finding, fresh_folder, progress, runs_folder
 from minitrain.measure.scaling_runs import (ALL_CORES, BLOCK_SIZE, ONE_THREAD, PINNED, QUICK_SIZE, SCALINGS, SIZES,
                                             STRONG_GLOBAL_BATCH, TWO_PROCS, WEAK_BATCH, Size, batches,
@@ -286,7 +287,7 @@ def plot_matrix(results: dict, out: Path) -> None:
     prov, load = results["provenance"], results["summary"]["load_average_1min"]
     busy = f"; load average {load[0]:.1f}-{load[1]:.1f} during the runs" if load else ""
     fig.suptitle(f"When do 2 processes win? MiniGPT on {prov['cores']} logical CPUs ({prov['cpu_model']}), "
-                 f"gloo; median of {results['repeats']} repeat(s), bars: min-max{busy}", fontsize=11)
+                 f"gloo; median of {plural(results['repeats'], 'repeat')}, bars: min-max{busy}", fontsize=11)
     fig.tight_layout()
     save_figure(fig, out / PLOT_NAME, dpi=100)
 

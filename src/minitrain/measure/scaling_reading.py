@@ -11,7 +11,7 @@ from minitrain.measure.scaling_runs import ALL_CORES, ONE_THREAD, PINNED, TWO_PR
 def what_ran(results: dict) -> str:
     """How many runs, how long, and the machine's load before and after, for the provenance line."""
     load = results["load_average"]
-    return (f"{len(results['runs'])} runs, {results['repeats']} repeat(s) per point, {results['wall_s'] / 60:.0f} "
+    return (f"{len(results['runs'])} runs, {plural(results['repeats'], 'repeat')} per point, {results['wall_s'] / 60:.0f} "
             f"minutes; load average before {load['before'][0]:.1f}, after {load['after'][0]:.1f}")
 
 

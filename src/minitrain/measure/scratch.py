@@ -41,6 +41,7 @@ from minitrain.scratch_ddp import BucketedDDP, NaiveDDP, OverlappedDDP
 from minitrain.train import TrainConfig, build_model_for_corpus, seed_everything
 
 PLOT_NAME = "scratch.png"
+BLOCKS = 5  # a verdict compares the medians of this many blocks of rounds per rank (not single rounds)
 SMALL_CAP_MB = 0.25  # several buckets: what overlap can do with MiniGPT's 1.1 MB of gradients
 BASE = "torch DDP"  # every level's step is compared with this one's
 LEVELS: dict[str, Callable[[nn.Module], nn.Module]] = {  # torch's DDP (no Python comm hook), then the levels
@@ -131,14 +132,19 @@ def worker(plan: Plan, corpus_dir: Path, work: Path, rank: int, world_size: int)
 # The driver: launch, combine both ranks' notes, write the results
 
 
-def step_times(level: dict) -> list[float]:
-    """A level's step times (ms) on every rank, every timed round."""
-    return [t for rank in level["step_ms_rounds"] for t in rank]
+def block_medians(level: dict) -> list[float]:
+    """A level's median step (ms) in each block of consecutive rounds, on every rank: BLOCKS a rank (the
+    rounds, when fewer), so that one stray round decides nothing."""
+    medians = []
+    for rounds in level["step_ms_rounds"]:
+        size = max(1, len(rounds) // BLOCKS)
+        medians += [statistics.median(rounds[i:i + size]) for i in range(0, len(rounds) - size + 1, size)]
+    return medians
 
 
 def step_verdict(level: dict, against: dict) -> str:
-    """'slower', 'faster' or 'no clear winner': verdict_over_repeats on both ranks' step times, every round."""
-    return verdict_over_repeats(step_times(level), step_times(against), higher_is_faster=False)
+    """'slower', 'faster' or 'no clear winner': verdict_over_repeats on both ranks' block medians."""
+    return verdict_over_repeats(block_medians(level), block_medians(against), higher_is_faster=False)
 
 
 def analyse(notes: list[dict]) -> dict:
@@ -170,9 +176,9 @@ def analyse(notes: list[dict]) -> dict:
                        "(interleaved: the same machine load for all); over_torch_ddp: that median over torch "
                        "DDP's (median against median)",
             "step_ms_rounds": "every rank's step times, round by round (ms)",
-            "vs_torch_ddp": "verdict_over_repeats on the step times of both ranks, every round, against torch "
-                            "DDP's: 'slower' or 'faster' when the two sets do not overlap (min-max), else "
-                            "'no clear winner'",
+            "vs_torch_ddp": f"verdict_over_repeats on the median steps of {BLOCKS} blocks of consecutive rounds "
+                            "per rank, both ranks, against torch DDP's: 'slower' or 'faster' when the two sets do "
+                            "not overlap (min-max), else 'no clear winner'",
             "finish_ms": "rank 0's median of finish(), the wait after backward for the all-reduces "
                          "(none for torch's DDP, which waits inside backward)",
             "allreduces": "one step's all-reduces: torch DDP's rebuilt buckets (its logging data), or the "
@@ -200,7 +206,7 @@ def findings(results: dict) -> list[dict]:
     rounds = results["config"]["plan"]["repeats"]
     records = [finding(f"{KEYS[name]}_over_torch_ddp", level["over_torch_ddp"],
                        "ratio", f"rank 0's median step of {name} over torch DDP's, {rounds} interleaved rounds "
-                       f"({level['allreduces']} all-reduce(s) per step against {levels[BASE]['allreduces']})")
+                       f"({plural(level['allreduces'], 'all-reduce')} per step against {levels[BASE]['allreduces']})")
                for name, level in levels.items() if name != BASE]
     return records + [
         finding("allreduces_per_parameter", levels["NaiveDDP"]["allreduces"], "all-reduces per step",
@@ -298,10 +304,11 @@ def allreduce_table(results: dict) -> str:
 
 def _compared(level: dict, against: dict) -> str:
     """A level's step against another's: rank 0's medians as a ratio, then the verdict over both ranks' rounds."""
-    name, n = against["name"], len(step_times(level))
-    verdict = {"slower": f"slower: each of its {n} step times (both ranks, every round) above the slowest of {name}'s",
-               "faster": f"faster: each of its {n} step times (both ranks, every round) below the fastest of {name}'s",
-               "no clear winner": f"no clear winner: its {n} step times (both ranks, every round) overlap {name}'s"}
+    name, n = against["name"], len(block_medians(level))
+    blocks = f"{n} block medians (both ranks, {BLOCKS} blocks of rounds each)"
+    verdict = {"slower": f"slower: each of its {blocks} above the slowest of {name}'s",
+               "faster": f"faster: each of its {blocks} below the fastest of {name}'s",
+               "no clear winner": f"no clear winner: its {blocks} overlap {name}'s"}
     return (f"rank 0's median step {level['step_ms'] / against['step_ms']:.2f}x {name}'s ({level['step_ms']:.1f} "
             f"against {against['step_ms']:.1f} ms); {verdict[step_verdict(level, against)]}")
 

@@ -294,7 +294,7 @@ def plot(results: dict, out: Path) -> None:
     ax3.set_xlim(-0.5, 1.5)
     ax3.set_ylim(0, 1.15 * max(r["step_ms_allreduce"] for r in head["repeats"]))
     ax3.set_ylabel("step time, ms (median of a block)")
-    ax3.set_title(f"Communication: {head['comm_share']:.0%} of the step (median of the repeats' shares)")
+    ax3.set_title(f"Communication: {head['comm_share']:.0%} of the step\n(median of the paired repeats' shares)")
     ax3.legend(fontsize=8)
 
     config, prov = results["config"], results["provenance"]
