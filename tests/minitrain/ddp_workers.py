@@ -95,7 +95,8 @@ def every_run(rank: int, world_size: int, port: int, corpus_dir: str, out_dir: s
 def say_if_watched_at_exit() -> None:
     """Print, at exit, the hang watch threads still alive (atexit runs this after hang_report's stop_watching)."""
     import threading
-    print("watching at exit:", [t.name for t in threading.enumerate() if t.name == "minitrain-hang-watch"], flush=True)
+    watching = [t.name for t in threading.enumerate() if t.name == "minitrain-hang-watch"]
+    os.write(1, f"watching at exit: {watching}\n".encode())  # one write: two ranks share the output
 
 
 if __name__ == "__main__":
@@ -106,4 +107,4 @@ if __name__ == "__main__":
     batches = global_batches(5, 8, TINY["vocab_size"], TINY["block_size"])
     train_reference(batches, torch.float32, rank, world_size)
     cleanup()
-    print(f"rank {rank} exited cleanly", flush=True)
+    os.write(1, f"rank {rank} exited cleanly\n".encode())  # one write: two ranks share the output
