@@ -83,7 +83,7 @@ def test_findings_when_ddp_learns_as_well():
     assert "no-op comm hook: identical" in found["no_sync_final_drift"]["meaning"]
     loss = found["val_loss_2proc_minus_1proc"]
     assert "1.510 against 1.500" in loss["meaning"] and "learning: same" in loss["meaning"]
-    assert f"tolerance {LOSS_TOLERANCE} nats" in loss["meaning"] and loss["unit"] == "nats"
+    assert f"losses within {LOSS_TOLERANCE} nats" in loss["meaning"] and loss["unit"] == "nats"
     assert "0.810 against 0.800 on 1000 pairs" in found["accuracy_2proc_minus_1proc"]["meaning"]
 
 

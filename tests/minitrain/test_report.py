@@ -97,7 +97,7 @@ FASTER, SLOWER, UNCLEAR = ([100.0, 102.0, 98.0], [160.0, 165.0, 158.0]), \
 # what each branch of the paragraph's explanation says, and nothing else does
 BRANCHES = {
     "no clear winner": "The repeats overlap: 1 process ran at",
-    "faster, threads idle": "split each small operation of one step",
+    "faster, threads idle": "2 single-threaded processes gained more than one process with",
     "faster, one thread": "The single process ran 1 thread, so a second process could use compute",
     "slower, contention": "the ranks' threads outnumber the logical CPUs",
     "slower, all-reduce": "As the sheet expected for a tiny model",

@@ -56,9 +56,9 @@ def reference_paragraph(m: Manifest) -> str:
                     f"{min(tps[2]):,.0f}-{max(tps[2]):,.0f} ({min(steps[2]):.1f}-{max(steps[2]):.1f} ms), so these "
                     "repeats cannot tell them apart. The sheet expected 2 processes to be slower.")
     elif m.verdict == "faster":
-        text.append(f"The single process's {t1} threads split each small operation of one step and gained "
-                    "less than a second process running whole steps side by side; the all-reduce did not "
-                    "close that gap. The sheet expected the opposite." if t1 > 1 else
+        text.append(f"On the same logical CPUs, 2 single-threaded processes gained more than one process with {t1} "
+                    "threads, and the all-reduce did not take that gain away; these runs do not measure why. The "
+                    "sheet expected the opposite." if t1 > 1 else
                     "The single process ran 1 thread, so a second process could use compute the first left "
                     "unused, at the price of the all-reduce. The sheet expected the opposite.")
     elif m.world_size * t2 > cores:

@@ -206,6 +206,10 @@ def criteria(m: Manifest, f: Facts) -> list[str]:
                  f"{m.block_size} batch; the global batch doubles (weak scaling).")
     if m.bitwise_equal:
         false.append('"The ranks\' weights drift apart, so they do extra work": they end bitwise equal.')
+    if m.verdict == "faster" and t1 > 1:
+        false.append(f'"The 2 processes used both CPUs, the single process only one": the single process ran '
+                     f"{plural(t1, 'thread')} on the same {plural(cores, 'logical CPU')} (`threads_per_rank`); the "
+                     "gain is processes against threads, not more hardware.")
     return ["## Criteria (10 points)", "\n".join(wrap(item, "   ") for item in items),
             "Causes that are false here (and why, from the manifest):\n"
             + "\n".join(wrap(f"- {cause}", "  ") for cause in false)]
@@ -257,7 +261,9 @@ def answers(m: Manifest, f: Facts) -> list[str]:
               else "nothing on forward and backward")
     b_grade = (f"Passes stop condition 4: every number is right. Criterion 1: 2. Criterion 2: 2. Criterion 3: 1 (the "
                f"{share:.0%} is right; no mechanism{contradicts}). Criterion 4: 0 ({blamed}). Criterion 5: 0 (the "
-               f"verdict is right, the spread is not {located}). Criterion 6: 0: "
+               f"verdict is right; it gives the ratios' range but not the repeats' step times"
+               f"{', which locate the spread' if f.spread_in else ''}). "
+               "Criterion 6: 0: "
                + nccl(m, f, "NCCL does not run on CPU tensors", ", and with the all-reduce at {share} of the step a "
                       "free one would give {ratio}, not 2x."))
     # C claims a verdict the repeats contradict: the median's side when they overlap, else that they overlap

@@ -173,7 +173,7 @@ def findings(results: dict) -> list[dict]:
         finding("val_loss_2proc_minus_1proc", two["val_loss"] - one["val_loss"], "nats",
                 f"validation loss of 2 DDP processes minus 1 process on the same global batch "
                 f"({two['val_loss']:.3f} against {one['val_loss']:.3f}); learning: {verdict} "
-                f"(tolerance {LOSS_TOLERANCE} nats, 2 standard errors of the accuracies' difference)"),
+                f"(losses within {LOSS_TOLERANCE} nats; accuracies within 2 standard errors of their difference)"),
         finding("accuracy_2proc_minus_1proc", two["accuracy"] - one["accuracy"], "minimal-pair accuracy",
                 f"{two['accuracy']:.3f} against {one['accuracy']:.3f} on {results['pairs']} pairs"),
     ]
