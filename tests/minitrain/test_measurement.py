@@ -6,6 +6,7 @@ import json
 import pytest
 
 from minitrain.measure import registry
+from minitrain.measure import sitting as sitting_command
 from minitrain.measure.measurement import (CannotRun, Measurement, command_line, finding, provenance_line, show_checks,
                                            write_results)
 from minitrain.measure.trace import ALLREDUCE, BACKWARD_OP, STEP, overlap_table
@@ -145,3 +146,20 @@ def test_overlap_table_on_hand_made_events():
     ]
     keys = ("step", "allreduce", "allreduce_ms", "overlapped_ms", "after_backward_ms", "backward_ms")
     assert [tuple(r[k] for k in keys) for r in rows] == [pytest.approx(e) for e in expected]
+
+
+def test_the_sitting_remakes_every_measurement_the_benchmark_first():
+    """A measurement added to the registry but not to the sitting would keep its results from another sitting."""
+    modules = [command[1] for command in sitting_command.COMMANDS]
+    assert sorted(modules) == sorted(f"minitrain.measure.{name}" for name in registry())
+    assert modules[0] == "minitrain.measure.allreduce_bench"  # wire and buckets predict from its fit
+    assert all(c[2:] == ["--bench", sitting_command.BENCH] for c in sitting_command.COMMANDS if c[1].endswith(("wire", "buckets")))
+
+
+def test_the_sitting_refuses_a_busy_machine_before_measuring_anything(monkeypatch, capsys):
+    monkeypatch.setattr(sitting_command.os, "getloadavg", lambda: (3.0, 2.0, 1.0))
+    monkeypatch.setattr(sitting_command.subprocess, "run", lambda *a, **k: pytest.fail("measured on a busy machine"))
+    with pytest.raises(SystemExit) as e:
+        sitting_command.main([])
+    message = capsys.readouterr().err
+    assert e.value.code == 2 and "the machine is busy (load average 3.0" in message and "--busy-ok" in message
