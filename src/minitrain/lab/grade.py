@@ -3,10 +3,9 @@
     python -m minitrain.lab.grade [REPO]            # one tree (default: this one); `make grade`
     python -m minitrain.lab.grade --class FOLDER    # every submission in FOLDER: a table and FOLDER/grades.csv
 
-Each row of TODOS is graded by `python -m minitrain.lab.grade --todo KEY REPO`, run with REPO/src
-first on PYTHONPATH (so the learner's minitrain is the one imported) and its whole process tree
-stopped at the timeout: PASS, FAIL (the mistake named), "not done" (a stub still raises "not done
-yet: ..."), or "hangs". A submission is a student tree, or any folder holding its notebooks: only
+Each row of TODOS is graded by `python -m minitrain.lab.grade --todo KEY REPO` in a fresh process
+(minitrain.lab.forkserver), REPO/src first on PYTHONPATH, its process tree stopped at the timeout:
+PASS, FAIL (the mistake named), "not done" (a stub still raises "not done yet: ..."), or "hangs". A submission is a student tree, or any folder holding its notebooks: only
 the learner's files (TODO_FILES, the notebooks and the run's artifacts) are copied into a fresh
 student tree, so a submission's own graders and tests are never the ones run.
 """
@@ -31,7 +30,9 @@ from pathlib import Path
 from minitrain.cli import LabArgumentParser, positive_float, positive_int
 from minitrain.hang_report import named_hang
 from minitrain.launch import LaunchError, run_streaming
+from minitrain.lab.forkserver import Forkserver
 from minitrain.lab.todos import BY_KEY, EXERCISES, EXPERIMENT, RUN_FILES, RUN_FOLDERS, TODO_FILES, TODOS, Todo
+from minitrain.parent_watch import WATCH_PID
 from minitrain.paths import REPO, relative
 
 RESULT = "grade-result: "  # the child's last line: this, then {"status": ..., "detail": ...}
@@ -295,23 +296,18 @@ def _child(repo: Path, key: str) -> int:
 # The parent: one child per TODO, a table, a class
 
 
-def run_todo(repo: Path, todo: Todo, timeout_s: float | None = None) -> Grade:
-    """One TODO of `repo` graded in a fresh process; a child that outlives the timeout is stopped
-    (its whole process tree) and graded "hangs", as is one whose rank reported a hang: "hangs at
-    FILE:LINE on rank R (waits in COLLECTIVE)"."""
-    repo = Path(repo).resolve()
+def run_todo(server: Forkserver, repo: Path, todo: Todo, timeout_s: float | None = None) -> Grade:
+    """One TODO of `repo` graded in a fresh process (a child of `server`); a child that outlives the
+    timeout is stopped (its whole process tree) and graded "hangs", as is one whose rank reported a
+    hang: "hangs at FILE:LINE on rank R (waits in COLLECTIVE)"."""
     timeout_s = todo.timeout_s if timeout_s is None else timeout_s
     output: list[str] = []
-    pythonpath = os.pathsep.join([str(repo / "src"), *filter(None, [os.environ.get("PYTHONPATH")])])
-    command = [sys.executable, "-m", "minitrain.lab.grade", "--todo", todo.key, str(repo)]
     start = time.monotonic()
     try:
-        run_streaming(command, timeout=timeout_s, echo=output.append, env={"PYTHONPATH": pythonpath})
+        server.run("minitrain.lab.grade", ["--todo", todo.key, str(repo)], timeout_s, output.append)
     except TimeoutError:
         return Grade(todo, "hangs", named_hang("\n".join(output))
                      or f"no result within {timeout_s:g} s: its processes were stopped", time.monotonic() - start)
-    except LaunchError:
-        pass  # reported below: the child prints its result before it ends, or never did
     seconds = time.monotonic() - start
     results = [line for line in output if line.startswith(RESULT)]
     hang = named_hang("\n".join(output))  # a rank's own report (hang_report), in its output or a grader's detail
@@ -327,16 +323,23 @@ def run_todo(repo: Path, todo: Todo, timeout_s: float | None = None) -> Grade:
 def grade_repo(repo: Path, keys: list[str] | None = None, timeout_s: float | None = None,
                echo: Callable[[str], None] | None = None, jobs: int = 1) -> list[Grade]:
     """Every TODO of `repo` (or those in `keys`), each in a fresh process, `jobs` at a time (1 by
-    default: the timing graders measure waits, which a busy machine blurs)."""
+    default: the timing graders measure waits, which a busy machine blurs). The processes are forked
+    from one that imported torch once, with `repo`/src first on PYTHONPATH (minitrain.lab.forkserver)."""
+    repo = Path(repo).resolve()
     todos = [t for t in TODOS if keys is None or t.key in keys]
+    pythonpath = os.pathsep.join([str(repo / "src"), *filter(None, [os.environ.get("PYTHONPATH")])])
+    server = Forkserver({"PYTHONPATH": pythonpath, WATCH_PID: str(os.getpid())}, cwd=repo)
 
     def graded(todo: Todo) -> Grade:
-        grade = run_todo(repo, todo, timeout_s)
+        grade = run_todo(server, repo, todo, timeout_s)
         if echo:
             echo(format_row(grade))
         return grade
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
-        return list(pool.map(graded, todos))
+    try:
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            return list(pool.map(graded, todos))
+    finally:
+        server.close()
 
 
 def format_row(g: Grade) -> str:

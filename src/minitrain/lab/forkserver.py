@@ -1,0 +1,202 @@
+"""A process that imports torch once, then forks one fresh child per graded TODO.
+
+Every TODO is graded in a process of its own (`python -m minitrain.lab.grade --todo KEY REPO`), and a
+fresh interpreter spends about 1.5 s of CPU importing torch before it grades anything: 15 TODOs, a
+class of 30, an hour. The server here is started once per graded tree, with that tree's src first on
+PYTHONPATH; it imports torch (nothing of minitrain) and forks a child per request. The child starts a
+session of its own, writes its output to a file, imports the tree's minitrain as a fresh interpreter
+would, and runs the module; the client stops its whole process tree at the timeout. This file runs as
+a script, so it imports only the standard library and psutil.
+"""
+
+import atexit
+import importlib
+import json
+import os
+import queue
+import runpy
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+
+import psutil
+
+PRELOAD = ("torch", "torch.distributed", "torch.nn.parallel", "pytest")  # what every child imports anyway
+START_TIMEOUT_S = 120  # the server's own start: torch's import, on a loaded machine
+
+
+# ------------------------------------------------------------------------------------------------
+# The server (this file run as a script): requests on stdin, one JSON object a line
+
+
+def _send(message: dict) -> None:
+    sys.stdout.write(json.dumps(message) + "\n")
+    sys.stdout.flush()  # nothing left in the buffer for a child to inherit
+
+
+def _child(request: dict) -> None:
+    """In the forked child: a session of its own, output to the request's file, the module as __main__."""
+    os.setsid()
+    log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+    sys.argv = [request["module"], *request["args"]]
+    code = 1
+    try:
+        runpy.run_module(request["module"], run_name="__main__", alter_sys=True)
+        code = 0
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else 0 if e.code is None else 1
+        if isinstance(e.code, str):
+            print(e.code, file=sys.stderr)
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        atexit._run_exitfuncs()  # as an interpreter's exit would (the hang watch is stopped there)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def serve() -> None:
+    """Preload, then fork a child for each request ({"id", "module", "args", "log"}); answer {"id", "pid"}
+    at once and {"id", "exit"} when it ends. On end of input (the client is gone) the children are killed."""
+    del sys.path[0]  # this file's folder: the children import the graded tree's minitrain, from PYTHONPATH
+    for name in PRELOAD:
+        importlib.import_module(name)
+    _send({"ready": True})
+    children: dict[int, int] = {}  # pid -> request id
+    pending, open_input = b"", True
+    while open_input or children:
+        if open_input and select.select([0], [], [], 0.05)[0]:
+            data = os.read(0, 65536)
+            open_input = bool(data)
+            pending += data
+            while b"\n" in pending:
+                line, pending = pending.split(b"\n", 1)
+                request = json.loads(line)
+                pid = os.fork()
+                if pid == 0:
+                    _child(request)
+                children[pid] = request["id"]
+                _send({"id": request["id"], "pid": pid})
+        elif not open_input:
+            for pid in children:
+                _kill_tree(pid)
+            time.sleep(0.05)
+        while children:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+            if pid == 0:
+                break
+            _send({"id": children.pop(pid), "exit": os.waitstatus_to_exitcode(status)})
+
+
+def _kill_tree(pid: int, sig: int = signal.SIGKILL) -> None:
+    """`sig` to the child's session and to every descendant (torchrun starts workers in sessions of their own)."""
+    try:
+        tree = [pid, *(p.pid for p in psutil.Process(pid).children(recursive=True))]
+    except psutil.NoSuchProcess:
+        tree = [pid]
+    try:
+        os.killpg(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+    for member in tree:
+        try:
+            os.kill(member, sig)
+        except ProcessLookupError:
+            pass
+
+
+# ------------------------------------------------------------------------------------------------
+# The client
+
+
+class Forkserver:
+    """The server for one tree (`env`: its PYTHONPATH and the like, on top of this process's); `run`
+    runs a module in a fresh child, streaming its output lines, and stops its whole tree at a timeout."""
+
+    def __init__(self, env: dict[str, str], cwd: Path) -> None:
+        self.proc = subprocess.Popen([sys.executable, __file__], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     env={**os.environ, **env}, cwd=cwd, start_new_session=True)
+        self.replies: dict[int | None, queue.Queue] = {None: queue.Queue()}
+        self.lock = threading.Lock()
+        self.next_id = 0
+        threading.Thread(target=self._read, daemon=True).start()
+        if (self._reply(None, START_TIMEOUT_S) or {}).get("ready") is not True:
+            self.close()
+            raise RuntimeError("the grading process server did not start")
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            message = json.loads(line)
+            self.replies[message.get("id")].put(message)
+        for replies in list(self.replies.values()):
+            replies.put({"exit": -1, "pid": None})  # the server ended: every child with it
+
+    def _reply(self, request_id: int | None, timeout: float) -> dict | None:
+        try:
+            return self.replies[request_id].get(timeout=timeout)
+        except queue.Empty:
+            return None
+
+    def run(self, module: str, args: list[str], timeout: float, echo: Callable[[str], None]) -> int:
+        """`python -m module args` in a fresh child; its exit status. TimeoutError once it has been
+        stopped (SIGTERM to its tree, SIGKILL 5 s later)."""
+        with self.lock:
+            request_id, self.next_id = self.next_id, self.next_id + 1
+            self.replies[request_id] = queue.Queue()
+        with tempfile.TemporaryDirectory(prefix="minitrain-grade-log-") as tmp:
+            log = Path(tmp) / "output.log"
+            log.touch()
+            self.proc.stdin.write((json.dumps({"id": request_id, "module": module, "args": args,
+                                               "log": str(log)}) + "\n").encode())
+            self.proc.stdin.flush()
+            started = self._reply(request_id, START_TIMEOUT_S)
+            if started is None or started["pid"] is None:
+                raise RuntimeError("the grading process server did not answer")
+            with open(log, "rb") as output:
+                done = self._follow(request_id, output, time.monotonic() + timeout, echo)
+                if done is None:
+                    _kill_tree(started["pid"], signal.SIGTERM)
+                    done = self._follow(request_id, output, time.monotonic() + 5, echo)
+                    if done is None:
+                        _kill_tree(started["pid"])
+                        self._follow(request_id, output, time.monotonic() + 30, echo)
+                    raise TimeoutError(f"{module} {' '.join(args)}: no result within {timeout:g} s; stopped")
+        return done["exit"]
+
+    def _follow(self, request_id: int, output, deadline: float, echo: Callable[[str], None]) -> dict | None:
+        """Echo the child's new lines until it ends (its exit message) or `deadline` passes (None)."""
+        pending = b""
+        while True:
+            message = self._reply(request_id, 0.1)
+            pending += output.read()
+            *lines, pending = pending.split(b"\n")
+            for line in lines:
+                echo(line.decode(errors="replace"))
+            if message is not None or time.monotonic() > deadline:
+                if pending and message is not None:
+                    echo(pending.decode(errors="replace"))
+                return message
+
+    def close(self) -> None:
+        """End the server: it kills what is left of its children when its input closes."""
+        self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+if __name__ == "__main__":
+    serve()
