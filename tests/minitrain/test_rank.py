@@ -1,5 +1,6 @@
 """One DDP rank (minitrain.rank.DDPRank) in a real 2-process gloo group: the ranks bitwise equal, two
-ranks built from the same seed stepping alike, the hook's step counter advanced once a step."""
+ranks built from the same seed stepping alike, the hook's step counter advanced once a step, another
+wrapper (notebook 15's NaiveDDP) stepped with its finish() timed."""
 
 import json
 from pathlib import Path
@@ -10,6 +11,7 @@ import torch.distributed as dist
 from minitrain.ddp import cleanup, init_distributed
 from minitrain.launch import fast_start_method, spawn_workers
 from minitrain.rank import DDPRank, StepRecord
+from minitrain.scratch_ddp import NaiveDDP
 from minitrain.timing import HookTimer, InstrumentedHook
 from minitrain.verify import compare_states
 
@@ -17,12 +19,13 @@ STEPS = 3
 
 
 def rank_worker(corpus_dir: str, out: str) -> None:
-    """Four ranks of the lab's model side by side in each process, stepped in turn: two alike, one
-    with small buckets, one with no Python comm hook; each process notes what they recorded."""
+    """Five ranks of the lab's model side by side in each process, stepped in turn: two alike, one
+    with small buckets, one with no Python comm hook, one wrapped in NaiveDDP; each process notes what they recorded."""
     rank, world_size = init_distributed("gloo")
     ranks = {"a": DDPRank(rank, world_size, Path(corpus_dir)), "b": DDPRank(rank, world_size, Path(corpus_dir)),
              "small": DDPRank(rank, world_size, Path(corpus_dir), bucket_cap_mb=0.1),
-             "bare": DDPRank(rank, world_size, Path(corpus_dir), instrumented=False)}
+             "bare": DDPRank(rank, world_size, Path(corpus_dir), instrumented=False),
+             "naive": DDPRank(rank, world_size, Path(corpus_dir), wrap=NaiveDDP, instrumented=False)}
     records = {name: [] for name in ranks}
     for _ in range(STEPS):
         for name, trainer in ranks.items():
@@ -31,10 +34,13 @@ def rank_worker(corpus_dir: str, out: str) -> None:
     dist.all_gather_object(states, {k: v.detach().clone() for k, v in ranks["a"].model.state_dict().items()})
     note = {"ranks_equal": compare_states(*states).bitwise_equal,
             "a_equals_b": compare_states(ranks["a"].model.state_dict(), ranks["b"].model.state_dict()).bitwise_equal,
+            "naive_equals_bare": compare_states(ranks["naive"].model.state_dict(),
+                                                ranks["bare"].model.state_dict()).bitwise_equal,
             "hook_steps": {n: r.hook.step for n, r in ranks.items() if r.hook},
             "records": {n: [{"loss": r.loss, "allreduce_ms": r.allreduce_ms, "buckets": len(r.events),
                              "event_steps": sorted({e["step"] for e in r.events}),
-                             "parts_ms": r.forward_ms + r.backward_ms + r.optimizer_ms, "step_ms": r.step_ms}
+                             "parts_ms": r.forward_ms + r.backward_ms + r.optimizer_ms, "step_ms": r.step_ms,
+                             "finish_ms": r.finish_ms}
                             for r in rs] for n, rs in records.items()}}
     Path(out, f"rank-{rank}.json").write_text(json.dumps(note))
     cleanup()
@@ -73,6 +79,15 @@ def test_a_record_holds_its_parts(notes):
         for r in note["records"]["a"]:
             assert r["allreduce_ms"] > 0 and r["step_ms"] >= r["parts_ms"] > 0
         assert all(r["allreduce_ms"] is None and r["buckets"] == 0 for r in note["records"]["bare"])
+        assert all(r["finish_ms"] is None for name in ("a", "small", "bare") for r in note["records"][name])
+
+
+def test_another_wrapper_steps_with_its_finish_timed(notes):
+    for note in notes:
+        assert note["naive_equals_bare"]  # at 2 ranks NaiveDDP's arithmetic is torch DDP's, bit for bit
+        for r in note["records"]["naive"]:
+            assert r["finish_ms"] > 0 and r["step_ms"] >= r["parts_ms"] + r["finish_ms"]
+            assert r["allreduce_ms"] is None  # no instrumented hook: NaiveDDP has no comm hook to time
 
 
 def test_hook_timer_and_end_step_advance_the_counter_once():

@@ -3,8 +3,8 @@
     python -m minitrain.measure.scratch [--out DIR] [--quick] [--repeats N]
 
 The driver starts this module under the lab's torchrun (2 ranks, loopback only). Every rank holds torch's
-DDP and the three scratch levels (and both at a small bucket cap), each on its own MiniGPT (the lab's
-defaults) with its own AdamW, and steps them in turn, round after round (interleaved medians: the same
+DDP and the three scratch levels (and both at a small bucket cap), each a DDPRank with its own MiniGPT (the
+lab's defaults) and its own AdamW, and steps them in turn, round after round (interleaved medians: the same
 machine load for all). It notes each one's step times round by round and median finish() (the wait for
 what backward did not hide), the all-reduces of one step, and profiles a few steps of each for the share of the
 all-reduce time that overlapped backward (measure.trace, as notebook 10 reads it). The driver writes
@@ -13,7 +13,6 @@ scratch.json and scratch.png. A benchmark: it never fails on speed.
 
 import statistics
 import tempfile
-import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from functools import partial
@@ -25,8 +24,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from minitrain.artifacts import save_figure
 from minitrain.cli import positive_int
-from minitrain.data import SEED_BASE, make_shard
-from minitrain.ddp import barrier
+from minitrain.ddp import barrier, wrap_for_ddp
 from minitrain.lab.scratch_cases import AllReduceRecorder
 from minitrain.lab.report import plural
 from minitrain.lab.sittings import sitting_note
@@ -36,17 +34,17 @@ from minitrain.measure.bench import interleaved_times
 from minitrain.measure.measurement import Measurement, finding, relaunch
 from minitrain.measure.trace import load_trace, overlap_table, overlapped_share, profile_steps
 from minitrain.paths import BEYOND_DIR  # noqa: F401 (for the notebook)
-from minitrain.rank import rebuilt_buckets
+from minitrain.rank import DDPRank, StepRecord, rebuilt_buckets
 from minitrain.scratch_ddp import BucketedDDP, NaiveDDP, OverlappedDDP
-from minitrain.train import TrainConfig, build_model_for_corpus, seed_everything
+from minitrain.train import TrainConfig
 
 PLOT_NAME = "scratch.png"
 BLOCKS = 5  # a verdict compares the medians of this many blocks of rounds per rank (not single rounds)
 SMALL_CAP_MB = 0.25  # several buckets: what overlap can do with MiniGPT's 1.1 MB of gradients
 BASE = "torch DDP"  # every level's step is compared with this one's
 LEVELS: dict[str, Callable[[nn.Module], nn.Module]] = {  # torch's DDP (no Python comm hook), then the levels
-    BASE: DistributedDataParallel, "NaiveDDP": NaiveDDP, "OverlappedDDP": OverlappedDDP, "BucketedDDP": BucketedDDP,
-    f"torch DDP, {SMALL_CAP_MB:g} MiB": partial(DistributedDataParallel, bucket_cap_mb=SMALL_CAP_MB),
+    BASE: wrap_for_ddp, "NaiveDDP": NaiveDDP, "OverlappedDDP": OverlappedDDP, "BucketedDDP": BucketedDDP,
+    f"torch DDP, {SMALL_CAP_MB:g} MiB": partial(wrap_for_ddp, bucket_cap_mb=SMALL_CAP_MB),
     f"BucketedDDP, {SMALL_CAP_MB:g} MiB": partial(BucketedDDP, bucket_cap_mb=SMALL_CAP_MB),
 }
 KEYS = dict(zip(LEVELS, ("torch_ddp", "naive", "overlapped", "bucketed", "torch_ddp_small_cap", "bucketed_small_cap")))
@@ -70,62 +68,46 @@ class Plan:
 # One rank
 
 
-class _Level:
-    """One rank's MiniGPT as train.py builds it (seed 35000 + rank, its shard, AdamW), wrapped; the seconds of
-    each step's finish() (none for torch's DDP, which waits inside backward)."""
-
-    def __init__(self, rank: int, world_size: int, corpus_dir: Path, wrap: Callable[[nn.Module], nn.Module]) -> None:
-        config = TrainConfig()
-        seed_everything(SEED_BASE + rank)
-        model, _ = build_model_for_corpus(corpus_dir, config.block_size)
-        self.shard = make_shard(rank, world_size, corpus_dir, batch_size=config.batch_size,
-                                block_size=config.block_size, seed=SEED_BASE + rank)
-        self.wrapped = wrap(model)
-        self.optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr)
-        self.finish_s: list[float] = []
-
-    def train_step(self) -> None:
-        loss = self.wrapped(next(self.shard)).loss
-        loss.backward()
-        if hasattr(self.wrapped, "finish"):
-            start = time.perf_counter()
-            self.wrapped.finish()
-            self.finish_s.append(time.perf_counter() - start)
-        self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=True)
-
-
-def _numels(level: _Level) -> list[int]:
+def _numels(run: DDPRank) -> list[int]:
     """The sizes (float32 elements) of one step's all-reduces: DDP's rebuilt buckets, or the level's calls."""
-    if isinstance(level.wrapped, DistributedDataParallel):
-        return [nbytes // 4 for nbytes in rebuilt_buckets(level.wrapped)[0]]
+    if isinstance(run.ddp, DistributedDataParallel):
+        return [nbytes // 4 for nbytes in rebuilt_buckets(run.ddp)[0]]
     recorder = AllReduceRecorder()
     try:
-        level.train_step()
+        run.step()
     finally:
         recorder.close()
     return [call["numel"] for call in recorder.calls]
 
 
+def _step_into(run: DDPRank, records: list[StepRecord]) -> None:
+    """One training step of `run`, its record kept: the step function the rounds time."""
+    records.append(run.step())
+
+
 def worker(plan: Plan, corpus_dir: Path, work: Path, rank: int, world_size: int) -> dict:
-    """One rank: warm up, time the interleaved rounds, note one step's all-reduces, profile each level."""
-    levels = {name: _Level(rank, world_size, corpus_dir, wrap) for name, wrap in LEVELS.items()}
-    steps = {name: level.train_step for name, level in levels.items()}
+    """One rank: warm up, time the interleaved rounds, note one step's all-reduces, profile each level.
+    Each level is a DDPRank (seed 35000 + rank, its shard, AdamW) with the level's wrap, stepped whole:
+    forward, backward, finish() (timed apart; none for torch's DDP, which waits inside backward), AdamW."""
+    runs = {name: DDPRank(rank, world_size, corpus_dir, wrap=wrap, instrumented=False) for name, wrap in LEVELS.items()}
+    records: dict[str, list[StepRecord]] = {name: [] for name in runs}
+    steps = {name: partial(_step_into, run, records[name]) for name, run in runs.items()}
     interleaved_times(steps, plan.warmup)
-    for level in levels.values():
-        level.finish_s.clear()
+    for kept in records.values():
+        kept.clear()
     barrier()  # the timed rounds start with both ranks together
     rounds = interleaved_times(steps, plan.repeats)
     medians = {name: statistics.median(times) for name, times in rounds.items()}
-    finish = {name: statistics.median(level.finish_s) if level.finish_s else None for name, level in levels.items()}
-    numels = {name: _numels(level) for name, level in levels.items()}
+    finish = {name: statistics.median(r.finish_ms for r in kept) if kept[0].finish_ms is not None else None
+              for name, kept in records.items()}
+    numels = {name: _numels(run) for name, run in runs.items()}
     overlap = {}
-    for i, (name, level) in enumerate(levels.items()):
+    for i, (name, run) in enumerate(runs.items()):
         path = work / f"trace-{i}-rank-{rank}.json.gz"
-        profile_steps(level.train_step, plan.profiled, path)
+        profile_steps(run.step, plan.profiled, path)
         overlap[name] = [row | {"rank": rank} for row in overlap_table(load_trace(path))]
     return {"rank": rank, "world_size": world_size, "threads": torch.get_num_threads(), "plan": asdict(plan),
-            "medians_s": medians, "rounds_s": rounds, "finish_s": finish, "numels": numels, "overlap": overlap}
+            "medians_s": medians, "rounds_s": rounds, "finish_ms": finish, "numels": numels, "overlap": overlap}
 
 
 # ------------------------------------------------------------------------------------------------
@@ -159,7 +141,7 @@ def analyse(notes: list[dict]) -> dict:
                        "step_ms_per_rank": [note["medians_s"][name] * 1e3 for note in notes],
                        "step_ms_rounds": [[t * 1e3 for t in note["rounds_s"][name]] for note in notes],
                        "over_torch_ddp": first["medians_s"][name] / base,
-                       "finish_ms": None if first["finish_s"][name] is None else first["finish_s"][name] * 1e3,
+                       "finish_ms": first["finish_ms"][name],
                        "allreduces": len(numels), "numels": numels,
                        "same_allreduces_on_every_rank": all(note["numels"][name] == numels for note in notes),
                        "overlapped_share": overlapped_share(rows), "overlap_rows": rows})
