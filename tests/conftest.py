@@ -40,6 +40,32 @@ LONGEST_FIRST = [
 ]
 
 
+# Files that read one session fixture's runs go to one worker, as one unit (its files in collection
+# order), so that the runs are made once: the experiment (tests/minitrain/conftest.py) and the restart
+# measurement's runs (test_restart_measure.py's, read by tests/faults/test_restart.py too).
+SAME_WORKER = {
+    "tests/minitrain/test_check.py": "the experiment", "tests/minitrain/test_repeats.py": "the experiment",
+    "tests/minitrain/test_by_hand.py": "the experiment",
+    "tests/minitrain/test_restart_measure.py": "the restart runs", "tests/faults/test_restart.py": "the restart runs",
+}
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """--dist loadfile, with the files of SAME_WORKER grouped."""
+    from xdist.scheduler import LoadFileScheduling
+
+    if config.getvalue("dist") != "loadfile":
+        return None
+
+    class SharedRunScheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            file = super()._split_scope(nodeid)
+            return SAME_WORKER.get(file, file)
+
+    return SharedRunScheduling(config, log)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     first = {path: i for i, path in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: first.get(item.nodeid.split("::")[0], len(first)))  # stable: a file's order kept
@@ -51,3 +77,14 @@ def corpus_dir(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("corpus")
     generate_corpus(out)
     return out
+
+
+@pytest.fixture(scope="session")
+def restart_runs(tmp_path_factory, corpus_dir) -> tuple[Path, dict]:
+    """The restart measurement's quick runs (uninterrupted, one fault, two faults, resumes done wrong)
+    and its results, once per session: test_restart_measure.py checks them, tests/faults/test_restart.py
+    holds its own restarts to the uninterrupted run."""
+    from minitrain.measure.restart import run
+
+    out = tmp_path_factory.mktemp("restart")
+    return out, run(out, quick=True, corpus_dir=corpus_dir, echo=lambda _: None)

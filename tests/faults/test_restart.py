@@ -9,16 +9,19 @@ import os
 import re
 import shutil
 import signal
+from pathlib import Path
 
 import pytest
 
 from conftest import TRAIN, launch, wait_for_line
 from test_bad_arguments import train_script  # noqa: F401 (a fixture: train.py imported in this process)
+from minitrain.measure.measurement import runs_folder
+from minitrain.measure.restart import QUICK
 from minitrain.snapshot import MARKER, SNAPSHOTS, step_folder
 from minitrain.verify import compare_state_files
 
-STEPS, EVERY = 40, 4
-SMALL = ["--n-layer", "1", "--n-embd", "32", "--steps", str(STEPS), "--warmup", "2", "--snapshot-every", str(EVERY)]
+STEPS, EVERY = QUICK.steps, QUICK.snapshot_every
+SMALL = QUICK.train_args()  # the restart measurement's quick runs: its uninterrupted one is the reference
 
 
 def train(out, corpus_dir, *extra: str, restarts: int = 1):
@@ -48,18 +51,14 @@ def assert_same_weights(reference, folder) -> None:
     assert losses(folder) == losses(reference)
 
 
-@pytest.fixture(scope="module")
-def reference(tmp_path_factory, corpus_dir):
-    """The same run, uninterrupted."""
-    out = tmp_path_factory.mktemp("restart") / "uninterrupted"
-    proc = train(out, corpus_dir, restarts=0)
-    try:
-        status, log = finish(proc)
-    finally:
-        proc.kill()
-    assert status == 0, log
-    assert "attempt" not in log and run_json(out)["restart"]["attempt"] == 0
-    return out
+@pytest.fixture
+def reference(restart_runs) -> Path:
+    """The same run, uninterrupted: the restart measurement's (tests/conftest.py), made with QUICK's
+    settings, which SMALL repeats."""
+    out, results = restart_runs
+    folder = runs_folder(out, "restart") / "uninterrupted"
+    assert run_json(folder)["restart"]["attempt"] == 0
+    return folder
 
 
 def test_an_outside_sigkill_restarts_the_same_way(tmp_path, corpus_dir, reference, reap):

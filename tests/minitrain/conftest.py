@@ -2,6 +2,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers import EXPERIMENT_REPEATS, EXPERIMENT_STEPS, EXPERIMENT_WARMUP, run_module
 from minitrain.lab import student
 
 
@@ -10,4 +11,17 @@ def student_tree(tmp_path_factory) -> Path:
     """`make student`'s tree, built once per session; tests copy it before they change it."""
     out = tmp_path_factory.mktemp("edition") / "student"
     student.write_student_edition(out)
+    return out
+
+
+@pytest.fixture(scope="session")
+def experiment_run(corpus_dir, tmp_path_factory) -> Path:
+    """One real experiment (the sheet's 1- and 2-process runs, then 2 repeats of each, alternating; 12
+    steps, 4 warm-up) into a temporary folder, for every file that reads one: test_check.py,
+    test_repeats.py and test_by_hand.py (tests/conftest.py sends the three to one worker). Read-only:
+    a test that changes it works on a copy."""
+    out = tmp_path_factory.mktemp("experiment")
+    run_module("minitrain.lab.experiment", "--out", str(out), "--steps", str(EXPERIMENT_STEPS),
+               "--warmup", str(EXPERIMENT_WARMUP), "--repeats", str(EXPERIMENT_REPEATS),
+               "--corpus-dir", str(corpus_dir))  # the session's corpus, not the repo's
     return out

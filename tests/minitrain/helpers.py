@@ -9,6 +9,9 @@ from pathlib import Path
 import pytest
 
 
+EXPERIMENT_STEPS, EXPERIMENT_WARMUP, EXPERIMENT_REPEATS = 12, 4, 2  # the session's experiment (conftest.py)
+
+
 def run_module(module: str, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
     """`python -m MODULE ARGS` on this interpreter; fail the test with the output's tail if it fails."""
     proc = subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True,

@@ -5,10 +5,11 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import pytest
 import torch
 
+from helpers import EXPERIMENT_STEPS
 from minitrain.lab.by_hand import ddp_by_hand, judge_run
+from minitrain.lab.runs import run_dir_in
 from minitrain.paths import TRAIN_SCRIPT
 
 STEPS = 3
@@ -20,15 +21,12 @@ def run_train(out: Path, script: Path = TRAIN_SCRIPT) -> list[dict]:
     return [torch.load(out / f"state-rank-{r}.pt", weights_only=True) for r in range(2)]
 
 
-@pytest.fixture(scope="module")
-def reference_states(tmp_path_factory):
-    return run_train(tmp_path_factory.mktemp("reference"))
-
-
-def test_train_py_is_ddps_arithmetic_bit_for_bit(reference_states):
-    assert judge_run(reference_states, STEPS) == ""
-    untrained = ddp_by_hand(0)
-    assert any(not torch.equal(untrained[k], v) for k, v in reference_states[0].items())  # the steps changed it
+def test_train_py_is_ddps_arithmetic_bit_for_bit(experiment_run, corpus_dir):
+    """The sheet's 2-process run of the session's experiment (conftest.py), held to the arithmetic by hand."""
+    states = [torch.load(run_dir_in(experiment_run, 2) / f"state-rank-{r}.pt", weights_only=True) for r in range(2)]
+    assert judge_run(states, EXPERIMENT_STEPS, corpus_dir) == ""
+    untrained = ddp_by_hand(0, corpus_dir)
+    assert any(not torch.equal(untrained[k], v) for k, v in states[0].items())  # the steps changed it
 
 
 MISTAKES = {  # a loop's mistake: (what train.py had, what the learner wrote, what judge_run must name)

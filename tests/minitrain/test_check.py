@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 import torch
 
-from helpers import run_module
 from minitrain.lab import teacher
 from minitrain.lab.check import check_folder, main
 from minitrain.lab.manifest import Manifest
@@ -22,20 +21,10 @@ from minitrain.paths import EXPERIMENT_DIR
 CONDITIONS = ["files", "equivalence", "allreduce timing", "lesson notes", "ddp tests"]
 
 
-@pytest.fixture(scope="module")
-def run_folder(corpus_dir, tmp_path_factory) -> Path:
-    """One real experiment (the sheet's 1- and 2-process runs and 1 repeat of each, 12 steps, 4 warm-up)
-    into a temporary folder."""
-    out = tmp_path_factory.mktemp("experiment")
-    run_module("minitrain.lab.experiment", "--out", str(out), "--steps", "12", "--warmup", "4", "--repeats", "1",
-               "--corpus-dir", str(corpus_dir))  # the session's corpus, not the repo's
-    return out
-
-
 @pytest.fixture
-def tampered(run_folder, tmp_path) -> Path:
+def tampered(experiment_run, tmp_path) -> Path:
     """A copy of the real run that one test may tamper with."""
-    return Path(shutil.copytree(run_folder, tmp_path / "run"))
+    return Path(shutil.copytree(experiment_run, tmp_path / "run"))
 
 
 def failures(folder: Path) -> dict[str, str]:
@@ -58,8 +47,8 @@ def edit_state(path: Path, edit: Callable[[dict, str], None]) -> str:
     return name
 
 
-def test_real_run_passes(run_folder):
-    results = check_folder(run_folder, run_tests=False)
+def test_real_run_passes(experiment_run):
+    results = check_folder(experiment_run, run_tests=False)
     assert [r.name for r in results] == CONDITIONS
     assert all(r.passed for r in results), [(r.name, r.detail) for r in results]
     assert results[-1].skipped and results[-1].status == "SKIPPED"
@@ -69,13 +58,13 @@ def test_real_run_passes(run_folder):
     ("def test_ok():\n    assert True\n", "PASS", "1 passed"),
     ("def test_broken():\n    assert 1 == 2\n", "FAIL", "FAILED"),
 ], ids=["passing", "failing"])
-def test_ddp_tests_row_runs_the_tests(run_folder, tmp_path, monkeypatch, body, status, detail):
+def test_ddp_tests_row_runs_the_tests(experiment_run, tmp_path, monkeypatch, body, status, detail):
     """The row runs a real pytest on the DDP test file and reports it (here a small stand-in file:
     the suite runs tests/minitrain/test_ddp.py itself; `make lab` runs the real row)."""
     stand_in = tmp_path / "test_stand_in.py"
     stand_in.write_text(body)
     monkeypatch.setattr("minitrain.lab.check.DDP_TESTS", stand_in)
-    ddp = check_folder(run_folder)[-1]
+    ddp = check_folder(experiment_run)[-1]
     assert (ddp.name, ddp.status) == ("ddp tests", status)
     assert detail in ddp.detail
 
@@ -211,7 +200,6 @@ def wrong_share(notes: str, m: dict) -> str:
 
 
 @pytest.mark.parametrize("edit, expected", [
-    # named as one of the three ratios: with the quick run's 1 repeat, all three are equal
     (wrong_speedup, lambda m: f"the paragraph says {wrong_ratio(m):.2f}x, the manifest's"),
     (swap_outcome, "the paragraph says '2 processes were"),
     (lambda notes, m: notes.replace(f"{m['tokens_per_sec_1proc']:,.0f} for 1 process", "1,234 for 1 process", 1),
@@ -329,8 +317,8 @@ def test_a_missing_manifest_field_is_named(tampered):
     assert all("manifest.json lacks lesson_notes_reference" in detail for detail in failed.values())
 
 
-def test_cli_exit_status(run_folder, tampered, capsys):
-    assert main([str(run_folder), "--skip-tests"]) == 0
+def test_cli_exit_status(experiment_run, tampered, capsys):
+    assert main([str(experiment_run), "--skip-tests"]) == 0
     assert "SKIPPED" in capsys.readouterr().out
     (tampered / "scaling.png").unlink()
     assert main([str(tampered), "--skip-tests"]) != 0

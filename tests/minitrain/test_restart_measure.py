@@ -1,4 +1,4 @@
-"""The restart measurement: one real quick run (five launches: uninterrupted, one fault, two faults,
+"""The restart measurement: one real quick run (the session's, tests/conftest.py; five launches: uninterrupted, one fault, two faults,
 two resumes done wrong), and its timeline and log excerpt on a hand-made log. No timing assertions.
 Its fault and second-fault runs are also the fault tests of `--fail-at` (tests/faults/test_restart.py
 has the other restarts): what their logs and folders show is checked here, once."""
@@ -17,16 +17,8 @@ from minitrain.measure.restart import (QUICK, Log, checks, excerpt, log_excerpt,
 from minitrain.snapshot import SNAPSHOTS, step_folder
 
 
-@pytest.fixture(scope="module")
-def quick_run(tmp_path_factory, corpus_dir):
-    from minitrain.measure.restart import run
-
-    out = tmp_path_factory.mktemp("restart")
-    return out, run(out, quick=True, corpus_dir=corpus_dir, echo=lambda _: None)
-
-
-def test_the_restarted_run_is_bitwise_the_uninterrupted_one(quick_run):
-    out, results = quick_run
+def test_the_restarted_run_is_bitwise_the_uninterrupted_one(restart_runs):
+    out, results = restart_runs
     fault_step, every = int(QUICK.fault.split(":")[0]), QUICK.snapshot_every
     resumed = fault_step // every * every
     assert results["restart"] | {"skipped": None} == {
@@ -63,8 +55,8 @@ def run_log(out, name: str) -> str:
     return "".join(re.sub(r"^ *\d+\.\d{3}  ", "", line) for line in text.splitlines(keepends=True))
 
 
-def test_the_fault_flag_kills_a_rank_and_the_agent_restarts_both_workers(quick_run):
-    out, results = quick_run
+def test_the_fault_flag_kills_a_rank_and_the_agent_restarts_both_workers(restart_runs):
+    out, results = restart_runs
     fault, every = int(QUICK.fault.split(":")[0]), QUICK.snapshot_every
     resumed = fault // every * every  # the newest snapshot before the fault
     log = run_log(out, "restarted")
@@ -75,8 +67,8 @@ def test_the_fault_flag_kills_a_rank_and_the_agent_restarts_both_workers(quick_r
     assert results["restart"]["skipped"] == []  # nothing damaged: the newest snapshot was used
 
 
-def test_a_second_fault_past_max_restarts_ends_the_run_with_one_error_and_no_orphan(quick_run):
-    out, results = quick_run
+def test_a_second_fault_past_max_restarts_ends_the_run_with_one_error_and_no_orphan(restart_runs):
+    out, results = restart_runs
     step, rank, attempt = QUICK.second_fault.split(":")
     log = run_log(out, "second-fault")
     assert results["second_fault"]["exit_status"] == 1  # the launcher's one error line, not a bad argument (2)
@@ -90,16 +82,16 @@ def test_a_second_fault_past_max_restarts_ends_the_run_with_one_error_and_no_orp
     assert not (out / "restart-runs" / "second-fault" / "run.json").exists()
 
 
-def test_the_live_runs_checks_hold_and_name_a_broken_fact(quick_run):
-    _, results = quick_run
+def test_the_live_runs_checks_hold_and_name_a_broken_fact(restart_runs):
+    _, results = restart_runs
     assert checks(results) and all(checks(results).values())  # what notebook 13's live run asserts
     broken = copy.deepcopy(results)
     broken["second_fault"]["processes_left"] = 1
     assert checks(broken)["the second fault ended the run, no process left"] is False
 
 
-def test_the_logs_it_keeps_name_no_machine_path(quick_run):
-    out, results = quick_run
+def test_the_logs_it_keeps_name_no_machine_path(restart_runs):
+    out, results = restart_runs
     kept = "\n".join([e["line"] for e in results["log_excerpt"]] + results["second_fault"]["error_lines"])
     assert "resumed from restarted/snapshots/step-" in kept  # the run's folder, by its name only
     assert str(out) not in kept and sys.executable not in kept

@@ -42,8 +42,8 @@ class Plan:
 
     @classmethod
     def quick(cls) -> "Plan":
-        """A tiny model and 12 steps: for tests and notebooks."""
-        return cls(steps=12, warmup=2, snapshot_every=4, fault="6:1", second_fault="7:0:1",
+        """A tiny model and 40 steps (a tiny step costs little next to a launch): for tests and notebooks."""
+        return cls(steps=40, warmup=2, snapshot_every=4, fault="6:1", second_fault="7:0:1",
                    model=("--n-layer", "1", "--n-embd", "32"))
 
     def train_args(self) -> list[str]:
