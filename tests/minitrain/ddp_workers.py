@@ -13,9 +13,12 @@ from minitrain.train import build_model_for_corpus, seed_everything
 
 
 def set_torchrun_env(rank: int, world_size: int, port: int) -> None:
-    """The variables torchrun would set for this rank."""
+    """The variables torchrun would set for this rank, and its one intra-op thread (torchrun's
+    OMP_NUM_THREADS=1): both ranks then cut every elementwise kernel into the same chunks, whatever
+    the machine's load or the forkserver's settings, and round alike."""
     os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world_size),
-                      MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+                      MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), OMP_NUM_THREADS="1")
+    torch.set_num_threads(1)
 
 
 def snapshot(model: torch.nn.Module) -> dict[str, torch.Tensor]:
