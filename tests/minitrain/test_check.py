@@ -15,6 +15,8 @@ from minitrain.lab import teacher
 from minitrain.lab.check import check_folder, main
 from minitrain.lab.manifest import Manifest
 from minitrain.lab.paragraph import claims, figures, paragraph_problems, stated_verdicts
+from minitrain.lab.reference import reference_paragraph
+from minitrain.lab.report import set_lesson_notes
 from minitrain.lab.rubric import RUBRIC, rubric_text
 from minitrain.lab.verdict import verdict_over_repeats
 from minitrain.paths import EXPERIMENT_DIR
@@ -25,10 +27,11 @@ CONDITIONS = ["files", "equivalence", "allreduce timing", "lesson notes", "ddp t
 @pytest.fixture(scope="module")
 def run_folder(corpus_dir, tmp_path_factory) -> Path:
     """One real experiment (the sheet's 1- and 2-process runs and 1 repeat of each, 12 steps, 4 warm-up)
-    into a temporary folder."""
+    into a temporary folder, with the reference paragraph as Block G (as the reference's notebook 06 writes it)."""
     out = tmp_path_factory.mktemp("experiment")
     run_module("minitrain.lab.experiment", "--out", str(out), "--steps", "12", "--warmup", "4", "--repeats", "1",
                "--corpus-dir", str(corpus_dir))  # the session's corpus, not the repo's
+    set_lesson_notes(out, reference_paragraph(Manifest.read(out / "manifest.json")))
     return out
 
 
@@ -244,7 +247,7 @@ def in_other_words(m: dict) -> str:
             "and the optimizer, which each rank does in full for its own batch.")
 
 
-@pytest.mark.parametrize("write", [in_other_words, lambda m: m["lesson_notes_reference"] + " " + NCCL],
+@pytest.mark.parametrize("write", [in_other_words, lambda m: m["lesson_notes"] + " " + NCCL],
                          ids=["other words", "false cause appended"])
 def test_a_paragraph_with_the_right_numbers_passes(tampered, write):
     """Content, not wording: and a false cause passes too, which is what the rubric is for."""
@@ -258,7 +261,7 @@ EXAMPLE = Manifest.read(Path(__file__).parent / "example_manifest.json")
 
 
 @pytest.mark.parametrize("text", [
-    EXAMPLE.lesson_notes_reference,
+    EXAMPLE.lesson_notes,
     "One process ran at 30,947 tokens/s and two at about 33k, so the ratio was 1.06x, but the repeats "
     "ranged from 4% slower to 17% faster (0.96x to 1.17x): no clear winner. Two processes were slightly faster "
     "at the median. The all-reduce was 6.8% of a 2-process step.",
@@ -270,14 +273,14 @@ def test_right_paragraphs_pass_on_a_manifest(text):
 
 
 @pytest.mark.parametrize("text, named", [
-    (EXAMPLE.lesson_notes_reference.replace("1.06x", "1.20x"),
+    (EXAMPLE.lesson_notes.replace("1.06x", "1.20x"),
      "the paragraph says 1.20x, the manifest's median 2-vs-1 ratio is 1.06x"),
-    (EXAMPLE.lesson_notes_reference.replace("took 7%", "took 40%"),
+    (EXAMPLE.lesson_notes.replace("took 7%", "took 40%"),
      "the paragraph says 40%, the manifest's all-reduce share of a 2-process step is 7%"),
-    (EXAMPLE.lesson_notes_reference + " It ran at 52,000 tokens/s at best.",
+    (EXAMPLE.lesson_notes + " It ran at 52,000 tokens/s at best.",
      "the paragraph says 52,000, none of the manifest's figures (nearest: the ideal tokens/s of 2 processes, "
      "61,893 tokens/s)"),
-    (EXAMPLE.lesson_notes_reference.replace("there is no clear winner on this machine", "2 processes were faster"),
+    (EXAMPLE.lesson_notes.replace("there is no clear winner on this machine", "2 processes were faster"),
      "the paragraph says '2 processes were faster', the repeats give 'no clear winner' (1 process 28,304-34,056 "
      "tokens/s, 2 processes 32,467-33,234)"),
     ("2 processes ran at 32,836 tokens/s against 30,947: 1.06x (repeats 0.96-1.17x); the all-reduce took 7% "
@@ -323,10 +326,10 @@ def test_speedup_must_be_the_ratio_of_the_throughputs(tampered):
 
 
 def test_a_missing_manifest_field_is_named(tampered):
-    edit_json(tampered / "manifest.json", lambda m: m.pop("lesson_notes_reference"))
+    edit_json(tampered / "manifest.json", lambda m: m.pop("lesson_notes"))
     failed = failures(tampered)
     assert failed.keys() == {"equivalence", "allreduce timing", "lesson notes"}
-    assert all("manifest.json lacks lesson_notes_reference" in detail for detail in failed.values())
+    assert all("manifest.json lacks lesson_notes" in detail for detail in failed.values())
 
 
 def test_cli_exit_status(run_folder, tampered, capsys):

@@ -2,7 +2,10 @@
 and notebooks) replaced by the stub, notebooks cleared, no reference-run artifact, no teacher's kit;
 the reference notebooks keep nbgrader's metadata."""
 
+import ast
 import fnmatch
+import json
+import shutil
 import subprocess
 import sys
 
@@ -205,3 +208,55 @@ def test_teacher_md_lists_every_todo_with_its_points():
         row = next((line for line in text.splitlines() if line.startswith(f"| {todo.key} | `{todo.file}` |")), None)
         assert row is not None and f"| {todo.points} |" in row, todo.key
     assert f"Total: {sum(t.points for t in grade.TODOS)} points" in text
+
+
+TEACHER_MODULES = ("src/minitrain/lab/teacher.py", "src/minitrain/lab/rubric.py", "src/minitrain/lab/reference.py")
+
+
+def _reference_sentences() -> list[str]:
+    """Block G's answer as the reference writes it for the committed run: its sentences, and one of
+    its template's literal phrases (the generator under any name would carry it)."""
+    from minitrain.lab.manifest import Manifest
+    from minitrain.lab.reference import reference_paragraph
+
+    paragraph = reference_paragraph(Manifest.read(REPO / "experiments/35-ddp-cpu/manifest.json"))
+    return [s for s in paragraph.split(". ") if len(s) > 40] + ["win while a rank's step stays under twice"]
+
+
+def test_the_tree_holds_no_teacher_module_and_nothing_that_writes_block_g(student_tree):
+    """No key, rubric or reference paragraph to run: no module, no function, no text of the answer."""
+    for rel in TEACHER_MODULES:
+        assert (REPO / rel).is_file() and not (student_tree / rel).exists(), rel
+    answers = _reference_sentences()
+    for path in sorted(p for p in student_tree.rglob("*") if p.is_file() and p.suffix in (".py", ".ipynb", ".md", ".json")):
+        text = path.read_text(errors="replace")
+        rel = str(path.relative_to(student_tree))
+        assert not [a for a in answers if a in text], f"{rel} holds Block G's reference paragraph"
+        if path.suffix == ".py":
+            defined = {n.name for n in ast.walk(ast.parse(text)) if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+            assert not defined & {"reference_paragraph", "rubric_text", "refreshed"}, rel
+    proc = subprocess.run([sys.executable, "-c", "import minitrain.lab.rubric"], capture_output=True, text=True,
+                          timeout=60, cwd=student_tree, env={"PYTHONPATH": str(student_tree / "src"), "PATH": ""})
+    assert "No module named 'minitrain.lab.rubric'" in proc.stderr
+
+
+BUILD_IN_THE_TREE = """import json, sys
+from dataclasses import asdict
+from pathlib import Path
+from minitrain.lab.report import build_manifest
+print(json.dumps(asdict(build_manifest(Path(sys.argv[1]), "the student tree's report builder"))))
+"""
+
+
+def test_a_manifest_built_in_the_tree_holds_only_the_learners_paragraph(student_tree, tmp_path):
+    """The student tree's report builder on a run (the committed one, copied): its manifest has no
+    reference paragraph, and lesson_notes stays empty until the learner writes it."""
+    run = tmp_path / "run"
+    shutil.copytree(REPO / "experiments/35-ddp-cpu", run, ignore=shutil.ignore_patterns("manifest.json", "beyond"))
+    proc = subprocess.run([sys.executable, "-c", BUILD_IN_THE_TREE, str(run)], capture_output=True, text=True,
+                          timeout=120, cwd=student_tree, env={"PYTHONPATH": str(student_tree / "src"), "PATH": ""})
+    assert proc.returncode == 0, proc.stderr
+    manifest = json.loads(proc.stdout)
+    assert "lesson_notes_reference" not in manifest and manifest["lesson_notes"] == ""
+    assert manifest["run_ids"] == json.loads((REPO / "experiments/35-ddp-cpu/manifest.json").read_text())["run_ids"]
+    assert not [a for a in _reference_sentences() if a in proc.stdout]
