@@ -100,7 +100,8 @@ def test_the_tree_holds_every_tracked_file_but_the_excluded(student_tree):
     assert written == sorted([*(p for p in tracked if not student.excluded(p)), student.EDITION_MARK])
     for gone in ("experiments/35-ddp-cpu/manifest.json", "experiments/35-ddp-cpu/state-rank-0.pt",
                  "experiments/35-ddp-cpu/timings.jsonl", "experiments/35-ddp-cpu/scaling.png",
-                 "experiments/35-ddp-cpu/run.json", "experiments/35-ddp-cpu/run-2proc.ipynb"):
+                 "experiments/35-ddp-cpu/run.json", "experiments/35-ddp-cpu/run-2proc.ipynb",
+                 "experiments/35-ddp-cpu/notebook-times.json"):
         assert not (student_tree / gone).exists(), gone
     assert not any((student_tree / "experiments/35-ddp-cpu" / d).exists() and any((student_tree / "experiments/35-ddp-cpu" / d).iterdir())
                    for d in ("single-process", "repeats"))
@@ -260,3 +261,30 @@ def test_a_manifest_built_in_the_tree_holds_only_the_learners_paragraph(student_
     assert "lesson_notes_reference" not in manifest and manifest["lesson_notes"] == ""
     assert manifest["run_ids"] == json.loads((REPO / "experiments/35-ddp-cpu/manifest.json").read_text())["run_ids"]
     assert not [a for a in _reference_sentences() if a in proc.stdout]
+
+
+def test_teacher_md_s_times_are_written_from_notebook_times():
+    """Each row of TEACHER.md's time table gets its notebook's path and seconds from notebook-times.json,
+    and the line under it names the lab run; a table without a notebook's row is named."""
+    from minitrain.lab.notebook_times import lab_run, numbered_notebooks, path_of
+
+    names = numbered_notebooks()
+    times = {"notebooks": {n: 10.2 + i for i, n in enumerate(names)}, **lab_run("python -m minitrain.lab --all-notebooks", 2)}
+    text = teacher.guide_with_times(teacher.GUIDE.read_text(), times)
+    rows = [m[0].split(" | ") for m in teacher.TIME_ROW.finditer(text)]
+    assert [(row[1], row[2].rstrip(" |")) for row in rows] == [(path_of(n), f"{10.2 + i:.0f}") for i, n in enumerate(names)]
+    assert ("Times from `experiments/35-ddp-cpu/notebook-times.json`: lab run `python -m minitrain.lab --all-notebooks`, "
+            f"started {times['started']}, sitting {times['sitting']}") in " ".join(text.split())
+    assert teacher.guide_with_times(text, times) == text
+    without_15 = "\n".join(line for line in text.splitlines() if not line.startswith("| 15 "))
+    with pytest.raises(ValueError, match="rows 01, 02.*, 14 for notebooks 01, .*, 15"):
+        teacher.guide_with_times(without_15, times)
+
+
+def test_teacher_md_s_times_are_the_committed_lab_run_s():
+    """After the lab run that makes the committed notebooks, `python -m minitrain.lab.teacher` writes them."""
+    from minitrain.lab.notebook_times import read_times
+
+    text = teacher.GUIDE.read_text()
+    assert teacher.guide_with_times(text, read_times(teacher.TIMES.parent)) == text, \
+        "TEACHER.md's times are stale: run `python -m minitrain.lab.teacher`"

@@ -42,6 +42,7 @@ EXCLUDED = (  # the reference run's artifacts (the learner makes their own), the
     "experiments/35-ddp-cpu/run.json", "experiments/35-ddp-cpu/manifest.json",
     "experiments/35-ddp-cpu/scaling.png", "experiments/35-ddp-cpu/run-2proc.ipynb",
     "experiments/35-ddp-cpu/single-process/*", "experiments/35-ddp-cpu/repeats/*",
+    "experiments/35-ddp-cpu/notebook-times.json",  # the reference machine's times: 01 shows the learner's own
     "solutions/*", "TEACHER.md",
     # the teacher's modules: the key and the rubric's graded answers, and Block G's paragraph written from the numbers
     "src/minitrain/lab/teacher.py", "src/minitrain/lab/rubric.py", "src/minitrain/lab/reference.py",
