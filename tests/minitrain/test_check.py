@@ -14,6 +14,7 @@ from helpers import run_module
 from minitrain.lab import teacher
 from minitrain.lab.check import check_folder, main
 from minitrain.lab.manifest import Manifest
+from minitrain.lab.notebook_times import TIMES_FILE, lab_run, numbered_notebooks, read_times, write_times
 from minitrain.lab.paragraph import claims, figures, paragraph_problems, stated_verdicts
 from minitrain.lab.reference import reference_paragraph
 from minitrain.lab.report import set_lesson_notes
@@ -412,6 +413,12 @@ def test_the_committed_rubric_is_the_one_written_from_the_committed_manifest():
 
 
 def test_teacher_check_names_a_stale_rubric(tmp_path, monkeypatch, capsys):
+    """The rubric alone is stale: TEACHER.md's times are made up-to-date with a times file of their own."""
+    write_times(tmp_path, {name: 1.0 for name in numbered_notebooks()}, lab_run("python -m minitrain.lab", 2))
+    monkeypatch.setattr(teacher, "TIMES", tmp_path / TIMES_FILE)
+    guide = tmp_path / teacher.GUIDE.name
+    guide.write_text(teacher.guide_with_times(teacher.GUIDE.read_text(), read_times(tmp_path)))
+    monkeypatch.setattr(teacher, "GUIDE", guide)
     stale = tmp_path / RUBRIC.name
     stale.write_text(rubric_text(COMMITTED).replace("| `verdict` | ", "| `verdict` | not "))
     monkeypatch.setattr(teacher, "RUBRIC", stale)

@@ -288,3 +288,14 @@ def test_teacher_md_s_times_are_the_committed_lab_run_s():
     text = teacher.GUIDE.read_text()
     assert teacher.guide_with_times(text, read_times(teacher.TIMES.parent)) == text, \
         "TEACHER.md's times are stale: run `python -m minitrain.lab.teacher`"
+
+
+def test_teacher_check_names_stale_or_missing_times(tmp_path, monkeypatch, capsys):
+    from minitrain.lab.notebook_times import TIMES_FILE, lab_run, numbered_notebooks, write_times
+
+    monkeypatch.setattr(teacher, "TIMES", tmp_path / TIMES_FILE)
+    assert teacher.main(["--check"]) == 1
+    assert f"TEACHER.md: no {TIMES_FILE} in " in capsys.readouterr().out
+    write_times(tmp_path, {name: 1000.0 for name in numbered_notebooks()}, lab_run("python -m minitrain.lab", 2))
+    assert teacher.main(["--check"]) == 1
+    assert "TEACHER.md: its times differ from " in capsys.readouterr().out
