@@ -65,8 +65,8 @@ def shown_seconds(name: str, times: dict) -> str:
 
 def provenance_line(times: dict) -> str:
     """Which lab run the times come from: command, start, sitting, notebooks side by side."""
-    return (f"lab run `{times['command']}`, started {times['started']}, sitting {times['sitting']}; "
-            f"{times.get('side_by_side', 1)} notebooks side by side, the checker beside them")
+    return (f"lab run `{times['command']}`, started {times['started']}, sitting {times['sitting']}, "
+            f"{times.get('side_by_side', 1)} notebooks side by side with the checker beside them")
 
 
 def times_table(folder: Path) -> str:
