@@ -9,9 +9,9 @@ with the checker (a notebook whose parameters cell has `live_run` runs with it o
 runs just made). The optional notebooks 07-15 show their own committed measurements, not these
 runs: `--all-notebooks` executes them too. Once they have all run, the seconds each took go to
 notebook-times.json in the output folder, and 01 runs last, still beside the checker, so that its
-path table shows this lab run's times (minitrain.lab.notebook_times); its own time is added after. When everything passed and the runs went to
-experiments/35-ddp-cpu/, the executed notebooks replace those in notebooks/, so that the notebooks
-show the run beside them. Exits non-zero when anything failed.
+path table shows this lab run's times (minitrain.lab.notebook_times); its own time is added after.
+When everything passed and the runs went to experiments/35-ddp-cpu/, the executed notebooks replace
+those in notebooks/, so that the notebooks show the run beside them. Exits non-zero when anything failed.
 
 Environment:
     MINITRAIN_LAB_OUT      where runs and artifacts go (default: experiments/35-ddp-cpu/)
