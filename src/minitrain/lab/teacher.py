@@ -27,7 +27,7 @@ QUOTE = re.compile(r"<!-- quote: (?P<file>[^:\s]+)::(?P<name>[\w.-]+) -->\n```py
 GUIDE = REPO / "TEACHER.md"
 TIMES = EXPERIMENT_DIR / TIMES_FILE
 TIME_ROW = re.compile(r"^\| (?P<nn>\d\d) (?P<what>[^|]+?) \| (?:core|optional) \| [^|]* \|$", re.M)
-TIMES_FROM = re.compile(r"^Times from `[^`]*`: .*$", re.M)
+TIMES_FROM = re.compile(r"^Times from `[^`]*`: .*(?:\n.+)*", re.M)  # to the paragraph's end
 
 
 def source_of(file: str, name: str) -> str:
