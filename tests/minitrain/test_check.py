@@ -13,7 +13,10 @@ import torch
 from minitrain.lab import teacher
 from minitrain.lab.check import check_folder, main
 from minitrain.lab.manifest import Manifest
+from minitrain.lab.notebook_times import TIMES_FILE, lab_run, numbered_notebooks, read_times, write_times
 from minitrain.lab.paragraph import claims, figures, paragraph_problems, stated_verdicts
+from minitrain.lab.reference import reference_paragraph
+from minitrain.lab.report import set_lesson_notes
 from minitrain.lab.rubric import RUBRIC, rubric_text
 from minitrain.lab.verdict import verdict_over_repeats
 from minitrain.paths import EXPERIMENT_DIR
@@ -21,10 +24,19 @@ from minitrain.paths import EXPERIMENT_DIR
 CONDITIONS = ["files", "equivalence", "allreduce timing", "lesson notes", "ddp tests"]
 
 
+@pytest.fixture(scope="module")
+def run_folder(experiment_run, tmp_path_factory) -> Path:
+    """The session's real experiment (conftest.py: 12 steps, 4 warm-up, 2 repeats), copied, with the
+    reference paragraph as Block G (as the reference's notebook 06 writes it)."""
+    out = Path(shutil.copytree(experiment_run, tmp_path_factory.mktemp("checked") / "run"))
+    set_lesson_notes(out, reference_paragraph(Manifest.read(out / "manifest.json")))
+    return out
+
+
 @pytest.fixture
-def tampered(experiment_run, tmp_path) -> Path:
+def tampered(run_folder, tmp_path) -> Path:
     """A copy of the real run that one test may tamper with."""
-    return Path(shutil.copytree(experiment_run, tmp_path / "run"))
+    return Path(shutil.copytree(run_folder, tmp_path / "run"))
 
 
 def failures(folder: Path) -> dict[str, str]:
@@ -47,8 +59,8 @@ def edit_state(path: Path, edit: Callable[[dict, str], None]) -> str:
     return name
 
 
-def test_real_run_passes(experiment_run):
-    results = check_folder(experiment_run, run_tests=False)
+def test_real_run_passes(run_folder):
+    results = check_folder(run_folder, run_tests=False)
     assert [r.name for r in results] == CONDITIONS
     assert all(r.passed for r in results), [(r.name, r.detail) for r in results]
     assert results[-1].skipped and results[-1].status == "SKIPPED"
@@ -58,13 +70,13 @@ def test_real_run_passes(experiment_run):
     ("def test_ok():\n    assert True\n", "PASS", "1 passed"),
     ("def test_broken():\n    assert 1 == 2\n", "FAIL", "FAILED"),
 ], ids=["passing", "failing"])
-def test_ddp_tests_row_runs_the_tests(experiment_run, tmp_path, monkeypatch, body, status, detail):
+def test_ddp_tests_row_runs_the_tests(run_folder, tmp_path, monkeypatch, body, status, detail):
     """The row runs a real pytest on the DDP test file and reports it (here a small stand-in file:
     the suite runs tests/minitrain/test_ddp.py itself; `make lab` runs the real row)."""
     stand_in = tmp_path / "test_stand_in.py"
     stand_in.write_text(body)
     monkeypatch.setattr("minitrain.lab.check.DDP_TESTS", stand_in)
-    ddp = check_folder(experiment_run)[-1]
+    ddp = check_folder(run_folder)[-1]
     assert (ddp.name, ddp.status) == ("ddp tests", status)
     assert detail in ddp.detail
 
@@ -232,7 +244,7 @@ def in_other_words(m: dict) -> str:
             "and the optimizer, which each rank does in full for its own batch.")
 
 
-@pytest.mark.parametrize("write", [in_other_words, lambda m: m["lesson_notes_reference"] + " " + NCCL],
+@pytest.mark.parametrize("write", [in_other_words, lambda m: m["lesson_notes"] + " " + NCCL],
                          ids=["other words", "false cause appended"])
 def test_a_paragraph_with_the_right_numbers_passes(tampered, write):
     """Content, not wording: and a false cause passes too, which is what the rubric is for."""
@@ -246,7 +258,7 @@ EXAMPLE = Manifest.read(Path(__file__).parent / "example_manifest.json")
 
 
 @pytest.mark.parametrize("text", [
-    EXAMPLE.lesson_notes_reference,
+    EXAMPLE.lesson_notes,
     "One process ran at 30,947 tokens/s and two at about 33k, so the ratio was 1.06x, but the repeats "
     "ranged from 4% slower to 17% faster (0.96x to 1.17x): no clear winner. Two processes were slightly faster "
     "at the median. The all-reduce was 6.8% of a 2-process step.",
@@ -258,14 +270,14 @@ def test_right_paragraphs_pass_on_a_manifest(text):
 
 
 @pytest.mark.parametrize("text, named", [
-    (EXAMPLE.lesson_notes_reference.replace("1.06x", "1.20x"),
+    (EXAMPLE.lesson_notes.replace("1.06x", "1.20x"),
      "the paragraph says 1.20x, the manifest's median 2-vs-1 ratio is 1.06x"),
-    (EXAMPLE.lesson_notes_reference.replace("took 7%", "took 40%"),
+    (EXAMPLE.lesson_notes.replace("took 7%", "took 40%"),
      "the paragraph says 40%, the manifest's all-reduce share of a 2-process step is 7%"),
-    (EXAMPLE.lesson_notes_reference + " It ran at 52,000 tokens/s at best.",
+    (EXAMPLE.lesson_notes + " It ran at 52,000 tokens/s at best.",
      "the paragraph says 52,000, none of the manifest's figures (nearest: the ideal tokens/s of 2 processes, "
      "61,893 tokens/s)"),
-    (EXAMPLE.lesson_notes_reference.replace("there is no clear winner on this machine", "2 processes were faster"),
+    (EXAMPLE.lesson_notes.replace("there is no clear winner on this machine", "2 processes were faster"),
      "the paragraph says '2 processes were faster', the repeats give 'no clear winner' (1 process 28,304-34,056 "
      "tokens/s, 2 processes 32,467-33,234)"),
     ("2 processes ran at 32,836 tokens/s against 30,947: 1.06x (repeats 0.96-1.17x); the all-reduce took 7% "
@@ -311,14 +323,14 @@ def test_speedup_must_be_the_ratio_of_the_throughputs(tampered):
 
 
 def test_a_missing_manifest_field_is_named(tampered):
-    edit_json(tampered / "manifest.json", lambda m: m.pop("lesson_notes_reference"))
+    edit_json(tampered / "manifest.json", lambda m: m.pop("lesson_notes"))
     failed = failures(tampered)
     assert failed.keys() == {"equivalence", "allreduce timing", "lesson notes"}
-    assert all("manifest.json lacks lesson_notes_reference" in detail for detail in failed.values())
+    assert all("manifest.json lacks lesson_notes" in detail for detail in failed.values())
 
 
-def test_cli_exit_status(experiment_run, tampered, capsys):
-    assert main([str(experiment_run), "--skip-tests"]) == 0
+def test_cli_exit_status(run_folder, tampered, capsys):
+    assert main([str(run_folder), "--skip-tests"]) == 0
     assert "SKIPPED" in capsys.readouterr().out
     (tampered / "scaling.png").unlink()
     assert main([str(tampered), "--skip-tests"]) != 0
@@ -397,6 +409,12 @@ def test_the_committed_rubric_is_the_one_written_from_the_committed_manifest():
 
 
 def test_teacher_check_names_a_stale_rubric(tmp_path, monkeypatch, capsys):
+    """The rubric alone is stale: TEACHER.md's times are made up-to-date with a times file of their own."""
+    write_times(tmp_path, {name: 1.0 for name in numbered_notebooks()}, lab_run("python -m minitrain.lab", 2))
+    monkeypatch.setattr(teacher, "TIMES", tmp_path / TIMES_FILE)
+    guide = tmp_path / teacher.GUIDE.name
+    guide.write_text(teacher.guide_with_times(teacher.GUIDE.read_text(), read_times(tmp_path)))
+    monkeypatch.setattr(teacher, "GUIDE", guide)
     stale = tmp_path / RUBRIC.name
     stale.write_text(rubric_text(COMMITTED).replace("| `verdict` | ", "| `verdict` | not "))
     monkeypatch.setattr(teacher, "RUBRIC", stale)

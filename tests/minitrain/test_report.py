@@ -11,7 +11,8 @@ import pytest
 from minitrain.lab.check import TIMING_FIELDS, check_lesson_notes
 from minitrain.lab.manifest import Manifest, ManifestError
 from minitrain.lab.paragraph import paragraph_problems
-from minitrain.lab.report import beyond_findings, findings_table, reference_paragraph, set_lesson_notes
+from minitrain.lab.reference import reference_paragraph
+from minitrain.lab.report import beyond_findings, findings_table, set_lesson_notes
 from minitrain.lab.verdict import chance_of_separation
 from minitrain.lab.verdict import verdict_over_repeats
 from minitrain.paths import EXPERIMENT_DIR
@@ -130,7 +131,7 @@ def test_reference_paragraph_branches(tmp_path, branch, m, outcome):
     assert f"on 1 thread against the single process's {m.threads_per_rank['1proc']}" in notes
     assert "(s)" not in notes and "other load" not in notes  # no unmeasured causes of the spread
     # the stop-condition checker accepts the paragraph it is meant to check
-    replace(m, lesson_notes=notes, lesson_notes_reference=notes).write(tmp_path / "manifest.json")
+    replace(m, lesson_notes=notes).write(tmp_path / "manifest.json")
     assert check_lesson_notes(tmp_path).startswith(f"states {m.speedup_2proc:.2f}x")
 
 

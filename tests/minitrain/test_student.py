@@ -2,7 +2,10 @@
 and notebooks) replaced by the stub, notebooks cleared, no reference-run artifact, no teacher's kit;
 the reference notebooks keep nbgrader's metadata."""
 
+import ast
 import fnmatch
+import json
+import shutil
 import subprocess
 import sys
 
@@ -97,7 +100,8 @@ def test_the_tree_holds_every_tracked_file_but_the_excluded(student_tree):
     assert written == sorted([*(p for p in tracked if not student.excluded(p)), student.EDITION_MARK])
     for gone in ("experiments/35-ddp-cpu/manifest.json", "experiments/35-ddp-cpu/state-rank-0.pt",
                  "experiments/35-ddp-cpu/timings.jsonl", "experiments/35-ddp-cpu/scaling.png",
-                 "experiments/35-ddp-cpu/run.json", "experiments/35-ddp-cpu/run-2proc.ipynb"):
+                 "experiments/35-ddp-cpu/run.json", "experiments/35-ddp-cpu/run-2proc.ipynb",
+                 "experiments/35-ddp-cpu/notebook-times.json"):
         assert not (student_tree / gone).exists(), gone
     assert not any((student_tree / "experiments/35-ddp-cpu" / d).exists() and any((student_tree / "experiments/35-ddp-cpu" / d).iterdir())
                    for d in ("single-process", "repeats"))
@@ -205,3 +209,93 @@ def test_teacher_md_lists_every_todo_with_its_points():
         row = next((line for line in text.splitlines() if line.startswith(f"| {todo.key} | `{todo.file}` |")), None)
         assert row is not None and f"| {todo.points} |" in row, todo.key
     assert f"Total: {sum(t.points for t in grade.TODOS)} points" in text
+
+
+TEACHER_MODULES = ("src/minitrain/lab/teacher.py", "src/minitrain/lab/rubric.py", "src/minitrain/lab/reference.py")
+
+
+def _reference_sentences() -> list[str]:
+    """Block G's answer as the reference writes it for the committed run: its sentences, and one of
+    its template's literal phrases (the generator under any name would carry it)."""
+    from minitrain.lab.manifest import Manifest
+    from minitrain.lab.reference import reference_paragraph
+
+    paragraph = reference_paragraph(Manifest.read(REPO / "experiments/35-ddp-cpu/manifest.json"))
+    return [s for s in paragraph.split(". ") if len(s) > 40] + ["win while a rank's step stays under twice"]
+
+
+def test_the_tree_holds_no_teacher_module_and_nothing_that_writes_block_g(student_tree):
+    """No key, rubric or reference paragraph to run: no module, no function, no text of the answer."""
+    for rel in TEACHER_MODULES:
+        assert (REPO / rel).is_file() and not (student_tree / rel).exists(), rel
+    answers = _reference_sentences()
+    for path in sorted(p for p in student_tree.rglob("*") if p.is_file() and p.suffix in (".py", ".ipynb", ".md", ".json")):
+        text = path.read_text(errors="replace")
+        rel = str(path.relative_to(student_tree))
+        assert not [a for a in answers if a in text], f"{rel} holds Block G's reference paragraph"
+        if path.suffix == ".py":
+            defined = {n.name for n in ast.walk(ast.parse(text)) if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+            assert not defined & {"reference_paragraph", "rubric_text", "refreshed"}, rel
+    proc = subprocess.run([sys.executable, "-c", "import minitrain.lab.rubric"], capture_output=True, text=True,
+                          timeout=60, cwd=student_tree, env={"PYTHONPATH": str(student_tree / "src"), "PATH": ""})
+    assert "No module named 'minitrain.lab.rubric'" in proc.stderr
+
+
+BUILD_IN_THE_TREE = """import json, sys
+from dataclasses import asdict
+from pathlib import Path
+from minitrain.lab.report import build_manifest
+print(json.dumps(asdict(build_manifest(Path(sys.argv[1]), "the student tree's report builder"))))
+"""
+
+
+def test_a_manifest_built_in_the_tree_holds_only_the_learners_paragraph(student_tree, tmp_path):
+    """The student tree's report builder on a run (the committed one, copied): its manifest has no
+    reference paragraph, and lesson_notes stays empty until the learner writes it."""
+    run = tmp_path / "run"
+    shutil.copytree(REPO / "experiments/35-ddp-cpu", run, ignore=shutil.ignore_patterns("manifest.json", "beyond"))
+    proc = subprocess.run([sys.executable, "-c", BUILD_IN_THE_TREE, str(run)], capture_output=True, text=True,
+                          timeout=120, cwd=student_tree, env={"PYTHONPATH": str(student_tree / "src"), "PATH": ""})
+    assert proc.returncode == 0, proc.stderr
+    manifest = json.loads(proc.stdout)
+    assert "lesson_notes_reference" not in manifest and manifest["lesson_notes"] == ""
+    assert manifest["run_ids"] == json.loads((REPO / "experiments/35-ddp-cpu/manifest.json").read_text())["run_ids"]
+    assert not [a for a in _reference_sentences() if a in proc.stdout]
+
+
+def test_teacher_md_s_times_are_written_from_notebook_times():
+    """Each row of TEACHER.md's time table gets its notebook's path and seconds from notebook-times.json,
+    and the line under it names the lab run; a table without a notebook's row is named."""
+    from minitrain.lab.notebook_times import lab_run, numbered_notebooks, path_of
+
+    names = numbered_notebooks()
+    times = {"notebooks": {n: 10.2 + i for i, n in enumerate(names)}, **lab_run("python -m minitrain.lab --all-notebooks", 2)}
+    text = teacher.guide_with_times(teacher.GUIDE.read_text(), times)
+    rows = [m[0].split(" | ") for m in teacher.TIME_ROW.finditer(text)]
+    assert [(row[1], row[2].rstrip(" |")) for row in rows] == [(path_of(n), f"{10.2 + i:.0f}") for i, n in enumerate(names)]
+    assert ("Times from `experiments/35-ddp-cpu/notebook-times.json`: lab run `python -m minitrain.lab --all-notebooks`, "
+            f"started {times['started']}, sitting {times['sitting']}") in " ".join(text.split())
+    assert teacher.guide_with_times(text, times) == text
+    without_15 = "\n".join(line for line in text.splitlines() if not line.startswith("| 15 "))
+    with pytest.raises(ValueError, match="rows 01, 02.*, 14 for notebooks 01, .*, 15"):
+        teacher.guide_with_times(without_15, times)
+
+
+def test_teacher_md_s_times_are_the_committed_lab_run_s():
+    """After the lab run that makes the committed notebooks, `python -m minitrain.lab.teacher` writes them."""
+    from minitrain.lab.notebook_times import read_times
+
+    text = teacher.GUIDE.read_text()
+    assert teacher.guide_with_times(text, read_times(teacher.TIMES.parent)) == text, \
+        "TEACHER.md's times are stale: run `python -m minitrain.lab.teacher`"
+
+
+def test_teacher_check_names_stale_or_missing_times(tmp_path, monkeypatch, capsys):
+    from minitrain.lab.notebook_times import TIMES_FILE, lab_run, numbered_notebooks, write_times
+
+    monkeypatch.setattr(teacher, "TIMES", tmp_path / TIMES_FILE)
+    assert teacher.main(["--check"]) == 1
+    assert f"TEACHER.md: no {TIMES_FILE} in " in capsys.readouterr().out
+    write_times(tmp_path, {name: 1000.0 for name in numbered_notebooks()}, lab_run("python -m minitrain.lab", 2))
+    assert teacher.main(["--check"]) == 1
+    assert "TEACHER.md: its times differ from " in capsys.readouterr().out

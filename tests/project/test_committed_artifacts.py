@@ -10,6 +10,8 @@ import nbformat
 import pytest
 
 from minitrain.lab.experiment import REPEATS
+from minitrain.lab.notebook_times import (ENTRY_NOTEBOOK, TIMES_FILE, numbered_notebooks, read_times, times_table,
+                                          write_times)
 from minitrain.lab.runs import REPEATS_DIR, SINGLE_DIR, read_run
 from minitrain.lab.sittings import BEFORE_SITTINGS, committed_sittings
 from minitrain.paths import BEYOND_DIR, EXPERIMENT_DIR, NOTEBOOKS_DIR, REPO
@@ -89,3 +91,17 @@ def test_a_notebook_showing_two_sittings_says_so(path):
     assert len(shown) <= 1 or "sittings (" in output_text(path), (
         f"{path.name} shows results of {len(shown)} sittings ({shown}) without saying so: call "
         f"minitrain.lab.sittings.sitting_note on the results it compares")
+
+
+def test_notebook_01_shows_the_times_of_the_lab_run_that_made_the_notebooks(tmp_path):
+    """`python -m minitrain.lab --all-notebooks` wrote notebook-times.json, then executed 01 last: 01's committed
+    table is the file's, but for 01's own seconds, added once it ended."""
+    times = read_times(EXPERIMENT_DIR)
+    assert sorted(times["notebooks"]) == numbered_notebooks() and None not in times["notebooks"].values(), \
+        f"{TIMES_FILE} is not of a lab run that executed every notebook: run python -m minitrain.lab --all-notebooks"
+    others = {n: s for n, s in times["notebooks"].items() if n != ENTRY_NOTEBOOK}
+    write_times(tmp_path, others, {k: v for k, v in times.items() if k != "notebooks"})
+    nb = nbformat.read(NOTEBOOKS_DIR / ENTRY_NOTEBOOK, as_version=4)
+    [cell] = [c for c in nb.cells if c.cell_type == "code" and "times_table(" in c.source]
+    assert [o.get("text") for o in cell.outputs] == [times_table(tmp_path) + "\n"], \
+        f"{ENTRY_NOTEBOOK} does not show the times in {TIMES_FILE}: re-run python -m minitrain.lab --all-notebooks"

@@ -68,7 +68,7 @@ def run_experiment(out: Path = EXPERIMENT_DIR, steps: int = STEPS, warmup: int =
     print(f"== {repeats} repeats of 1 and 2 processes, comm-hook timing only", flush=True)
     run_repeats(out, repeats, steps, warmup, corpus_dir)
     manifest = write_report(out, " ".join(["python -m minitrain.lab.experiment", *sys.argv[1:]]))
-    print(manifest.lesson_notes)
+    print(f"manifest: {out / 'manifest.json'}; lesson_notes (Block G) is yours to write in notebook 06")
     return manifest
 
 

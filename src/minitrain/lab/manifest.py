@@ -63,8 +63,7 @@ class Manifest:
     command: str
     run_commands: dict[str, str]
     beyond_findings: dict[str, dict]  # the deeper measurements' findings, by name (minitrain.lab.report)
-    lesson_notes_reference: str  # the paragraph minitrain.lab.report writes from these figures
-    lesson_notes: str  # the learner's paragraph (stop condition 4); the reference until they write theirs
+    lesson_notes: str  # the learner's paragraph, Block G (stop condition 4); empty until they write it in notebook 06
 
     def write(self, path: Path) -> None:
         """Write manifest.json atomically: a reader never sees a half-written one."""

@@ -1,4 +1,5 @@
-"""Blocks F and G: the scaling plot, the manifest, and the lesson paragraph written from the numbers."""
+"""Block F and the manifest: the scaling plot, and manifest.json from the runs, with Block G's paragraph
+(`lesson_notes`) empty until the learner writes it (set_lesson_notes)."""
 
 import json
 from dataclasses import asdict, replace
@@ -9,7 +10,7 @@ from minitrain.lab.manifest import Manifest
 from minitrain.lab.runs import (PHASES, REPEATS_DIR, SINGLE_DIR, output_dir, phase_medians, read_repeats,
                                 read_run, throughput)
 from minitrain.lab.sittings import sitting_note
-from minitrain.lab.verdict import chance_of_separation, verdict_over_repeats
+from minitrain.lab.verdict import verdict_over_repeats
 from minitrain.paths import BEYOND_DIR
 from minitrain.run_record import RunRecord
 from minitrain.timing import VARIANTS, manifest_fields, summarize
@@ -19,61 +20,6 @@ from minitrain.verify import compare_state_files
 def plural(count: int, noun: str) -> str:
     """'1 thread', '2 threads'."""
     return f"{count} {noun}{'' if count == 1 else 's'}"
-
-
-def reference_paragraph(m: Manifest) -> str:
-    """The "why are 2 processes slower (or not) here" paragraph, from the manifest's numbers alone:
-    the reference a learner's own paragraph (lesson_notes) is compared with."""
-    speedup, share, (lo, hi) = m.speedup_2proc, m.allreduce_share_of_step, m.speedup_2proc_range
-    t1, t2, cores = m.threads_per_rank["1proc"], m.threads_per_rank["2proc"], m.cores
-    ratio = m.step_p50_ms_2proc / m.step_p50_ms_1proc  # speedup = 2 / ratio: break-even at 2x
-    outcome = {"faster": "2 processes were faster here", "slower": "2 processes were slower here",
-               "no clear winner": "there is no clear winner on this machine"}[m.verdict]
-    if m.verdict != "no clear winner":  # how much a clean split of few repeats proves
-        n = m.repeats["count"]
-        odds = (f"with no real difference, {n} repeats a side split this cleanly one time in "
-                f"{round(1 / chance_of_separation(n, n))}" if n > 1 else "one repeat a side always splits so")
-        outcome += f" (every 2-process repeat {'above' if m.verdict == 'faster' else 'below'} every 1-process one; {odds})"
-    text = [
-        f"On {cores} logical CPUs, 2 processes trained at {m.tokens_per_sec_2proc:,.0f} tokens/s against "
-        f"{m.tokens_per_sec_1proc:,.0f} for 1 process: {speedup:.2f}x (medians of "
-        f"{m.repeats['count']} alternating repeats timed the same way; range {lo:.2f}-{hi:.2f}x), "
-        f"so {outcome}.",
-        f"Each rank does the single process's whole batch ({m.batch_size_per_rank} x "
-        f"{m.block_size} tokens), on {plural(t2, 'thread')} against the single process's {t1}, so 2 "
-        f"processes win while a rank's step stays under twice the single process's step; here it "
-        f"took {ratio:.2f}x.",
-        f"The all-reduce of {m.gradient_bytes / 1e6:.2f} MB of gradients ({plural(len(m.buckets), 'bucket')}) "
-        f"took {share:.0%} of a 2-process step, from launch to completion, waiting for the other rank included.",
-    ]
-    # Each branch says only what its condition guarantees. Slower means every 2-process repeat ran
-    # below every 1-process one; with the all-reduce under 30% of a step, the rest alone is the larger part.
-    if m.verdict == "no clear winner":
-        tps = {n: [r["tokens_per_sec"] for r in m.repeats[f"{n}proc"]] for n in (1, 2)}
-        steps = {n: [r["step_p50_ms"] for r in m.repeats[f"{n}proc"]] for n in (1, 2)}
-        text.append(f"The repeats overlap: 1 process ran at {min(tps[1]):,.0f}-{max(tps[1]):,.0f} tokens/s "
-                    f"(median steps {min(steps[1]):.1f}-{max(steps[1]):.1f} ms), 2 processes at "
-                    f"{min(tps[2]):,.0f}-{max(tps[2]):,.0f} ({min(steps[2]):.1f}-{max(steps[2]):.1f} ms), so these "
-                    "repeats cannot tell them apart. The sheet expected 2 processes to be slower.")
-    elif m.verdict == "faster":
-        text.append(f"On the same logical CPUs, 2 single-threaded processes gained more than one process with {t1} "
-                    "threads, and the all-reduce did not take that gain away; these runs do not measure why. The "
-                    "sheet expected the opposite." if t1 > 1 else
-                    "The single process ran 1 thread, so a second process could use compute the first left "
-                    "unused, at the price of the all-reduce. The sheet expected the opposite.")
-    elif m.world_size * t2 > cores:
-        text.append("As the sheet expected: the ranks' threads outnumber the logical CPUs, so the processes "
-                    "contend for them and pay the all-reduce on top.")
-    elif share >= 0.3:
-        text.append("As the sheet expected for a tiny model: the all-reduce, waiting included, is a large "
-                    "part of a 2-process step, time the single process never spends.")
-    else:
-        text.append(f"As the sheet expected, though the all-reduce is the smaller part: the rest of a rank's "
-                    f"step alone took longer than the single process's whole step, computed with {plural(t2, 'thread')} per "
-                    f"rank against {t1}, the two ranks sharing caches and memory bandwidth (and the CPUs with other "
-                    "programs).")
-    text.append("Notebook 08 measures when each side wins: model size, threads, pinning.")
-    return " ".join(text)
 
 
 def beyond_results(beyond: Path) -> dict[str, dict]:
@@ -128,7 +74,7 @@ def median_run(runs: list[RunRecord]) -> RunRecord:
 
 def build_manifest(out: Path, command: str) -> Manifest:
     """manifest.json's content: the sheet's fields from the sheet's runs and the repeats in `out`,
-    with the reference paragraph as lesson_notes until the learner writes theirs (set_lesson_notes)."""
+    with lesson_notes empty until the learner writes their paragraph (set_lesson_notes)."""
     sheet1, _ = read_run(out / SINGLE_DIR)
     sheet2, timings2 = read_run(out)
     repeats = read_repeats(out)
@@ -143,7 +89,7 @@ def build_manifest(out: Path, command: str) -> Manifest:
               for v in VARIANTS for name, stat in manifest_fields(v).items()}
     comparison = compare_state_files(out / "state-rank-0.pt", out / "state-rank-1.pt")
     tps1, tps2 = throughput(run1), throughput(run2)
-    manifest = Manifest(**{
+    return Manifest(**{
         "lab": "01-ddp-on-cpu",
         "seed": sheet2.seed_base,
         "backend": "gloo",
@@ -192,10 +138,8 @@ def build_manifest(out: Path, command: str) -> Manifest:
         "command": command,
         "run_commands": {"1proc": sheet1.command, "2proc": sheet2.command},
         "beyond_findings": beyond_findings(out / BEYOND_DIR.name),
-        "lesson_notes_reference": "", "lesson_notes": "",
+        "lesson_notes": "",
     })
-    reference = reference_paragraph(manifest)
-    return replace(manifest, lesson_notes_reference=reference, lesson_notes=reference)
 
 
 def set_lesson_notes(out: Path, notes: str) -> Manifest:

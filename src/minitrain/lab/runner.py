@@ -4,12 +4,14 @@
 
 First the runs whose timings the lab reports, one at a time with nothing else running: `run.ipynb`
 for 1 and for 2 processes with papermill (the sheet's runs), then the alternating repeats of the
-1-vs-2 comparison. Then the report notebook, then the rest of the sheet's path (01-05) side by side
+1-vs-2 comparison. Then the report notebook, then the rest of the sheet's path (02-05) side by side
 with the checker (a notebook whose parameters cell has `live_run` runs with it off: it reads the
 runs just made). The optional notebooks 07-15 show their own committed measurements, not these
-runs: `--all-notebooks` executes them too. When everything passed and the runs went to
-experiments/35-ddp-cpu/, the executed notebooks replace those in notebooks/, so that the notebooks
-show the run beside them. Exits non-zero when anything failed.
+runs: `--all-notebooks` executes them too. Once they have all run, the seconds each took go to
+notebook-times.json in the output folder, and 01 runs last, still beside the checker, so that its
+path table shows this lab run's times (minitrain.lab.notebook_times); its own time is added after.
+When everything passed and the runs went to experiments/35-ddp-cpu/, the executed notebooks replace
+those in notebooks/, so that the notebooks show the run beside them. Exits non-zero when anything failed.
 
 Environment:
     MINITRAIN_LAB_OUT      where runs and artifacts go (default: experiments/35-ddp-cpu/)
@@ -28,6 +30,7 @@ from pathlib import Path
 from minitrain.cli import LabArgumentParser, SettingError, lab_out_folder, positive_int
 from minitrain.lab.check import CheckResult, check_folder, format_table
 from minitrain.lab.experiment import REPEATS, STEPS, WARMUP
+from minitrain.lab.notebook_times import ENTRY_NOTEBOOK, LAST_ON_THE_PATH, lab_run, numbered_notebooks, write_times
 from minitrain.lab.repeats import run_repeats
 from minitrain.lab.runs import output_dir, run_dir_in
 from minitrain.launch import LaunchError
@@ -35,13 +38,7 @@ from minitrain.paths import BUILD_DIR, EXPERIMENT_DIR, NOTEBOOKS_DIR, relative
 
 EXECUTED_DIR = BUILD_DIR / "notebooks"  # executed copies of the topic notebooks (git-ignored)
 RUN_NOTEBOOK = "run.ipynb"
-REPORT_NOTEBOOK = "06-scaling-and-report.ipynb"  # writes the manifest the others read
-LAST_ON_THE_PATH = REPORT_NOTEBOOK  # 01-06 show the runs just made and the learner's Blocks; 07-15 do not
-
-
-def numbered_notebooks(every: bool = True) -> list[str]:
-    """notebooks/NN-*.ipynb, in order: the sheet's path (01-06), then, with `every`, the optional ones."""
-    return sorted(p.name for p in NOTEBOOKS_DIR.glob("[0-9][0-9]-*.ipynb") if every or p.name <= LAST_ON_THE_PATH)
+REPORT_NOTEBOOK = LAST_ON_THE_PATH  # writes the manifest the others read
 
 
 def lab_parameters(name: str, repeats: int) -> dict:
@@ -100,34 +97,46 @@ def measured_phase(out: Path, repeats: int) -> None:
     run_repeats(out, repeats, STEPS, WARMUP)
 
 
-def display_phase(names: list[str], run_tests: bool, workers: int,
-                  repeats: int) -> tuple[list[CheckResult], list[str]]:
-    """The notebooks `names` (the report first: the others read what it writes), side by side, and
-    the checker with the DDP tests beside them; return the checker's rows and the failures."""
-    failures = []
+def display_phase(names: list[str], run_tests: bool, workers: int, repeats: int,
+                  run_record: dict) -> tuple[list[CheckResult], list[str]]:
+    """The notebooks `names` (the report first: the others read what it writes; the entry notebook
+    last: it shows the times of the others, written to notebook-times.json), side by side, and the
+    checker with the DDP tests beside them; return the checker's rows and the failures. `run_record`
+    (notebook_times.lab_run) says which lab run the times are of."""
+    failures: list[str] = []
+    seconds: dict[str, float | None] = {}
 
     def run(name: str) -> None:
-        seconds = execute(NOTEBOOKS_DIR / name, EXECUTED_DIR / name, lab_parameters(name, repeats))
-        print(f"  {name}: {seconds:.1f} s", flush=True)
+        seconds[name] = None  # until it ends well
+        seconds[name] = execute(NOTEBOOKS_DIR / name, EXECUTED_DIR / name, lab_parameters(name, repeats))
+        print(f"  {name}: {seconds[name]:.1f} s", flush=True)
 
     try:
         run(REPORT_NOTEBOOK)
     except NotebookFailed as e:
         return [], [str(e)]
+
     def check() -> list[CheckResult]:
         start = time.perf_counter()
         results = check_folder(output_dir(), run_tests)
         print(f"  checker{' with the DDP tests' if run_tests else ''}: {time.perf_counter() - start:.1f} s", flush=True)
         return results
 
-    with ThreadPoolExecutor(max_workers=workers + 1) as pool:  # the checker beside `workers` notebooks
-        checker = pool.submit(check)
-        jobs = {pool.submit(run, name): name for name in names if name != REPORT_NOTEBOOK}
-        for job in as_completed(jobs):
+    def run_all(batch: list[str]) -> None:
+        for job in as_completed([pool.submit(run, name) for name in batch]):
             try:
                 job.result()
             except NotebookFailed as e:
                 failures.append(str(e))
+
+    out = output_dir()
+    with ThreadPoolExecutor(max_workers=workers + 1) as pool:  # the checker beside `workers` notebooks
+        checker = pool.submit(check)
+        run_all([name for name in names if name not in (REPORT_NOTEBOOK, ENTRY_NOTEBOOK)])
+        if ENTRY_NOTEBOOK in names:  # last, beside the checker: its table shows the times written now
+            write_times(out, seconds, run_record)
+            run_all([ENTRY_NOTEBOOK])
+        print(f"  notebook times: {relative(write_times(out, seconds, run_record))}", flush=True)
         return checker.result(), failures
 
 
@@ -202,6 +211,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ["MINITRAIN_LAB_OUT"] = str(out)  # the kernels inherit it: every notebook agrees
     print(f"lab output folder: {relative(out)}; executed notebooks: {relative(EXECUTED_DIR)}", flush=True)
     total, stamps = time.perf_counter(), notebook_stamps()  # papermill reads the notebooks as they are now
+    run_record = lab_run(" ".join(["python -m minitrain.lab", *(sys.argv[1:] if argv is None else argv)]), args.workers)
     print("measured runs, alone on the machine:" if not args.notebooks_only
           else "no new runs (--notebooks-only): the notebooks read the runs in the output folder", flush=True)
     try:
@@ -214,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
     names = numbered_notebooks(args.all_notebooks)
     print(f"measured runs: {measured:.1f} s\nnotebooks {names[0][:2]}-{names[-1][:2]} ({args.workers} side by side) "
           f"and the checker ({'without' if args.skip_tests else 'with'} the DDP tests):", flush=True)
-    results, failures = display_phase(names, not args.skip_tests, args.workers, args.repeats)
+    results, failures = display_phase(names, not args.skip_tests, args.workers, args.repeats, run_record)
     if results:
         print(format_table(results))
     print(f"lab total: {time.perf_counter() - total:.1f} s (measured runs {measured:.1f} s, then "

@@ -3,8 +3,9 @@
     python -m minitrain.lab.student --out build/student
 
 Every tracked file is copied (`git ls-files`; without git, the tree minus .git, .venv, build and
-data), except the sheet's artifacts of the reference run, the teacher's kit and the tests of the
-reference edition itself (EXCLUDED). In .py files and notebooks each solution region, the lines
+data), except the sheet's artifacts of the reference run, the teacher's kit (with the modules that write
+the key, the rubric and Block G's reference paragraph: no answer is generated for the learner) and the
+tests of the reference edition itself (EXCLUDED). In .py files and notebooks each solution region, the lines
 from `### BEGIN SOLUTION: <what>` to `### END SOLUTION` (a plain `### BEGIN SOLUTION`, as nbgrader
 writes it, is named after the function it is in), becomes at the marker's indentation
 `# YOUR CODE HERE (<what>)` and `raise NotImplementedError("not done yet: <what>")`. Notebooks also lose their outputs and
@@ -41,8 +42,13 @@ EXCLUDED = (  # the reference run's artifacts (the learner makes their own), the
     "experiments/35-ddp-cpu/run.json", "experiments/35-ddp-cpu/manifest.json",
     "experiments/35-ddp-cpu/scaling.png", "experiments/35-ddp-cpu/run-2proc.ipynb",
     "experiments/35-ddp-cpu/single-process/*", "experiments/35-ddp-cpu/repeats/*",
+    "experiments/35-ddp-cpu/notebook-times.json",  # the reference machine's times: 01 shows the learner's own
     "solutions/*", "TEACHER.md",
+    # the teacher's modules: the key and the rubric's graded answers, and Block G's paragraph written from the numbers
+    "src/minitrain/lab/teacher.py", "src/minitrain/lab/rubric.py", "src/minitrain/lab/reference.py",
     "tests/minitrain/test_student.py", "tests/minitrain/test_graders.py", "tests/project/test_committed_artifacts.py",
+    # the tests of the teacher's modules, and the earlier sitting's manifest whose paragraph they quote
+    "tests/minitrain/test_check.py", "tests/minitrain/test_report.py", "tests/minitrain/example_manifest.json",
 )
 EDITION_MARK = ".student-edition"  # written in the tree's root: a folder holding it may be rewritten
 REFERENCE_TEXT = re.compile(r"reference solution|student edition|\bcollapsed\b", re.IGNORECASE)

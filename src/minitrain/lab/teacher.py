@@ -1,8 +1,9 @@
-"""The teacher's key, solutions/01-ddp-cpu-ref.md, quotes the reference code by name, and the paragraph's
-rubric, solutions/rubric-paragraph.md, is written from the committed manifest; this refreshes both.
+"""The teacher's key, solutions/01-ddp-cpu-ref.md, quotes the reference code by name, the paragraph's
+rubric, solutions/rubric-paragraph.md, is written from the committed manifest, and TEACHER.md's table of
+the time per notebook from the committed notebook-times.json (the last lab run's); this refreshes all three.
 
-    python -m minitrain.lab.teacher            # rewrite every quote from the current sources, and the rubric
-    python -m minitrain.lab.teacher --check    # exit 1 when a quote or the rubric is stale
+    python -m minitrain.lab.teacher            # rewrite every quote from the current sources, the rubric, the times
+    python -m minitrain.lab.teacher --check    # exit 1 when a quote, the rubric or the times are stale
 
 A quote is a line `<!-- quote: FILE::NAME -->` followed by a fenced python block: NAME is a
 function or class of FILE (`Class.method` for a method), or the nbgrader grade_id of a notebook's cell.
@@ -17,11 +18,16 @@ from pathlib import Path
 import nbformat
 
 from minitrain.lab.manifest import Manifest, ManifestError
+from minitrain.lab.notebook_times import TIMES_FILE, numbered_notebooks, path_of, provenance_line, read_times, shown_seconds
 from minitrain.lab.rubric import MANIFEST, RUBRIC, rubric_text
-from minitrain.paths import REPO, relative
+from minitrain.paths import EXPERIMENT_DIR, REPO, relative
 
 KEY = REPO / "solutions" / "01-ddp-cpu-ref.md"
 QUOTE = re.compile(r"<!-- quote: (?P<file>[^:\s]+)::(?P<name>[\w.-]+) -->\n```python\n(?P<code>.*?)```", re.S)
+GUIDE = REPO / "TEACHER.md"
+TIMES = EXPERIMENT_DIR / TIMES_FILE
+TIME_ROW = re.compile(r"^\| (?P<nn>\d\d) (?P<what>[^|]+?) \| (?:core|optional) \| [^|]* \|$", re.M)
+TIMES_FROM = re.compile(r"^Times from `[^`]*`: .*(?:\n.+)*", re.M)  # to the paragraph's end
 
 
 def source_of(file: str, name: str) -> str:
@@ -52,10 +58,25 @@ def refreshed(text: str) -> str:
                                f"{source_of(m['file'], m['name'])}```", text)
 
 
+def guide_with_times(text: str, times: dict) -> str:
+    """TEACHER.md's `text` with each row of its time table (`| NN what | path | seconds |`) given the
+    notebook's path and seconds from `times` (notebook-times.json), and the line under it naming that lab run."""
+    names = {name[:2]: name for name in numbered_notebooks()}
+    rows = [m["nn"] for m in TIME_ROW.finditer(text)]
+    if sorted(rows) != sorted(names) or not TIMES_FROM.search(text):
+        raise ValueError(f"its time table has rows {', '.join(rows)} for notebooks {', '.join(sorted(names))}, "
+                         "and it needs a line starting 'Times from `...`:' under it")
+    text = TIME_ROW.sub(lambda m: f"| {m['nn']} {m['what']} | {path_of(names[m['nn']])} | "
+                                  f"{shown_seconds(names[m['nn']], times)} |", text)
+    return TIMES_FROM.sub(lambda _: f"Times from `{relative(TIMES)}`: {provenance_line(times)}.", text)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description="Refresh the quotes of the teacher's key from the reference sources, "
-                                            "and the paragraph's rubric from the committed manifest.")
-    p.add_argument("--check", action="store_true", help="only say whether a quote or the rubric is stale (exit 1)")
+                                            "the paragraph's rubric from the committed manifest, and TEACHER.md's "
+                                            "times from the committed notebook-times.json.")
+    p.add_argument("--check", action="store_true", help="only say whether a quote, the rubric or the times are stale "
+                                                        "(exit 1)")
     args = p.parse_args(argv)
     text = KEY.read_text()
     try:
@@ -68,6 +89,14 @@ def main(argv: list[str] | None = None) -> int:
     except ManifestError as e:
         print(f"error: {relative(RUBRIC)}: {e}", file=sys.stderr)
         return 2
+    guide, no_times = GUIDE.read_text(), ""
+    try:
+        new_guide = guide_with_times(guide, read_times(TIMES.parent))
+    except FileNotFoundError as e:  # no lab run has recorded its times yet: the table is not derived
+        new_guide, no_times = None, f"{e}; then run `python -m minitrain.lab.teacher`"
+    except ValueError as e:
+        print(f"error: {relative(GUIDE)}: {e}", file=sys.stderr)
+        return 2
     if args.check:
         stale = [f"{a['file']}::{a['name']}" for a, b in zip(QUOTE.finditer(text), QUOTE.finditer(new))
                  if a["code"] != b["code"]]
@@ -76,11 +105,20 @@ def main(argv: list[str] | None = None) -> int:
         rubric_stale = not RUBRIC.exists() or RUBRIC.read_text() != rubric
         print(f"{relative(RUBRIC)}: " + (f"differs from the one written from {relative(MANIFEST)}; run "
                                         "`python -m minitrain.lab.teacher`" if rubric_stale else "up to date"))
-        return 1 if stale or rubric_stale else 0
+        times_stale = new_guide != guide
+        print(f"{relative(GUIDE)}: " + (no_times if new_guide is None else
+                                       f"its times differ from {relative(TIMES)}; run `python -m minitrain.lab.teacher`"
+                                       if times_stale else f"times up to date with {relative(TIMES)}"))
+        return 1 if stale or rubric_stale or times_stale else 0
     Path(KEY).write_text(new)
     RUBRIC.write_text(rubric)
     print(f"{relative(KEY)}: {len(QUOTE.findall(new))} quotes refreshed")
     print(f"{relative(RUBRIC)}: written from {relative(MANIFEST)}")
+    if new_guide is None:
+        print(f"{relative(GUIDE)}: left as it is: {no_times}", file=sys.stderr)
+        return 1
+    GUIDE.write_text(new_guide)
+    print(f"{relative(GUIDE)}: times written from {relative(TIMES)}")
     return 0
 
 
