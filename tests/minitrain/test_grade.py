@@ -1,4 +1,4 @@
-"""The grade command on real student trees, every TODO in a fresh process: the blank tree is "not
+"""The grade command on real student trees, every TODO in a process of its own: the blank tree is "not
 done" everywhere, the reference put back passes, a mistake is named, a hang is graded "hangs" and
 leaves no process, and a class folder gets its table and grades.csv."""
 

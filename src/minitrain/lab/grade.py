@@ -1,13 +1,13 @@
-"""Grade the learner's TODOs: each in a fresh process with a timeout, by the real tests and graders.
+"""Grade the learner's TODOs: each in a process of its own with a timeout, by the real tests and graders.
 
     python -m minitrain.lab.grade [REPO]            # one tree (default: this one); `make grade`
     python -m minitrain.lab.grade --class FOLDER    # every submission in FOLDER: a table and FOLDER/grades.csv
 
-Each row of TODOS is graded by `python -m minitrain.lab.grade --todo KEY REPO` in a fresh process
-(minitrain.lab.forkserver), REPO/src first on PYTHONPATH, its process tree stopped at the timeout:
-PASS, FAIL (the mistake named), "not done" (a stub still raises "not done yet: ..."), or "hangs". A submission is a student tree, or any folder holding its notebooks: only
-the learner's files (TODO_FILES, the notebooks and the run's artifacts) are copied into a fresh
-student tree, so a submission's own graders and tests are never the ones run.
+Each row of TODOS is graded by this module's `--todo KEY REPO` mode in a child forked from a process that
+imported torch once (minitrain.lab.forkserver), REPO/src first on PYTHONPATH, its tree stopped at the timeout:
+PASS, FAIL (the mistake named), "not done" (a stub still raises "not done yet: ..."), or "hangs". A
+submission is a student tree, or any folder holding its notebooks: only the learner's files (TODO_FILES,
+the notebooks, the run's artifacts) go into a fresh student tree: its own graders and tests never run.
 """
 
 import argparse
@@ -297,7 +297,7 @@ def _child(repo: Path, key: str) -> int:
 
 
 def run_todo(server: Forkserver, repo: Path, todo: Todo, timeout_s: float | None = None) -> Grade:
-    """One TODO of `repo` graded in a fresh process (a child of `server`); a child that outlives the
+    """One TODO of `repo` graded in a process of its own (a child of `server`); a child that outlives the
     timeout is stopped (its whole process tree) and graded "hangs", as is one whose rank reported a
     hang: "hangs at FILE:LINE on rank R (waits in COLLECTIVE)"."""
     timeout_s = todo.timeout_s if timeout_s is None else timeout_s
@@ -322,7 +322,7 @@ def run_todo(server: Forkserver, repo: Path, todo: Todo, timeout_s: float | None
 
 def grade_repo(repo: Path, keys: list[str] | None = None, timeout_s: float | None = None,
                echo: Callable[[str], None] | None = None, jobs: int = 1) -> list[Grade]:
-    """Every TODO of `repo` (or those in `keys`), each in a fresh process, `jobs` at a time (1 by
+    """Every TODO of `repo` (or those in `keys`), each in a process of its own, `jobs` at a time (1 by
     default: the timing graders measure waits, which a busy machine blurs). The processes are forked
     from one that imported torch once, with `repo`/src first on PYTHONPATH (minitrain.lab.forkserver)."""
     repo = Path(repo).resolve()
@@ -415,7 +415,7 @@ def class_table(grades: dict[str, list[Grade]]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = LabArgumentParser(description="Grade the lab's TODOs by the real tests, each in a fresh process.")
+    p = LabArgumentParser(description="Grade the lab's TODOs by the real tests, each in a process of its own.")
     p.add_argument("repo", nargs="?", type=Path, default=REPO, help="the tree to grade (default: this one)")
     p.add_argument("--class", dest="class_folder", type=Path, metavar="FOLDER",
                    help="grade every submission folder in FOLDER; writes FOLDER/grades.csv")
@@ -439,7 +439,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if not (args.repo / "src" / "minitrain").is_dir():
         p.error(f"{args.repo} is not a lab repository (no src/minitrain in it)")
-    print(f"grading {relative(args.repo)}: each TODO in a fresh process")
+    print(f"grading {relative(args.repo)}: each TODO in a process of its own")
     grades = grade_repo(args.repo, args.only, args.timeout, echo=print, jobs=args.jobs)
     score, total = sum(g.points for g in grades), sum(g.todo.points for g in grades)
     print(f"score: {score} / {total}")
