@@ -81,7 +81,7 @@ def test_results_on_disk(quick_run):
     out, results = quick_run
     assert json.loads((out / "buckets.json").read_text()) == json.loads(json.dumps(results))
     assert results["measurement"] == "buckets"
-    assert "--quick" in check_provenance(results, "minitrain.measure.buckets", "corpus_sha256")["command"]
+    assert "--quick" in check_provenance(results, "minitrain.measure.buckets", "corpus_sha256").command
     assert results["benchmark"]["file"] is None and results["caps"][0]["predicted_ms"] is None  # no --bench: no fit
     assert results["config"]["plan"] == json.loads(json.dumps(asdict(QUICK)))  # the workers ran the driver's plan
     assert (out / "buckets.png").stat().st_size > 0
@@ -188,12 +188,12 @@ def test_findings_on_made_up_numbers():
         "buckets_at_default": 1, "most_buckets": 8, "default_over_fastest_cap_step": 1.2,
         "step_most_buckets_over_default": 25 / 30, "overlapped_share_default": 0.02,
         "overlapped_share_most_buckets": 0.8, "caps_with_ranks_equal": 3})
-    assert "1.09 MB of gradients" in found["buckets_at_default"]["meaning"]
-    assert found["caps_with_ranks_equal"]["unit"] == "of 3 caps"
-    assert found["default_over_fastest_cap_step"]["meaning"].endswith(
+    assert "1.09 MB of gradients" in found["buckets_at_default"].meaning
+    assert found["caps_with_ranks_equal"].unit == "of 3 caps"
+    assert found["default_over_fastest_cap_step"].meaning.endswith(
         "repeats 24.0-26.0 ms against the default's 29.0-31.0 ms: every repeat faster")
     unclear = check_findings(findings(made_up((30, 27, 33), (29, 28, 30))), {
         "buckets_at_default": 1, "most_buckets": 8, "default_over_fastest_cap_step": 30 / 29,
         "step_most_buckets_over_default": 29 / 30, "overlapped_share_default": 0.02,
         "overlapped_share_most_buckets": 0.8, "caps_with_ranks_equal": 3})
-    assert unclear["default_over_fastest_cap_step"]["meaning"].endswith("within the spread, no clear gain")
+    assert unclear["default_over_fastest_cap_step"].meaning.endswith("within the spread, no clear gain")

@@ -26,7 +26,7 @@ def test_result_files_and_fields(quick_run):
     assert FIELDS <= results.keys()
     assert results["measurement"] == "controls" and results["quick"] is True
     prov = check_provenance(results, MODULE, "corpus_sha256")
-    assert "--quick" in prov["command"]
+    assert "--quick" in prov.command
     assert set(results["drift"]) == set(CASES)
     assert {"1proc", "2proc", "before"} <= results["learning"].keys()
     for run in ("1proc", "2proc"):
@@ -77,14 +77,14 @@ def test_findings_when_ddp_learns_as_well():
     results = made_up(1.51, 0.81)
     assert learning_verdict(results) == "same"
     found = check_findings(findings(results), dict(zip(NAMES, [0.0, 0.12, 0.01, 0.01])))
-    assert "over 300 steps" in found["ddp_max_drift"]["meaning"]
-    assert "exactly 0 at every step" in found["ddp_max_drift"]["meaning"]
-    assert "after 300 steps under no_sync()" in found["no_sync_final_drift"]["meaning"]
-    assert "no-op comm hook: identical" in found["no_sync_final_drift"]["meaning"]
+    assert "over 300 steps" in found["ddp_max_drift"].meaning
+    assert "exactly 0 at every step" in found["ddp_max_drift"].meaning
+    assert "after 300 steps under no_sync()" in found["no_sync_final_drift"].meaning
+    assert "no-op comm hook: identical" in found["no_sync_final_drift"].meaning
     loss = found["val_loss_2proc_minus_1proc"]
     assert "1.510 against 1.500" in loss["meaning"] and "learning: same" in loss["meaning"]
     assert f"losses within {LOSS_TOLERANCE} nats" in loss["meaning"] and loss["unit"] == "nats"
-    assert "0.810 against 0.800 on 1000 pairs" in found["accuracy_2proc_minus_1proc"]["meaning"]
+    assert "0.810 against 0.800 on 1000 pairs" in found["accuracy_2proc_minus_1proc"].meaning
 
 
 def test_findings_when_ddp_learns_worse_or_drifts():
@@ -94,9 +94,9 @@ def test_findings_when_ddp_learns_worse_or_drifts():
     results["final_drift"]["noop"], results["noop_equals_no_sync"] = 0.11, False
     assert learning_verdict(results) == "worse"
     found = check_findings(findings(results), dict(zip(NAMES, [3e-7, 0.12, 0.30, -0.10])))
-    assert "exactly 0" not in found["ddp_max_drift"]["meaning"]
-    assert "identical" not in found["no_sync_final_drift"]["meaning"]
-    assert "learning: worse" in found["val_loss_2proc_minus_1proc"]["meaning"]
+    assert "exactly 0" not in found["ddp_max_drift"].meaning
+    assert "identical" not in found["no_sync_final_drift"].meaning
+    assert "learning: worse" in found["val_loss_2proc_minus_1proc"].meaning
 
 
 @pytest.mark.parametrize("val_2proc, acc_2proc, verdict", [

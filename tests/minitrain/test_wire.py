@@ -76,7 +76,7 @@ def test_results_on_disk(quick_run):
     out, results = quick_run
     assert json.loads((out / "wire.json").read_text()) == json.loads(json.dumps(results))
     assert results["measurement"] == "wire"
-    assert "--quick" in check_provenance(results, "minitrain.measure.wire", "corpus_sha256")["command"]
+    assert "--quick" in check_provenance(results, "minitrain.measure.wire", "corpus_sha256").command
     assert (out / "wire.png").stat().st_size > 0
     assert not list(out.glob(".*"))  # no temporary files left behind
 
@@ -115,10 +115,10 @@ EXPECTED = {"buckets": 2, "sent_over_ring_theory": 1.0005, "in_step_allreduce_me
 
 def test_findings_records_hold_the_numbers():
     found = check_findings(findings(made_up([2_001_000, 2_001_000])), EXPECTED)
-    assert "2.00 MB of gradients" in found["buckets"]["meaning"]
-    assert "(2.00 MB)" in found["sent_over_ring_theory"]["meaning"]
-    assert "median over 3 alternating repeats" in found["comm_share"]["meaning"]
-    assert found["comm_share"]["unit"] == "fraction of the step"
+    assert "2.00 MB of gradients" in found["buckets"].meaning
+    assert "(2.00 MB)" in found["sent_over_ring_theory"].meaning
+    assert "median over 3 alternating repeats" in found["comm_share"].meaning
+    assert found["comm_share"].unit == "fraction of the step"
 
 
 def test_findings_without_counters_or_trace():
@@ -126,7 +126,7 @@ def test_findings_without_counters_or_trace():
     del results["overlap"]
     expected = {k: v for k, v in EXPECTED.items() if k != "overlapped_share"} | {"sent_over_ring_theory": None}
     found = check_findings(findings(results), expected)
-    assert "not available on this OS" in found["sent_over_ring_theory"]["meaning"]
+    assert "not available on this OS" in found["sent_over_ring_theory"].meaning
 
 
 def note(rank: int, *events: tuple[int, int, float, float]) -> dict:
