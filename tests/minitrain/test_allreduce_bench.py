@@ -81,7 +81,7 @@ def test_findings_hold_the_runs_numbers(quick):
         "busbw_over_loopback": largest["busbw_gbps"] / result["loopback"]["median_gbps"]})
     regime = "latency-bound" if GRADIENT_BYTES < found["crossover"].value else "bandwidth-bound"
     assert regime in found["gradient_allreduce_predicted"].meaning
-    assert [found[k]["unit"] for k in ("alpha", "bandwidth", "crossover")] == ["ms", "GB/s", "bytes"]
+    assert [found[k].unit for k in ("alpha", "bandwidth", "crossover")] == ["ms", "GB/s", "bytes"]
 
 
 def test_loopback_throughput_is_positive(quick):

@@ -10,7 +10,8 @@ from dataclasses import asdict
 
 import pytest
 
-from helpers import check_findings, check_provenance
+from helpers import PROVENANCE, check_findings, check_provenance
+from minitrain.lab.results_file import Provenance, plain
 from minitrain.measure.buckets import (TRACE_CAP, TRACE_NAME, Plan, bucket_partition, checks,
                                        findings, label, run, takeaway)
 from minitrain.measure.buckets_ranks import MiB, ddp_caps
@@ -79,7 +80,7 @@ def test_one_caps_traces_hold_one_allreduce_per_bucket(quick_run):
 
 def test_results_on_disk(quick_run):
     out, results = quick_run
-    assert json.loads((out / "buckets.json").read_text()) == json.loads(json.dumps(results))
+    assert json.loads((out / "buckets.json").read_text()) == json.loads(json.dumps(plain(results)))
     assert results["measurement"] == "buckets"
     assert "--quick" in check_provenance(results, "minitrain.measure.buckets", "corpus_sha256").command
     assert results["benchmark"]["file"] is None and results["caps"][0]["predicted_ms"] is None  # no --bench: no fit
@@ -149,7 +150,7 @@ def made_up(default_ms: tuple[float, float, float], most_ms: tuple[float, float,
                             "rows": [{"rank": r, "step": k, "allreduce_ms": 1.0, "overlapped_ms": share + 0.01 * k}
                                      for r in range(2) for k in range(4)]}}
     return {"gradient_bytes": 1_094_016, "config": {"world_size": 2, "plan": {"profiled": 4}},
-            "provenance": {"cores": 2},
+            "provenance": Provenance(**PROVENANCE | {"cores": 2}),
             "benchmark": {"fit": {"max_relative_error": 0.25}, "date": "2026-11-30T08:45:36+00:00"},
             "caps": [cap("default", 1, default_ms, 0.02, 20.0),
                      cap("25", 1, tuple(x + 1 for x in default_ms), 0.03, 22.0),

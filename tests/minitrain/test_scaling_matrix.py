@@ -3,7 +3,7 @@ findings on made-up numbers."""
 
 import pytest
 
-from helpers import check_findings, check_provenance, read_json
+from helpers import check_findings, check_provenance
 from minitrain.measure import scaling_matrix as sm, scaling_reading
 
 
@@ -12,7 +12,7 @@ def quick_results(corpus_dir, tmp_path_factory) -> dict:
     out = tmp_path_factory.mktemp("matrix")
     sm.main(["--quick", "--out", str(out), "--corpus-dir", str(corpus_dir)])
     assert (out / "scaling_matrix.png").stat().st_size > 0
-    return read_json(out / "scaling_matrix.json")
+    return sm.MEASUREMENT.load(out)
 
 
 def test_quick_run_records_every_field(quick_results):
