@@ -187,17 +187,12 @@ def findings(results: dict) -> list[Finding]:
     worst = max(known, key=lambda k: abs(known[k])) if known else None
     equal = sum(v["ranks_bitwise_equal"] for v in results["variants"])
     check = results["half_allreduce_check"]
-    records = []
-    for key, row in (("fp16", fp16), ("powersgd_rank1", psgd)):
-        if row is None:
-            continue
-        records.append(Finding(f"{key}_bytes_over_plain", row["sent_over_plain"], "ratio",
-                               f"bytes each rank's gloo sockets sent per step with {row['label']} against the plain "
-                               f"all-reduce (theory {row['theory']['over_plain']:.3f})" if row["sent"] is not None
-                               else "socket counters are not available on this OS"))
-    for key, row in (("fp16", fp16), ("powersgd_rank1", psgd)):
-        if row is None:
-            continue
+    compressed = [(key, row) for key, row in (("fp16", fp16), ("powersgd_rank1", psgd)) if row is not None]
+    records = [Finding(f"{key}_bytes_over_plain", row["sent_over_plain"], "ratio",
+                       f"bytes each rank's gloo sockets sent per step with {row['label']} against the plain "
+                       f"all-reduce (theory {row['theory']['over_plain']:.3f})" if row["sent"] is not None
+                       else "socket counters are not available on this OS") for key, row in compressed]
+    for key, row in compressed:
         judged = step_verdict(row, rows["plain"])
         records.append(Finding(f"{key}_step_over_plain", row["step_over_plain"], "ratio",
                                f"median step time with {row['label']} against plain (comm hook "
