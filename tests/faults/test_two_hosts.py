@@ -83,7 +83,7 @@ def test_the_namespaces_and_the_veth_pair_are_gone_afterwards(two_hosts):
         assert node["namespace"] not in namespaces
         assert f" {node['interface']}:" not in links and f" {node['interface']}@" not in links
     assert (out / RESULT_NAME).is_file() and (out / "two_hosts.png").stat().st_size > 0
-    assert {r["name"]: r["value"] for r in results["findings"]} == {  # what a clean two-node run must show
+    assert {r.name: r.value for r in results["findings"]} == {  # what a clean two-node run must show
         "bitwise_equal": 1, "listeners": len(results["listeners"]), "listeners_elsewhere": 0,
         "host_namespace_sockets": 0, "two_hosts_s": results["two_hosts"]["seconds"],
         "one_host_s": results["one_host"]["seconds"]}

@@ -53,7 +53,7 @@ def test_result_file_has_every_field(quick):
         assert row.keys() == {"bytes", "iterations", "median_ms", "p95_ms", "mean_ms", "algbw_gbps",
                               "busbw_gbps"}
     assert {"alpha_ms", "beta_ns_per_byte", "bandwidth_gbps", "method", "max_relative_error"} <= result["fit"].keys()
-    command = check_provenance(result, MODULE)["command"]
+    command = check_provenance(result, MODULE).command
     assert "--quick" in command and f"--gradient-bytes {GRADIENT_BYTES}" in command
     assert result["gradient"]["bytes"] == GRADIENT_BYTES
     assert (out / bench.PLOT_NAME).stat().st_size > 10_000
@@ -79,9 +79,9 @@ def test_findings_hold_the_runs_numbers(quick):
         "crossover": fit["alpha_ms"] / fit["beta_ns_per_byte"] * 1e6,
         "gradient_allreduce_predicted": result["gradient"]["predicted_allreduce_ms"],
         "busbw_over_loopback": largest["busbw_gbps"] / result["loopback"]["median_gbps"]})
-    regime = "latency-bound" if GRADIENT_BYTES < found["crossover"]["value"] else "bandwidth-bound"
-    assert regime in found["gradient_allreduce_predicted"]["meaning"]
-    assert [found[k]["unit"] for k in ("alpha", "bandwidth", "crossover")] == ["ms", "GB/s", "bytes"]
+    regime = "latency-bound" if GRADIENT_BYTES < found["crossover"].value else "bandwidth-bound"
+    assert regime in found["gradient_allreduce_predicted"].meaning
+    assert [found[k].unit for k in ("alpha", "bandwidth", "crossover")] == ["ms", "GB/s", "bytes"]
 
 
 def test_loopback_throughput_is_positive(quick):

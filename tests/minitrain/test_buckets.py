@@ -10,7 +10,8 @@ from dataclasses import asdict
 
 import pytest
 
-from helpers import check_findings, check_provenance
+from helpers import PROVENANCE, check_findings, check_provenance
+from minitrain.lab.results_file import Provenance, plain
 from minitrain.measure.buckets import (TRACE_CAP, TRACE_NAME, Plan, bucket_partition, checks,
                                        findings, label, run, takeaway)
 from minitrain.measure.buckets_ranks import MiB, ddp_caps
@@ -79,9 +80,9 @@ def test_one_caps_traces_hold_one_allreduce_per_bucket(quick_run):
 
 def test_results_on_disk(quick_run):
     out, results = quick_run
-    assert json.loads((out / "buckets.json").read_text()) == json.loads(json.dumps(results))
+    assert json.loads((out / "buckets.json").read_text()) == json.loads(json.dumps(plain(results)))
     assert results["measurement"] == "buckets"
-    assert "--quick" in check_provenance(results, "minitrain.measure.buckets", "corpus_sha256")["command"]
+    assert "--quick" in check_provenance(results, "minitrain.measure.buckets", "corpus_sha256").command
     assert results["benchmark"]["file"] is None and results["caps"][0]["predicted_ms"] is None  # no --bench: no fit
     assert results["config"]["plan"] == json.loads(json.dumps(asdict(QUICK)))  # the workers ran the driver's plan
     assert (out / "buckets.png").stat().st_size > 0
@@ -149,7 +150,7 @@ def made_up(default_ms: tuple[float, float, float], most_ms: tuple[float, float,
                             "rows": [{"rank": r, "step": k, "allreduce_ms": 1.0, "overlapped_ms": share + 0.01 * k}
                                      for r in range(2) for k in range(4)]}}
     return {"gradient_bytes": 1_094_016, "config": {"world_size": 2, "plan": {"profiled": 4}},
-            "provenance": {"cores": 2},
+            "provenance": Provenance(**PROVENANCE | {"cores": 2}),
             "benchmark": {"fit": {"max_relative_error": 0.25}, "date": "2026-11-30T08:45:36+00:00"},
             "caps": [cap("default", 1, default_ms, 0.02, 20.0),
                      cap("25", 1, tuple(x + 1 for x in default_ms), 0.03, 22.0),
@@ -188,12 +189,12 @@ def test_findings_on_made_up_numbers():
         "buckets_at_default": 1, "most_buckets": 8, "default_over_fastest_cap_step": 1.2,
         "step_most_buckets_over_default": 25 / 30, "overlapped_share_default": 0.02,
         "overlapped_share_most_buckets": 0.8, "caps_with_ranks_equal": 3})
-    assert "1.09 MB of gradients" in found["buckets_at_default"]["meaning"]
-    assert found["caps_with_ranks_equal"]["unit"] == "of 3 caps"
-    assert found["default_over_fastest_cap_step"]["meaning"].endswith(
+    assert "1.09 MB of gradients" in found["buckets_at_default"].meaning
+    assert found["caps_with_ranks_equal"].unit == "of 3 caps"
+    assert found["default_over_fastest_cap_step"].meaning.endswith(
         "repeats 24.0-26.0 ms against the default's 29.0-31.0 ms: every repeat faster")
     unclear = check_findings(findings(made_up((30, 27, 33), (29, 28, 30))), {
         "buckets_at_default": 1, "most_buckets": 8, "default_over_fastest_cap_step": 30 / 29,
         "step_most_buckets_over_default": 29 / 30, "overlapped_share_default": 0.02,
         "overlapped_share_most_buckets": 0.8, "caps_with_ranks_equal": 3})
-    assert unclear["default_over_fastest_cap_step"]["meaning"].endswith("within the spread, no clear gain")
+    assert unclear["default_over_fastest_cap_step"].meaning.endswith("within the spread, no clear gain")

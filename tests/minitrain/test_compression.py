@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from helpers import check_findings, check_provenance
+from minitrain.lab.results_file import plain
 from minitrain.measure.compression import Plan, checks, run, step_verdict
 from minitrain.measure.compression_ranks import powersgd_matrices, theory
 
@@ -75,9 +76,9 @@ def test_gloo_sums_half_precision_exactly(quick_run):
 
 def test_results_on_disk(quick_run):
     out, results = quick_run
-    assert json.loads((out / "compression.json").read_text()) == json.loads(json.dumps(results))
+    assert json.loads((out / "compression.json").read_text()) == json.loads(json.dumps(plain(results)))
     assert results["measurement"] == "compression" and results["quick"] is True
-    assert "--quick" in check_provenance(results, "minitrain.measure.compression", "corpus_sha256")["command"]
+    assert "--quick" in check_provenance(results, "minitrain.measure.compression", "corpus_sha256").command
     assert (out / "compression.png").stat().st_size > 0
     assert not list(out.glob(".*"))  # no temporary files left behind
 
@@ -94,7 +95,7 @@ def test_findings_hold_the_runs_numbers(quick_run):
         "largest_val_loss_shift": max(shifts, key=abs),
         "variants_with_bitwise_equal_ranks": len(QUICK.variants),
         "gloo_fp16_allreduce_mismatches": 0})
-    assert f"of {len(QUICK.variants)} variants" == found["variants_with_bitwise_equal_ranks"]["unit"]
+    assert f"of {len(QUICK.variants)} variants" == found["variants_with_bitwise_equal_ranks"].unit
 
 
 def test_the_live_runs_checks_hold_and_name_a_broken_fact(quick_run):

@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from helpers import check_findings, check_provenance, read_json, run_module
-from minitrain.measure.controls import CASES, LOSS_TOLERANCE, findings, learning_verdict, live_checks
+from helpers import check_findings, check_provenance, run_module
+from minitrain.measure.controls import CASES, LOSS_TOLERANCE, MEASUREMENT, findings, learning_verdict, live_checks
 
 MODULE = "minitrain.measure.controls"
 FIELDS = {"measurement", "steps", "quick", "drift", "final_drift", "ddp_drift_exactly_zero",
@@ -22,11 +22,11 @@ def quick_run(corpus_dir, tmp_path_factory) -> Path:
 
 
 def test_result_files_and_fields(quick_run):
-    results = read_json(quick_run / "controls.json")
+    results = MEASUREMENT.load(quick_run)
     assert FIELDS <= results.keys()
     assert results["measurement"] == "controls" and results["quick"] is True
     prov = check_provenance(results, MODULE, "corpus_sha256")
-    assert "--quick" in prov["command"]
+    assert "--quick" in prov.command
     assert set(results["drift"]) == set(CASES)
     assert {"1proc", "2proc", "before"} <= results["learning"].keys()
     for run in ("1proc", "2proc"):
@@ -39,7 +39,7 @@ def test_result_files_and_fields(quick_run):
 
 
 def test_findings_hold_the_runs_numbers(quick_run):
-    results = read_json(quick_run / "controls.json")
+    results = MEASUREMENT.load(quick_run)
     one, two = results["learning"]["1proc"], results["learning"]["2proc"]
     check_findings(results["findings"], {
         "ddp_max_drift": max(results["drift"]["ddp"]),
@@ -49,7 +49,7 @@ def test_findings_hold_the_runs_numbers(quick_run):
 
 
 def test_ddp_drift_is_exactly_zero_at_every_step(quick_run):
-    results = read_json(quick_run / "controls.json")
+    results = MEASUREMENT.load(quick_run)
     assert len(results["drift"]["ddp"]) == results["steps"]
     assert all(d == 0.0 for d in results["drift"]["ddp"])
     assert results["ddp_drift_exactly_zero"]
@@ -57,7 +57,7 @@ def test_ddp_drift_is_exactly_zero_at_every_step(quick_run):
 
 @pytest.mark.parametrize("case", ["no-sync", "noop"])
 def test_without_allreduce_the_ranks_drift_apart(quick_run, case):
-    drift = read_json(quick_run / "controls.json")["drift"][case]
+    drift = MEASUREMENT.load(quick_run)["drift"][case]
     assert all(d > 0 for d in drift)
     assert drift[-1] > drift[0]  # grows from the first step to the last
 
@@ -77,14 +77,14 @@ def test_findings_when_ddp_learns_as_well():
     results = made_up(1.51, 0.81)
     assert learning_verdict(results) == "same"
     found = check_findings(findings(results), dict(zip(NAMES, [0.0, 0.12, 0.01, 0.01])))
-    assert "over 300 steps" in found["ddp_max_drift"]["meaning"]
-    assert "exactly 0 at every step" in found["ddp_max_drift"]["meaning"]
-    assert "after 300 steps under no_sync()" in found["no_sync_final_drift"]["meaning"]
-    assert "no-op comm hook: identical" in found["no_sync_final_drift"]["meaning"]
+    assert "over 300 steps" in found["ddp_max_drift"].meaning
+    assert "exactly 0 at every step" in found["ddp_max_drift"].meaning
+    assert "after 300 steps under no_sync()" in found["no_sync_final_drift"].meaning
+    assert "no-op comm hook: identical" in found["no_sync_final_drift"].meaning
     loss = found["val_loss_2proc_minus_1proc"]
-    assert "1.510 against 1.500" in loss["meaning"] and "learning: same" in loss["meaning"]
-    assert f"losses within {LOSS_TOLERANCE} nats" in loss["meaning"] and loss["unit"] == "nats"
-    assert "0.810 against 0.800 on 1000 pairs" in found["accuracy_2proc_minus_1proc"]["meaning"]
+    assert "1.510 against 1.500" in loss.meaning and "learning: same" in loss.meaning
+    assert f"losses within {LOSS_TOLERANCE} nats" in loss.meaning and loss.unit == "nats"
+    assert "0.810 against 0.800 on 1000 pairs" in found["accuracy_2proc_minus_1proc"].meaning
 
 
 def test_findings_when_ddp_learns_worse_or_drifts():
@@ -94,9 +94,9 @@ def test_findings_when_ddp_learns_worse_or_drifts():
     results["final_drift"]["noop"], results["noop_equals_no_sync"] = 0.11, False
     assert learning_verdict(results) == "worse"
     found = check_findings(findings(results), dict(zip(NAMES, [3e-7, 0.12, 0.30, -0.10])))
-    assert "exactly 0" not in found["ddp_max_drift"]["meaning"]
-    assert "identical" not in found["no_sync_final_drift"]["meaning"]
-    assert "learning: worse" in found["val_loss_2proc_minus_1proc"]["meaning"]
+    assert "exactly 0" not in found["ddp_max_drift"].meaning
+    assert "identical" not in found["no_sync_final_drift"].meaning
+    assert "learning: worse" in found["val_loss_2proc_minus_1proc"].meaning
 
 
 @pytest.mark.parametrize("val_2proc, acc_2proc, verdict", [
@@ -109,11 +109,11 @@ def test_findings_when_ddp_learns_worse_or_drifts():
 def test_learning_verdict(val_2proc, acc_2proc, verdict):
     results = made_up(val_2proc, acc_2proc)
     assert learning_verdict(results) == verdict
-    assert f"learning: {verdict} " in findings(results)[2]["meaning"]
+    assert f"learning: {verdict} " in findings(results)[2].meaning
 
 
 def test_live_checks_hold_and_name_a_broken_fact(quick_run):
-    drift = read_json(quick_run / "controls.json")["drift"]
+    drift = MEASUREMENT.load(quick_run)["drift"]
     assert all(live_checks(drift).values())  # what notebook 09's live run asserts
     flat = live_checks(drift | {"no-sync": [drift["no-sync"][0]] * 2})
     assert flat == {"live DDP run, drift exactly 0 at every step": True,

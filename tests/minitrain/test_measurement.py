@@ -5,10 +5,11 @@ import json
 
 import pytest
 
+from helpers import PROVENANCE
+from minitrain.lab.results_file import Finding, Provenance, ResultsFileError, write_results_file
 from minitrain.measure import registry
 from minitrain.measure import sitting as sitting_command
-from minitrain.measure.measurement import (CannotRun, Measurement, command_line, finding, provenance_line, show_checks,
-                                           write_results)
+from minitrain.measure.measurement import CannotRun, Measurement, command_line, provenance_line, show_checks, write_results
 from minitrain.measure.trace import ALLREDUCE, BACKWARD_OP, STEP, overlap_table
 from minitrain.lab.sittings import sitting_note
 from minitrain.paths import BEYOND_DIR, DEFAULT_CORPUS_DIR, NOTEBOOKS_DIR, REPO
@@ -47,26 +48,69 @@ def test_command_line_is_what_a_reader_types(tmp_path):
 
 def test_write_results_adds_provenance_and_findings(tmp_path, corpus_dir):
     m = demo()
-    records = [finding("answer", 42, "things", "the number that answers it")]
+    records = [Finding("answer", 42, "things", "the number that answers it")]
     results = write_results(tmp_path, m, {"steps": 3}, records, "python -m demo --quick", 0.0, corpus_dir)
-    assert json.loads((tmp_path / "demo.json").read_text()) == results
+    assert m.load(tmp_path) == results
+    written = json.loads((tmp_path / "demo.json").read_text())
+    assert written["findings"] == [{"name": "answer", "value": 42, "unit": "things",
+                                    "meaning": "the number that answers it"}]
     assert results["measurement"] == "demo" and results["steps"] == 3 and results["findings"] == records
-    assert records == [{"name": "answer", "value": 42, "unit": "things", "meaning": "the number that answers it"}]
     prov = results["provenance"]
-    assert prov["command"] == "python -m demo --quick" and "corpus_sha256" in prov and "cores" in prov
+    assert prov.command == "python -m demo --quick" and prov.corpus_sha256 and prov.cores >= 1
+    assert prov.sitting == sitting() and written["provenance"] == prov.as_dict()
     again = write_results(tmp_path, m, {}, [], "c", 0.0)["provenance"]
-    assert "corpus_sha256" not in again
-    assert len(prov["run_id"]) == 8 and again["run_id"] != prov["run_id"]  # every run its own id
-    assert provenance_line(results).startswith(f"run id {prov['run_id']}, measured ")
+    assert again.corpus_sha256 is None and "corpus_sha256" not in again.as_dict()
+    assert len(prov.run_id) == 8 and again.run_id != prov.run_id  # every run its own id
+    assert provenance_line(results).startswith(f"run id {prov.run_id}, measured ")
     assert f"sitting {sitting()}," in provenance_line(results)  # this boot of this machine, beside the run id
 
 
 def test_sitting_note_names_the_sittings_only_when_they_differ():
-    today, other = {"provenance": {"sitting": sitting()}}, {"sitting": "boot 0000abcd of Another CPU (Linux 6.1)"}
+    today = {"provenance": Provenance(**PROVENANCE | {"sitting": sitting()})}  # a results file's, typed
+    other = {"sitting": "boot 0000abcd of Another CPU (Linux 6.1)"}  # run.json's or the manifest's
     assert sitting_note(today, dict(today)) == ""
     note = sitting_note(today, other)
     assert "2 sittings" in note and sitting() in note and "Another CPU" in note
     assert "do not record their sitting" in sitting_note({"date": "2026-11-30"})
+    assert "do not record their sitting" in sitting_note({"provenance": Provenance(**PROVENANCE)})
+
+
+def test_every_committed_results_file_round_trips_through_its_reader_and_writer(tmp_path):
+    for name, m in registry().items():
+        results = m.load()
+        assert isinstance(results["provenance"], Provenance), name
+        assert results["findings"] and all(isinstance(f, Finding) for f in results["findings"]), name
+        assert results["provenance"].sitting, name  # every committed result names its sitting
+        write_results_file(tmp_path / m.result_file, results)
+        assert (tmp_path / m.result_file).read_bytes() == (BEYOND_DIR / m.result_file).read_bytes(), name
+
+
+@pytest.mark.parametrize("change, problem", [
+    (lambda d: d.pop("measurement"), "it names no measurement"),
+    (lambda d: d.update(measurement="buckets"), "it holds measurement 'buckets', not 'wire'"),
+    (lambda d: d.update(findings={"a": 1}), "its findings are not a list"),
+    (lambda d: d["findings"][0].pop("unit"), "a finding is not a record of name, value, unit and meaning"),
+    (lambda d: d.update(provenance="today"), "its provenance is not an object"),
+    (lambda d: d["provenance"].pop("date"), "its provenance lacks date"),
+    (lambda d: d["provenance"].update(hypervisor="kvm"), "its provenance has unknown fields hypervisor"),
+])
+def test_a_bad_envelope_is_named_in_one_line_with_the_fix(tmp_path, change, problem):
+    data = json.loads((BEYOND_DIR / "wire.json").read_text())
+    change(data)
+    (tmp_path / "wire.json").write_text(json.dumps(data))
+    with pytest.raises(ResultsFileError) as e:
+        registry()["wire"].load(tmp_path)
+    message = str(e.value)
+    assert "\n" not in message and message.startswith(f"{tmp_path / 'wire.json'}: {problem}; ")
+    assert message.endswith("; re-run python -m minitrain.measure.wire, or restore the committed file from git")
+
+
+def test_a_results_file_that_is_missing_or_not_json_is_named(tmp_path):
+    with pytest.raises(ResultsFileError, match=r"wire.json is missing; re-run python -m minitrain.measure.wire"):
+        registry()["wire"].load(tmp_path)
+    (tmp_path / "wire.json").write_text("{not json")
+    with pytest.raises(ResultsFileError, match=r"wire.json is not valid JSON .*; re-run python -m minitrain.measure.wire"):
+        registry()["wire"].load(tmp_path)
 
 
 def demo(raises: Exception | None = None) -> Measurement:
@@ -80,7 +124,7 @@ def demo(raises: Exception | None = None) -> Measurement:
         (out / "demo.png").write_bytes(b"png")
 
     return Measurement("demo", "A demo", "none.ipynb", ("demo.png",), measure,
-                       lambda r: [finding("answer", r["answer"], "things", "the number that answers it")],
+                       lambda r: [Finding("answer", r["answer"], "things", "the number that answers it")],
                        plot, lambda r: f"the answer: {r['answer']}", "nothing at all", corpus=False,
                        options=lambda p: p.add_argument("--answer", type=int, default=0))
 

@@ -8,10 +8,12 @@ from dataclasses import fields, replace
 
 import pytest
 
+from helpers import PROVENANCE
 from minitrain.lab.check import TIMING_FIELDS, check_lesson_notes
 from minitrain.lab.manifest import Manifest, ManifestError
 from minitrain.lab.paragraph import paragraph_problems
 from minitrain.lab.reference import reference_paragraph
+from minitrain.lab.results_file import Finding
 from minitrain.lab.report import beyond_findings, findings_table, set_lesson_notes
 from minitrain.lab.verdict import chance_of_separation
 from minitrain.lab.verdict import verdict_over_repeats
@@ -157,8 +159,7 @@ RECORDS = [{"name": "alpha", "value": 0.123456, "unit": "ms", "meaning": "fixed 
 def test_beyond_findings_reads_the_json_files_with_findings(tmp_path):
     beyond = tmp_path / "beyond"
     beyond.mkdir()
-    prov = {"date": "2025-01-02T03:04:05+00:00", "command": "python -m minitrain.measure.wire --out beyond",
-            "torch": "2.13.0"}
+    prov = PROVENANCE | {"date": "2025-01-02T03:04:05+00:00", "command": "python -m minitrain.measure.wire --out beyond"}
     write(beyond / "wire.json", {"measurement": "wire", "findings": RECORDS[3:], "provenance": prov, "x": 1})
     write(beyond / "allreduce_bench.json", {"measurement": "allreduce_bench", "findings": RECORDS[:1],
                                             "provenance": prov | {"command": "python -m b"}})
@@ -173,10 +174,14 @@ def test_beyond_findings_reads_the_json_files_with_findings(tmp_path):
     assert found["allreduce_bench"]["command"] == "python -m b"
     assert found["allreduce_bench"]["findings"] == RECORDS[:1]
     assert beyond_findings(tmp_path / "missing") == {}
+    write(beyond / "wire.json", {"measurement": "wire", "findings": RECORDS, "provenance": {"date": "today"}})
+    with pytest.raises(ValueError, match=r"wire.json: its provenance lacks torch, python, .*; re-run python -m "
+                                         r"minitrain.measure.wire, or restore the committed file from git"):
+        beyond_findings(beyond)
 
 
 def test_findings_table():
-    assert findings_table(RECORDS).splitlines() == [
+    assert findings_table([Finding(**r) for r in RECORDS]).splitlines() == [
         "alpha                           0.12346 ms: fixed cost of one all-reduce",
         "weak_2proc_over_1proc_allcores  0.79-1.6 ratio range over sizes: 2 processes over 1",
         "buckets                         2 buckets: all-reduces per step",

@@ -3,7 +3,7 @@ findings on made-up numbers."""
 
 import pytest
 
-from helpers import check_findings, check_provenance, read_json
+from helpers import check_findings, check_provenance
 from minitrain.measure import scaling_matrix as sm, scaling_reading
 
 
@@ -12,14 +12,14 @@ def quick_results(corpus_dir, tmp_path_factory) -> dict:
     out = tmp_path_factory.mktemp("matrix")
     sm.main(["--quick", "--out", str(out), "--corpus-dir", str(corpus_dir)])
     assert (out / "scaling_matrix.png").stat().st_size > 0
-    return read_json(out / "scaling_matrix.json")
+    return sm.MEASUREMENT.load(out)
 
 
 def test_quick_run_records_every_field(quick_results):
     assert {"measurement", "configurations", "sizes", "cores", "load_average", "runs", "points",
             "summary", "findings", "provenance"} <= quick_results.keys()
     assert quick_results["measurement"] == "scaling_matrix"
-    assert "--quick" in check_provenance(quick_results, "minitrain.measure.scaling_matrix")["command"]
+    assert "--quick" in check_provenance(quick_results, "minitrain.measure.scaling_matrix").command
     for run in quick_results["runs"]:
         assert {"config", "scaling", "tokens_per_sec", "step_breakdown_ms", "allreduce_share",
                 "threads_per_rank", "ranks", "command"} <= run.keys()
@@ -110,10 +110,10 @@ def test_summary_and_findings_on_made_up_numbers():
         "weak_largest_allreduce_share": 0.25,
         "weak_clear_crossings": 1,
         "strong_clear_crossings": 0})  # strong: no 2-process run, so no ratio and no share
-    assert "weak scaling, 0.20M-5.00M parameters" in found["weak_2proc_over_1proc_allcores"]["meaning"]
-    assert "largest at 5.00M parameters (weak scaling)" in found["weak_largest_allreduce_share"]["meaning"]
-    assert found["weak_clear_crossings"]["meaning"] == f"{sm.TWO_PROCS} -> {sm.ALL_CORES} between 0.20M and 5.00M"
-    assert "no configuration overtakes another" in found["strong_clear_crossings"]["meaning"]
+    assert "weak scaling, 0.20M-5.00M parameters" in found["weak_2proc_over_1proc_allcores"].meaning
+    assert "largest at 5.00M parameters (weak scaling)" in found["weak_largest_allreduce_share"].meaning
+    assert found["weak_clear_crossings"].meaning == f"{sm.TWO_PROCS} -> {sm.ALL_CORES} between 0.20M and 5.00M"
+    assert "no configuration overtakes another" in found["strong_clear_crossings"].meaning
 
 
 def test_crossing_inside_the_spread_is_not_a_clear_crossing():
@@ -124,7 +124,7 @@ def test_crossing_inside_the_spread_is_not_a_clear_crossing():
         (sm.TWO_PROCS, sm.ONE_THREAD, False)]
     found = check_findings(results["findings"], {"weak_largest_allreduce_share": 0.1, "weak_clear_crossings": 0,
                                                  "strong_clear_crossings": 0})
-    assert "beyond the spread of the repeats" in found["weak_clear_crossings"]["meaning"]
+    assert "beyond the spread of the repeats" in found["weak_clear_crossings"].meaning
 
 
 def test_no_crossing_when_the_order_holds():

@@ -6,6 +6,7 @@ import json
 import pytest
 
 from helpers import check_findings, check_provenance
+from minitrain.lab.results_file import plain
 from minitrain.measure.scratch import BASE, LEVELS, MEASUREMENT, PLOT_NAME, allreduce_table, block_medians, compared_text
 from minitrain.lab.sittings import sitting_note
 from minitrain.lab.verdict import VERDICTS
@@ -53,9 +54,9 @@ def test_every_level_sends_its_all_reduces_and_is_timed(quick_run):
         "overlapped_share_bucketed_small_cap": levels[small]["overlapped_share"],
         "overlapped_share_torch_ddp_small_cap": levels["torch DDP, 0.25 MiB"]["overlapped_share"]})
     prov = check_provenance(results, MEASUREMENT.module)
-    words = prov["command"].split()  # the command repeats the run: quick, 4 rounds
+    words = prov.command.split()  # the command repeats the run: quick, 4 rounds
     assert "--quick" in words and words[words.index("--repeats") + 1] == "4"
-    assert json.loads((out / MEASUREMENT.result_file).read_text()) == json.loads(json.dumps(results))
+    assert json.loads((out / MEASUREMENT.result_file).read_text()) == json.loads(json.dumps(plain(results)))
     assert (out / PLOT_NAME).stat().st_size > 0
 
 

@@ -8,7 +8,8 @@ import sys
 
 import pytest
 
-from helpers import check_findings, check_provenance
+from helpers import PROVENANCE, check_findings, check_provenance
+from minitrain.lab.results_file import Provenance, plain, write_results_file
 from minitrain.measure.trace import ALLREDUCE
 from minitrain.measure.allreduce import predict_allreduce_ms
 from minitrain.measure.wire import findings, run, waits
@@ -22,7 +23,8 @@ FIT = {"alpha_ms": 0.25, "beta_ns_per_byte": 0.5, "bandwidth_gbps": 2.0}  # a ma
 def quick_run(tmp_path_factory, corpus_dir):
     out = tmp_path_factory.mktemp("wire")
     bench = out / "bench.json"
-    bench.write_text(json.dumps({"fit": FIT, "provenance": {"date": "2026-11-30T08:45:36+00:00"}}))
+    write_results_file(bench, {"measurement": "allreduce_bench", "fit": FIT, "findings": [],
+                               "provenance": Provenance(**PROVENANCE | {"date": "2026-11-30T08:45:36+00:00"})})
     lines = []
     return out, run(out, quick=True, corpus_dir=corpus_dir, echo=lines.append, bench=bench)
 
@@ -38,7 +40,7 @@ def test_buckets_hold_every_parameter_once(quick_run, corpus_dir):
     assert results["ddp_buckets"]["sizes_bytes"] == [b["bytes"] for b in results["buckets"]]
     assert results["ddp_buckets"]["params_in_order"] == in_buckets
     assert list(ddp_bucket_check(results).values()) == [True]  # what notebook 10's live run asserts
-    reordered = json.loads(json.dumps(results))
+    reordered = json.loads(json.dumps(plain(results)))
     reordered["ddp_buckets"]["params_in_order"].reverse()
     assert list(ddp_bucket_check(reordered).values()) == [False]
 
@@ -48,7 +50,7 @@ def test_the_benchmark_fit_given_predicts_the_buckets(quick_run):
     assert results["benchmark"] == {"file": str(out / "bench.json"), "fit": FIT, "date": "2026-11-30T08:45:36+00:00"}
     assert results["allreduce_ms"]["predicted"] == pytest.approx(
         sum(predict_allreduce_ms(b["bytes"], FIT) for b in results["buckets"]))
-    assert "--bench" in results["provenance"]["command"]
+    assert "--bench" in results["provenance"].command
 
 
 def test_socket_bytes_match_the_ring(quick_run):
@@ -74,9 +76,9 @@ def test_traces_are_json_with_allreduce_events(quick_run):
 
 def test_results_on_disk(quick_run):
     out, results = quick_run
-    assert json.loads((out / "wire.json").read_text()) == json.loads(json.dumps(results))
+    assert json.loads((out / "wire.json").read_text()) == json.loads(json.dumps(plain(results)))
     assert results["measurement"] == "wire"
-    assert "--quick" in check_provenance(results, "minitrain.measure.wire", "corpus_sha256")["command"]
+    assert "--quick" in check_provenance(results, "minitrain.measure.wire", "corpus_sha256").command
     assert (out / "wire.png").stat().st_size > 0
     assert not list(out.glob(".*"))  # no temporary files left behind
 
@@ -115,10 +117,10 @@ EXPECTED = {"buckets": 2, "sent_over_ring_theory": 1.0005, "in_step_allreduce_me
 
 def test_findings_records_hold_the_numbers():
     found = check_findings(findings(made_up([2_001_000, 2_001_000])), EXPECTED)
-    assert "2.00 MB of gradients" in found["buckets"]["meaning"]
-    assert "(2.00 MB)" in found["sent_over_ring_theory"]["meaning"]
-    assert "median over 3 alternating repeats" in found["comm_share"]["meaning"]
-    assert found["comm_share"]["unit"] == "fraction of the step"
+    assert "2.00 MB of gradients" in found["buckets"].meaning
+    assert "(2.00 MB)" in found["sent_over_ring_theory"].meaning
+    assert "median over 3 alternating repeats" in found["comm_share"].meaning
+    assert found["comm_share"].unit == "fraction of the step"
 
 
 def test_findings_without_counters_or_trace():
@@ -126,7 +128,7 @@ def test_findings_without_counters_or_trace():
     del results["overlap"]
     expected = {k: v for k, v in EXPECTED.items() if k != "overlapped_share"} | {"sent_over_ring_theory": None}
     found = check_findings(findings(results), expected)
-    assert "not available on this OS" in found["sent_over_ring_theory"]["meaning"]
+    assert "not available on this OS" in found["sent_over_ring_theory"].meaning
 
 
 def note(rank: int, *events: tuple[int, int, float, float]) -> dict:

@@ -12,6 +12,7 @@ import pytest
 from minitrain.lab.experiment import REPEATS
 from minitrain.lab.notebook_times import (ENTRY_NOTEBOOK, TIMES_FILE, numbered_notebooks, read_times, times_table,
                                           write_times)
+from minitrain.lab.results_file import read_results_file
 from minitrain.lab.runs import REPEATS_DIR, SINGLE_DIR, read_run
 from minitrain.lab.sittings import BEFORE_SITTINGS, committed_sittings
 from minitrain.paths import BEYOND_DIR, EXPERIMENT_DIR, NOTEBOOKS_DIR, REPO
@@ -29,8 +30,8 @@ def committed_run_ids() -> set[str]:
 
 def committed_measurement_ids() -> set[str]:
     """The run ids of the deeper measurements in beyond/ (results written before run ids have none)."""
-    found = [json.loads(p.read_text()).get("provenance", {}) for p in BEYOND_DIR.glob("*.json")]
-    return {p["run_id"] for p in found if "run_id" in p}
+    found = [read_results_file(p)["provenance"] for p in BEYOND_DIR.glob("*.json")]
+    return {p.run_id for p in found if p.run_id}
 
 
 def output_text(path: Path) -> str:

@@ -7,11 +7,12 @@ from pathlib import Path
 
 from minitrain.artifacts import save_figure
 from minitrain.lab.manifest import Manifest
+from minitrain.lab.results_file import Finding, holds_results, typed_results
 from minitrain.lab.runs import (PHASES, REPEATS_DIR, SINGLE_DIR, output_dir, phase_medians, read_repeats,
                                 read_run, throughput)
 from minitrain.lab.sittings import sitting_note
 from minitrain.lab.verdict import verdict_over_repeats
-from minitrain.paths import BEYOND_DIR
+from minitrain.paths import BEYOND_DIR, relative
 from minitrain.run_record import RunRecord
 from minitrain.timing import VARIANTS, manifest_fields, summarize
 from minitrain.verify import compare_state_files
@@ -23,23 +24,25 @@ def plural(count: int, noun: str) -> str:
 
 
 def beyond_results(beyond: Path) -> dict[str, dict]:
-    """The results of each deeper measurement saved in `beyond` (separate runs), by name. Read from the JSON files alone."""
+    """The results of each deeper measurement saved in `beyond` (separate runs), by name, their envelope
+    typed (typed_results). Read from the JSON files alone."""
     found = {}
     for path in sorted(Path(beyond).glob("*.json")):
         try:
             results = json.loads(path.read_text())
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
             raise ValueError(f"{path} is not valid JSON ({e}); re-run its measurement or restore it from git") from e
-        if isinstance(results, dict) and "findings" in results and "measurement" in results:
-            found[results["measurement"]] = results | {"file": f"{Path(beyond).name}/{path.name}"}
+        if holds_results(results):
+            found[results["measurement"]] = typed_results(results, relative(path)) | {
+                "file": f"{Path(beyond).name}/{path.name}"}
     return found
 
 
 def beyond_findings(beyond: Path) -> dict[str, dict]:
     """The findings records of each deeper measurement saved in `beyond` (separate runs), by name,
     with the file, command and date they came from."""
-    return {name: {"file": results["file"], "date": results["provenance"]["date"],
-                   "command": results["provenance"]["command"], "findings": results["findings"]}
+    return {name: {"file": results["file"], "date": results["provenance"].date,
+                   "command": results["provenance"].command, "findings": [asdict(f) for f in results["findings"]]}
             for name, results in beyond_results(beyond).items()}
 
 
@@ -54,7 +57,7 @@ def sittings_of_report(m: Manifest, beyond: Path = BEYOND_DIR) -> str:
             or "The sheet's runs and the deeper measurements come from one sitting: their numbers compare directly.")
 
 
-def findings_table(records: list[dict]) -> str:
+def findings_table(records: list[Finding]) -> str:
     """Findings records as text: name, value and unit, then what it means."""
     def value(v: object) -> str:
         if isinstance(v, list):
@@ -63,8 +66,8 @@ def findings_table(records: list[dict]) -> str:
             return f"{v:,.0f}" if abs(v) >= 1e4 else f"{v:.1f}" if abs(v) >= 100 else f"{v:.5g}"
         return f"{v:,}" if isinstance(v, int) else str(v)
 
-    width = max((len(r["name"]) for r in records), default=0)
-    return "\n".join(f"{r['name']:<{width}}  {value(r['value'])} {r['unit']}: {r['meaning']}" for r in records)
+    width = max((len(r.name) for r in records), default=0)
+    return "\n".join(f"{r.name:<{width}}  {value(r.value)} {r.unit}: {r.meaning}" for r in records)
 
 
 def median_run(runs: list[RunRecord]) -> RunRecord:

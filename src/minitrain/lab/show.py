@@ -7,6 +7,7 @@ from pathlib import Path
 from minitrain.lab.check import check_lesson_notes, run_check
 from minitrain.lab.manifest import Manifest
 from minitrain.lab.report import findings_table, set_lesson_notes
+from minitrain.lab.results_file import Finding
 from minitrain.timing import VARIANTS, summarize
 
 
@@ -104,7 +105,7 @@ def repeats_table(manifest: Manifest) -> str:
 def beyond_table(beyond: dict[str, dict]) -> str:
     """The deeper measurements' findings, each under the file, date and command it came from."""
     return "\n\n".join(f"{name} ({entry['file']}, {entry['date']})\n  {entry['command']}\n"
-                        + findings_table(entry["findings"]) for name, entry in beyond.items())
+                        + findings_table([Finding(**r) for r in entry["findings"]]) for name, entry in beyond.items())
 
 
 def a_against_b(timings: list[dict], warmup: int) -> str:

@@ -7,14 +7,17 @@ show: numbers compare within one sitting.
 import json
 from pathlib import Path
 
+from minitrain.lab.results_file import holds_results, typed_results
 from minitrain.paths import EXPERIMENT_DIR, relative
 
 BEFORE_SITTINGS = "unrecorded"  # a result written before provenance named its sitting
 
 
 def sitting_of(result: dict) -> str:
-    """The sitting of a result: a deeper measurement's `provenance`, or run.json / the manifest's own field."""
-    return result.get("provenance", result).get("sitting", BEFORE_SITTINGS)
+    """The sitting of a result: a deeper measurement's typed `provenance` (read_results_file), or run.json /
+    the manifest's own field."""
+    found = result["provenance"].sitting if "provenance" in result else result.get("sitting")
+    return found or BEFORE_SITTINGS
 
 
 def sitting_note(*results: dict) -> str:
@@ -33,6 +36,9 @@ def committed_sittings(folder: Path = EXPERIMENT_DIR) -> dict[str, tuple[str, st
     found = {}
     for path in sorted(folder.rglob("*.json")):
         result = json.loads(path.read_text())
-        if isinstance(result, dict) and "date" in result.get("provenance", result):
-            found[relative(path)] = (sitting_of(result), result.get("provenance", result)["date"])
+        if holds_results(result):
+            result = typed_results(result, relative(path))
+            found[relative(path)] = (sitting_of(result), result["provenance"].date)
+        elif isinstance(result, dict) and "date" in result:
+            found[relative(path)] = (sitting_of(result), result["date"])
     return found

@@ -2,13 +2,13 @@
 alpha-beta fit's prediction (an input: a benchmark's results file), and a checked stopwatch.
 """
 
-import json
 import time
 from pathlib import Path
 
 import torch
 import torch.distributed as dist
 
+from minitrain.lab.results_file import read_results_file
 from minitrain.paths import relative
 
 NO_BENCHMARK = ("no benchmark given: pass --bench with an allreduce_bench.json "
@@ -40,8 +40,8 @@ def benchmark_fit(bench: Path | None) -> tuple[dict | None, dict]:
     measurement's results record of it."""
     if bench is None:
         return None, {"file": None, "note": NO_BENCHMARK}
-    results = json.loads(Path(bench).read_text())
-    return results["fit"], {"file": relative(bench), "fit": results["fit"], "date": results["provenance"]["date"]}
+    results = read_results_file(bench, "allreduce_bench")
+    return results["fit"], {"file": relative(bench), "fit": results["fit"], "date": results["provenance"].date}
 
 
 def bench_option(p) -> None:

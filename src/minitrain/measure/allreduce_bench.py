@@ -24,10 +24,11 @@ from minitrain.artifacts import save_figure
 from minitrain.cli import positive_int
 from minitrain.corpus import DEFAULT_CORPUS_DIR, ensure_corpus
 from minitrain.ddp import cleanup, init_distributed
+from minitrain.lab.results_file import Finding
 from minitrain.launch import spawn_workers
 from minitrain.lab.report import plural
 from minitrain.measure.allreduce import predict_allreduce_ms, ring_factor, time_allreduce
-from minitrain.measure.measurement import WORLD_SIZE, Measurement, finding
+from minitrain.measure.measurement import WORLD_SIZE, Measurement
 from minitrain.model import count_parameters
 from minitrain.paths import BEYOND_DIR  # noqa: F401 (for the notebook)
 from minitrain.timing import summarize
@@ -248,8 +249,8 @@ def plot(result: dict, out: Path) -> None:
         ax.grid(True, which="major", alpha=0.3)
         ax.legend(fontsize=8, loc=where)
     p = result["provenance"]
-    fig.suptitle(f"gloo all-reduce, {result['world_size']} processes on {p['cores']} logical CPUs of "
-                 f"{p['cpu_model']}, torch {p['torch']}", fontsize=10)
+    fig.suptitle(f"gloo all-reduce, {result['world_size']} processes on {p.cores} logical CPUs of "
+                 f"{p.cpu_model}, torch {p.torch}", fontsize=10)
     fig.tight_layout()
     save_figure(fig, out / PLOT_NAME)
 
@@ -328,22 +329,22 @@ def what_ran(result: dict) -> str:
     return f"2 ranks x {plural(result['threads_per_rank'], 'thread')}"
 
 
-def findings(result: dict) -> list[dict]:
+def findings(result: dict) -> list[Finding]:
     """The headline numbers: latency, bandwidth, where they cost the same, the gradients' regime."""
     fit, grad, loopback = result["fit"], result["gradient"], result["loopback"]["median_gbps"]
     crossover = fit["alpha_ms"] / fit["beta_ns_per_byte"] * 1e6  # bytes where alpha == n * beta
     largest = result["results"][-1]
     regime = "latency-bound" if grad["bytes"] < crossover else "bandwidth-bound"
     return [
-        finding("alpha", fit["alpha_ms"], "ms", "fixed cost of one all-reduce between the 2 processes "
+        Finding("alpha", fit["alpha_ms"], "ms", "fixed cost of one all-reduce between the 2 processes "
                 f"(fit to the medians, worst miss {fit['max_relative_error']:.0%})"),
-        finding("bandwidth", fit["bandwidth_gbps"], "GB/s", "1/beta: the cost per byte, past the fixed cost"),
-        finding("crossover", crossover, "bytes", f"latency and bandwidth cost the same at "
+        Finding("bandwidth", fit["bandwidth_gbps"], "GB/s", "1/beta: the cost per byte, past the fixed cost"),
+        Finding("crossover", crossover, "bytes", f"latency and bandwidth cost the same at "
                 f"{size_label(crossover)}: smaller messages are latency-bound"),
-        finding("gradient_allreduce_predicted", grad["predicted_allreduce_ms"], "ms",
+        Finding("gradient_allreduce_predicted", grad["predicted_allreduce_ms"], "ms",
                 f"the fit's time for MiniGPT's {grad['bytes'] / MiB:.2f} MiB of gradients in one "
                 f"all-reduce: {regime}, {fit['alpha_ms'] / grad['predicted_allreduce_ms']:.0%} of it latency"),
-        finding("busbw_over_loopback", largest["busbw_gbps"] / loopback, "ratio",
+        Finding("busbw_over_loopback", largest["busbw_gbps"] / loopback, "ratio",
                 f"gloo's bus bandwidth at {size_label(largest['bytes'])} against one raw TCP stream "
                 f"over loopback ({loopback:.2f} GB/s) between the same processes"),
     ]
@@ -386,7 +387,7 @@ def reading(result: dict) -> str:
                     f"medians of {min(r['median_ms'] for r in tail):.2f} to {max(r['median_ms'] for r in tail):.2f} ms) "
                     f"say how many were slow: if each slow iteration took about the p95, {min(lost):.0%} to "
                     f"{max(lost):.0%} of them. The 1-minute load average at the end of the run was "
-                    f"{result['provenance']['load_average_1min']:.1f}. The medians, and the fit "
+                    f"{result['provenance'].load_average_1min:.1f}. The medians, and the fit "
                     "on them, leave that tail out.")
     else:
         text.append("At every size the p95 stays under 4 times the median: no group of much slower iterations.")

@@ -12,11 +12,12 @@ import tempfile
 from pathlib import Path
 
 from minitrain.artifacts import save_figure
+from minitrain.lab.results_file import Finding
 from minitrain.lab.verdict import verdict_over_repeats
 from minitrain.lab.report import plural
 from minitrain.measure.allreduce import bench_option, benchmark_fit, predict_allreduce_ms
 from minitrain.measure.buckets_ranks import PROGRESS, TRACE_CAP, Plan, label, worker
-from minitrain.measure.measurement import WORLD_SIZE, Measurement, finding, progress, relaunch
+from minitrain.measure.measurement import WORLD_SIZE, Measurement, progress, relaunch
 from minitrain.measure.trace import load_trace, overlap_table, overlapped_share
 from minitrain.paths import BEYOND_DIR  # noqa: F401 (for the notebook)
 from minitrain.train import TrainConfig
@@ -164,7 +165,7 @@ def and_list(items: list[str]) -> str:  # 'a, b and c'
     return ", ".join(items[:-1]) + " and " + items[-1] if len(items) > 1 else "".join(items)
 
 
-def findings(results: dict) -> list[dict]:
+def findings(results: dict) -> list[Finding]:
     """The headline numbers: buckets, the fastest cap against the default, overlap, equality."""
     caps, default = results["caps"], by_cap(results)["default"]
     best, most = fastest(results), most_buckets(results)
@@ -172,22 +173,22 @@ def findings(results: dict) -> list[dict]:
     verdict = ("the default is the fastest cap" if best is default else "every repeat faster" if gain == "faster"
                else "within the spread, no clear gain")
     return [
-        finding("buckets_at_default", default["count"], "buckets",
+        Finding("buckets_at_default", default["count"], "buckets",
                 f"DDP's default caps put MiniGPT's {results['gradient_bytes'] / 1e6:.2f} MB of gradients in this "
                 "many buckets"),
-        finding("most_buckets", most["count"], "buckets", f"buckets at the smallest cap swept, {most['cap']} MiB"),
-        finding("default_over_fastest_cap_step", default["step_ms"] / best["step_ms"], "x",
+        Finding("most_buckets", most["count"], "buckets", f"buckets at the smallest cap swept, {most['cap']} MiB"),
+        Finding("default_over_fastest_cap_step", default["step_ms"] / best["step_ms"], "x",
                 f"median step at the default caps over that at the fastest cap, {best['cap']} "
                 f"({best['count']} bucket(s)); medians of {len(best['repeats'])} alternating repeats; repeats "
                 f"{ms_range(best)} against the default's {ms_range(default)}: {verdict}"),
-        finding("step_most_buckets_over_default", most["step_ms"] / default["step_ms"], "ratio",
+        Finding("step_most_buckets_over_default", most["step_ms"] / default["step_ms"], "ratio",
                 f"median step with {most['count']} buckets over the default's 1 bucket"
                 if default["count"] == 1 else f"median step with {most['count']} buckets over the default's"),
-        finding("overlapped_share_default", default["overlap"]["overlapped_share"], "fraction of all-reduce time",
+        Finding("overlapped_share_default", default["overlap"]["overlapped_share"], "fraction of all-reduce time",
                 "all-reduce time that ran while backward still computed, default caps (profiler traces)"),
-        finding("overlapped_share_most_buckets", most["overlap"]["overlapped_share"], "fraction of all-reduce time",
+        Finding("overlapped_share_most_buckets", most["overlap"]["overlapped_share"], "fraction of all-reduce time",
                 f"the same with {most['count']} buckets ({most['cap']} MiB)"),
-        finding("caps_with_ranks_equal", sum(c["ranks_equal"] for c in caps), f"of {len(caps)} caps",
+        Finding("caps_with_ranks_equal", sum(c["ranks_equal"] for c in caps), f"of {len(caps)} caps",
                 "caps after whose every block both ranks held bitwise-equal weights"),
     ]
 
@@ -242,8 +243,8 @@ def plot(results: dict, out: Path) -> None:
         ax.set_xlabel("bucket_cap_mb (MiB; default: 1 MiB first bucket, 25 MiB after)", fontsize=8)
     config, prov = results["config"], results["provenance"]
     fig.suptitle(f"Buckets and overlap: MiniGPT's {results['gradient_bytes'] / 1e6:.2f} MB of gradients, "
-                 f"{config['world_size']} gloo ranks x {plural(config['threads_per_rank'], 'thread')}, {prov['cores']} logical CPUs, "
-                 f"load average {prov['load_average_1min']:.1f}, torch {prov['torch']}", fontsize=10)
+                 f"{config['world_size']} gloo ranks x {plural(config['threads_per_rank'], 'thread')}, {prov.cores} logical CPUs, "
+                 f"load average {prov.load_average_1min:.1f}, torch {prov.torch}", fontsize=10)
     fig.tight_layout()
     save_figure(fig, out / PLOT_NAME)
 
@@ -410,7 +411,7 @@ def takeaway(results: dict) -> str:
             spread = (f", and {min(alike_backward):.1f}-{max(alike_backward):.1f} ms across the caps that make the "
                       f"same {alike_what}" if len(alike) > 1 else "")
             why = (f"Backward's autograd nodes took longer, {backward}, consistent with the all-reduces that overlap "
-                   f"backward slowing it: gloo's threads run on the same {results['provenance']['cores']} logical CPUs, and "
+                   f"backward slowing it: gloo's threads run on the same {results['provenance'].cores} logical CPUs, and "
                    "DDP's per-bucket work (copying gradients into buckets, calling the comm hook) runs inside "
                    f"backward's autograd nodes, where the profiler counts it. With {profiled_steps} samples per cap{spread}, "
                    "this is a correlation, not a measured cause (the figure shows the trend over every cap).")

@@ -21,12 +21,13 @@ from pathlib import Path
 import numpy as np
 
 from minitrain.artifacts import save_figure
+from minitrain.lab.results_file import Finding
 from minitrain.lab.verdict import verdict_over_repeats
 from minitrain.data import SEED_BASE
 from minitrain.lab.report import plural
 from minitrain.measure.compression_ranks import (CONTROL_SEED_STEP, MIN_COMPRESSION_RATE, RUN_MARK, VARIANTS, Plan,
                                                  powersgd_matrices, powersgd_rank, theory, worker)
-from minitrain.measure.measurement import Measurement, finding, progress, relaunch
+from minitrain.measure.measurement import Measurement, progress, relaunch
 from minitrain.measure.scoring import final_metrics, one_thread_per_process, scoring_pairs
 from minitrain.paths import BEYOND_DIR  # noqa: F401 (for the notebook)
 from minitrain.train import TrainConfig
@@ -176,7 +177,7 @@ def step_verdict(v: dict, plain: dict) -> dict:
     return {"verdict": verdict, "count": count, "apart": separate, "ranges": ranges}
 
 
-def findings(results: dict) -> list[dict]:
+def findings(results: dict) -> list[Finding]:
     """Bytes against plain, step time against plain, learning against the seed spread, equal ranks, #152300."""
     rows = by_name(results)
     fp16, psgd = rows.get("fp16"), rows.get("powersgd-1")
@@ -186,31 +187,26 @@ def findings(results: dict) -> list[dict]:
     worst = max(known, key=lambda k: abs(known[k])) if known else None
     equal = sum(v["ranks_bitwise_equal"] for v in results["variants"])
     check = results["half_allreduce_check"]
-    records = []
-    for key, row in (("fp16", fp16), ("powersgd_rank1", psgd)):
-        if row is None:
-            continue
-        records.append(finding(f"{key}_bytes_over_plain", row["sent_over_plain"], "ratio",
-                               f"bytes each rank's gloo sockets sent per step with {row['label']} against the plain "
-                               f"all-reduce (theory {row['theory']['over_plain']:.3f})" if row["sent"] is not None
-                               else "socket counters are not available on this OS"))
-    for key, row in (("fp16", fp16), ("powersgd_rank1", psgd)):
-        if row is None:
-            continue
+    compressed = [(key, row) for key, row in (("fp16", fp16), ("powersgd_rank1", psgd)) if row is not None]
+    records = [Finding(f"{key}_bytes_over_plain", row["sent_over_plain"], "ratio",
+                       f"bytes each rank's gloo sockets sent per step with {row['label']} against the plain "
+                       f"all-reduce (theory {row['theory']['over_plain']:.3f})" if row["sent"] is not None
+                       else "socket counters are not available on this OS") for key, row in compressed]
+    for key, row in compressed:
         judged = step_verdict(row, rows["plain"])
-        records.append(finding(f"{key}_step_over_plain", row["step_over_plain"], "ratio",
+        records.append(Finding(f"{key}_step_over_plain", row["step_over_plain"], "ratio",
                                f"median step time with {row['label']} against plain (comm hook "
                                f"{row['hook_ms']:.2f} ms against {rows['plain']['hook_ms']:.2f} ms); "
                                f"{judged['count']} repeats, {judged['ranges']}: {judged['verdict']}"))
-    records.append(finding(
+    records.append(Finding(
         "largest_val_loss_shift", known[worst] if worst else None, "seed spreads",
         (f"validation loss minus plain's, in seed spreads ({spread['val_loss']:.4f} nats, the standard deviation "
          f"of {spread['runs']} plain runs with different seeds), largest in size: {worst}; all: "
          + ", ".join(f"{k} {s:+.2f}" for k, s in known.items())) if worst
         else "needs at least two plain runs with different seeds"))
-    records.append(finding("variants_with_bitwise_equal_ranks", equal, f"of {len(results['variants'])} variants",
+    records.append(Finding("variants_with_bitwise_equal_ranks", equal, f"of {len(results['variants'])} variants",
                            "rank 1's weights bitwise equal to rank 0's after training"))
-    records.append(finding("gloo_fp16_allreduce_mismatches", check["dtypes"]["float16"]["mismatches"], "elements",
+    records.append(Finding("gloo_fp16_allreduce_mismatches", check["dtypes"]["float16"]["mismatches"], "elements",
                            f"of {check['elements']:,} in {ISSUE}'s reproducer, all-reduced in float16 by gloo, "
                            "against the exact sum rounded once"))
     return records
@@ -379,8 +375,8 @@ def plot(results: dict, out: Path) -> None:
 
     config, prov = results["config"], results["provenance"]
     fig.suptitle(f"Gradient compression on gloo: {config['world_size']} ranks x "
-                 f"{plural(config['threads_per_rank'], 'thread')}, {prov['cores']} logical CPUs, load average {prov['load_average_1min']:.1f}, "
-                 f"torch {prov['torch']}", fontsize=10)
+                 f"{plural(config['threads_per_rank'], 'thread')}, {prov.cores} logical CPUs, load average {prov.load_average_1min:.1f}, "
+                 f"torch {prov.torch}", fontsize=10)
     fig.tight_layout()
     save_figure(fig, out / PLOT_NAME)
 

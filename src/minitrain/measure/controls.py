@@ -23,9 +23,10 @@ import matplotlib.pyplot as plt
 from minitrain.artifacts import save_figure
 from minitrain.cli import positive_int
 from minitrain.corpus import DEFAULT_CORPUS_DIR, ensure_corpus
+from minitrain.lab.results_file import Finding
 from minitrain.lab.runs import read_run
 from minitrain.launch import run_streaming, torchrun_command
-from minitrain.measure.measurement import Measurement, finding, fresh_folder, progress, runs_folder
+from minitrain.measure.measurement import Measurement, fresh_folder, progress, runs_folder
 from minitrain.measure.scoring import (GLOBAL_BATCH, QUICK_PAIRS, QUICK_VAL_BATCHES, VAL_BATCHES, final_metrics,
                                        one_thread_per_process, scoring_pairs)
 from minitrain.paths import BEYOND_DIR, TRAIN_SCRIPT  # noqa: F401 (BEYOND_DIR: for the notebook)
@@ -158,23 +159,23 @@ def learning_verdict(results: dict) -> str:
     return "different" if better and worse else "better" if better else "worse" if worse else "same"
 
 
-def findings(results: dict) -> list[dict]:
+def findings(results: dict) -> list[Finding]:
     """Drift with and without the all-reduce; learning of 2 DDP processes against 1, same global batch."""
     final, steps = results["final_drift"], results["steps"]
     one, two = results["learning"]["1proc"], results["learning"]["2proc"]
     verdict = learning_verdict(results)
     return [
-        finding("ddp_max_drift", max(results["drift"]["ddp"]), "largest |parameter difference|",
+        Finding("ddp_max_drift", max(results["drift"]["ddp"]), "largest |parameter difference|",
                 f"rank 1 against rank 0 over {steps} steps with DDP's all-reduce"
                 + (": exactly 0 at every step" if results["ddp_drift_exactly_zero"] else "")),
-        finding("no_sync_final_drift", final["no-sync"], "largest |parameter difference|",
+        Finding("no_sync_final_drift", final["no-sync"], "largest |parameter difference|",
                 f"after {steps} steps under no_sync(), no all-reduce"
                 + (" (the no-op comm hook: identical)" if results["noop_equals_no_sync"] else "")),
-        finding("val_loss_2proc_minus_1proc", two["val_loss"] - one["val_loss"], "nats",
+        Finding("val_loss_2proc_minus_1proc", two["val_loss"] - one["val_loss"], "nats",
                 f"validation loss of 2 DDP processes minus 1 process on the same global batch "
                 f"({two['val_loss']:.3f} against {one['val_loss']:.3f}); learning: {verdict} "
                 f"(losses within {LOSS_TOLERANCE} nats; accuracies within 2 standard errors of their difference)"),
-        finding("accuracy_2proc_minus_1proc", two["accuracy"] - one["accuracy"], "minimal-pair accuracy",
+        Finding("accuracy_2proc_minus_1proc", two["accuracy"] - one["accuracy"], "minimal-pair accuracy",
                 f"{two['accuracy']:.3f} against {one['accuracy']:.3f} on {results['pairs']} pairs"),
     ]
 

@@ -21,11 +21,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from minitrain.artifacts import write_json
 from minitrain.cli import LabArgumentParser, output_folder
 from minitrain.corpus import ensure_corpus
 from minitrain.ddp import cleanup, init_distributed
 from minitrain.lab.report import findings_table
+from minitrain.lab.results_file import Finding, Provenance, read_results_file, write_results_file
 from minitrain.lab.sittings import sitting_of
 from minitrain.launch import run_streaming, torchrun_command
 from minitrain.paths import BEYOND_DIR, BUILD_DIR, DEFAULT_CORPUS_DIR, relative
@@ -46,7 +46,7 @@ class Measurement:
     notebook: str  # the notebook that shows it, in notebooks/
     figures: tuple[str, ...]
     measure: Callable[..., dict]  # measure(out, plan, corpus_dir, echo, **options) -> results, no provenance
-    findings: Callable[[dict], list[dict]]
+    findings: Callable[[dict], list[Finding]]
     plot: Callable[[dict, Path], None]  # plot(results, out): the figures into the folder `out`
     report: Callable[[dict], str]  # what `python -m` prints before the "wrote" line
     quick_help: str
@@ -65,9 +65,10 @@ class Measurement:
         return f"{self.name}.json"
 
     def load(self, path: str | Path = "") -> dict:
-        """Results of a run: `path` is NAME.json or the folder holding it; empty: the committed ones."""
+        """Results of a run: `path` is NAME.json or the folder holding it; empty: the committed ones.
+        The envelope is checked and typed (read_results_file); the rest stays the measurement's own dicts."""
         path = Path(path) if path else BEYOND_DIR
-        return json.loads((path / self.result_file if path.is_dir() else path).read_text())
+        return read_results_file(path / self.result_file if path.is_dir() else path, self.name)
 
     def run(self, out: Path = BEYOND_DIR, quick: bool = False, corpus_dir: Path = DEFAULT_CORPUS_DIR,
             echo: Callable[[str], None] = print, plan: Any = None, **options: Any) -> dict:
@@ -112,7 +113,7 @@ class Measurement:
         print(findings_table(results["findings"]))
         files = [self.result_file, *self.figures, *self.written(results)]
         print(f"wrote {', '.join(files[:-1])} and {files[-1]} to {relative(out)} "
-              f"in {results['provenance']['runtime_s']:.0f} s")
+              f"in {results['provenance'].runtime_s:.0f} s")
 
 
 def relaunch(measurement: Measurement, plan: Any, corpus_dir: Path, work: Path, timeout: float,
@@ -143,11 +144,6 @@ def show_checks(checks: dict[str, bool]) -> None:
         raise AssertionError(f"a check of the live run failed: {'; '.join(failed)}")
 
 
-def finding(name: str, value: float | int | None, unit: str, meaning: str) -> dict:
-    """One headline number of a measurement: what, how much, in what unit, and what it means."""
-    return {"name": name, "value": value, "unit": unit, "meaning": meaning}
-
-
 def command_line(module: str, out: Path, quick: bool, **options: object) -> str:
     """The command that repeats a measurement, as a reader types it (paths relative to the repository;
     the default corpus left out)."""
@@ -165,27 +161,24 @@ def as_typed(command: list[str]) -> str:
     return shlex.join("python" if w == sys.executable else relative(w) if os.path.isabs(w) else w for w in command)
 
 
-def write_results(out: Path, measurement: Measurement, results: dict, findings: list[dict],
+def write_results(out: Path, measurement: Measurement, results: dict, findings: list[Finding],
                   command: str, started: float, corpus_dir: Path | None = None) -> dict:
     """Add `provenance` (machine, corpus, command, run time) and `findings` to `results`; write NAME.json."""
     machine = machine_provenance() if corpus_dir is None else provenance(corpus_dir)
-    results = results | {
-        "measurement": measurement.name,
-        "findings": findings,
-        "provenance": machine | {"run_id": secrets.token_hex(4),  # names this run wherever it is shown
-                                 "command": command, "runtime_s": round(time.perf_counter() - started, 1)},
-    }
-    write_json(Path(out) / measurement.result_file, results)
+    prov = Provenance(**machine, run_id=secrets.token_hex(4),  # names this run wherever it is shown
+                      command=command, runtime_s=round(time.perf_counter() - started, 1))
+    results = results | {"measurement": measurement.name, "findings": findings, "provenance": prov}
+    write_results_file(Path(out) / measurement.result_file, results)
     return results
 
 
 def provenance_line(results: dict, what: str = "") -> str:
     """Where, when and under what load a result was measured, and the command that repeats it."""
-    p = results["provenance"]
-    run_id = f"run id {p['run_id']}, " if "run_id" in p else ""  # results written before run ids: none
-    return ((f"{what}\n" if what else "") + f"{run_id}measured {p['date']} on {p['cores']} logical CPUs, "
-            f"sitting {sitting_of(results)}, torch {p['torch']}, load average {p['load_average_1min']:.1f} "
-            f"at the end, {p['runtime_s']:.0f} s\ncommand: {p['command']}")
+    p: Provenance = results["provenance"]
+    run_id = f"run id {p.run_id}, " if p.run_id else ""  # results written before run ids: none
+    return ((f"{what}\n" if what else "") + f"{run_id}measured {p.date} on {p.cores} logical CPUs, "
+            f"sitting {sitting_of(results)}, torch {p.torch}, load average {p.load_average_1min:.1f} "
+            f"at the end, {p.runtime_s:.0f} s\ncommand: {p.command}")
 
 
 def runs_folder(out: Path, name: str) -> Path:

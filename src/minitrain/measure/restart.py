@@ -18,8 +18,9 @@ from pathlib import Path
 
 import psutil
 
+from minitrain.lab.results_file import Finding
 from minitrain.launch import LaunchError, run_streaming, torchrun_command
-from minitrain.measure.measurement import WORLD_SIZE, Measurement, finding, fresh_folder, runs_folder
+from minitrain.measure.measurement import WORLD_SIZE, Measurement, fresh_folder, runs_folder
 from minitrain.measure.restart_figure import PLOT_NAME, plot
 from minitrain.measure.resumes import LEFT_OUT, compare_runs, leave_out
 from minitrain.paths import BEYOND_DIR, REPO, TRAIN_SCRIPT, relative  # noqa: F401 (BEYOND_DIR: for the notebook)
@@ -252,22 +253,22 @@ def event_time(results: dict, name: str) -> float | None:
     return next((e["since_fault_s"] for e in results["timeline"] if e["event"] == name), None)
 
 
-def findings(results: dict) -> list[dict]:
+def findings(results: dict) -> list[Finding]:
     """Bitwise equality, the step resumed from, the work lost, the restart's seconds, the second fault."""
     cmp, restart, second = results["comparison"], results["restart"], results["second_fault"]
     return [
-        finding("ranks_bitwise_equal", sum(r["bitwise_equal"] for r in cmp["ranks"]), f"of {len(cmp['ranks'])} ranks",
+        Finding("ranks_bitwise_equal", sum(r["bitwise_equal"] for r in cmp["ranks"]), f"of {len(cmp['ranks'])} ranks",
                 "final state dicts bitwise equal to those of the same run without the fault (torch.equal per tensor)"),
-        finding("max_abs_diff", cmp["max_abs_diff"], "absolute", "largest absolute weight difference from the uninterrupted run"),
-        finding("resumed_from_step", restart["resumed_from_step"], "step", "the newest complete snapshot when rank 1 died"),
-        finding("steps_redone", restart["steps_redone"], "steps", "work lost: steps done after that snapshot, done again"),
-        finding("detected_after", event_time(results, "detected"), "s",
+        Finding("max_abs_diff", cmp["max_abs_diff"], "absolute", "largest absolute weight difference from the uninterrupted run"),
+        Finding("resumed_from_step", restart["resumed_from_step"], "step", "the newest complete snapshot when rank 1 died"),
+        Finding("steps_redone", restart["steps_redone"], "steps", "work lost: steps done after that snapshot, done again"),
+        Finding("detected_after", event_time(results, "detected"), "s",
                 "from the fault to torchrun's report of the dead worker, the other one stopped"),
-        finding("resumed_after", event_time(results, "resumed"), "s",
+        Finding("resumed_after", event_time(results, "resumed"), "s",
                 "from the fault to rank 0 having loaded the snapshot (new processes, rendezvous, gloo, corpus, model, load)"),
-        finding("processes_left_after_second_fault", second["processes_left"], "processes",
+        Finding("processes_left_after_second_fault", second["processes_left"], "processes",
                 "after a second fault, past --max-restarts=1, the run ended with an error: what was left running"),
-        *(finding(f"max_abs_diff_without_{w['left_out']}", w["max_abs_diff"], "absolute",
+        *(Finding(f"max_abs_diff_without_{w['left_out']}", w["max_abs_diff"], "absolute",
                   f"the same resume with {w['what']}: largest weight difference from the uninterrupted run")
           for w in results["done_wrong"]["runs"]),
     ]

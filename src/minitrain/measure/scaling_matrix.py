@@ -23,9 +23,10 @@ import matplotlib.pyplot as plt
 from minitrain.artifacts import save_figure
 from minitrain.cli import positive_int
 from minitrain.corpus import DEFAULT_CORPUS_DIR, ensure_corpus
+from minitrain.lab.results_file import Finding
 from minitrain.lab.verdict import verdict_over_repeats
 from minitrain.lab.report import plural
-from minitrain.measure.measurement import Measurement, finding, fresh_folder, progress, runs_folder
+from minitrain.measure.measurement import Measurement, fresh_folder, progress, runs_folder
 from minitrain.measure.scaling_runs import (ALL_CORES, BLOCK_SIZE, ONE_THREAD, PINNED, QUICK_SIZE, SCALINGS, SIZES,
                                             STRONG_GLOBAL_BATCH, TWO_PROCS, WEAK_BATCH, Size, batches,
                                             configurations, measure)
@@ -177,24 +178,24 @@ def params_label(params: int) -> str:
     return f"{params / 1e6:.2f}M"
 
 
-def findings(results: dict) -> list[dict]:
+def findings(results: dict) -> list[Finding]:
     """Per scaling: 2 processes against 1 process on all cores (range over sizes), the largest
     all-reduce share, and the crossings that the repeats' spread keeps apart."""
     summ, records = results["summary"], []
     for scaling in summ["scalings"]:
         ratios = summ["ranges"]["speedup_2proc_over_1proc_allcores"][scaling]
         if ratios:
-            records.append(finding(f"{scaling}_2proc_over_1proc_allcores", ratios, "ratio range over sizes",
+            records.append(Finding(f"{scaling}_2proc_over_1proc_allcores", ratios, "ratio range over sizes",
                                    f"tokens/s of 2 processes x 1 thread over 1 process on all cores, "
                                    f"{scaling} scaling, {params_label(summ['sizes'][0])}-"
                                    f"{params_label(summ['sizes'][-1])} parameters (medians of repeats)"))
         largest = summ["largest_allreduce_share_2proc"][scaling]
         if largest:
-            records.append(finding(f"{scaling}_largest_allreduce_share", largest["share"], "fraction of the step",
+            records.append(Finding(f"{scaling}_largest_allreduce_share", largest["share"], "fraction of the step",
                                    f"the comm hook's share of a 2-process step, largest at "
                                    f"{params_label(largest['params'])} parameters ({scaling} scaling)"))
         clear = [c for c in summ["crossings"] if c["scaling"] == scaling and c["separated"]]
-        records.append(finding(f"{scaling}_clear_crossings", len(clear), "crossings",
+        records.append(Finding(f"{scaling}_clear_crossings", len(clear), "crossings",
                                "; ".join(f"{c['faster_before']} -> {c['faster_after']} between "
                                          f"{params_label(c['between_params'][0])} and "
                                          f"{params_label(c['between_params'][1])}" for c in clear)
@@ -286,7 +287,7 @@ def plot_matrix(results: dict, out: Path) -> None:
     ax.legend(fontsize=8)
     prov, load = results["provenance"], results["summary"]["load_average_1min"]
     busy = f"; load average {load[0]:.1f}-{load[1]:.1f} during the runs" if load else ""
-    fig.suptitle(f"When do 2 processes win? MiniGPT on {prov['cores']} logical CPUs ({prov['cpu_model']}), "
+    fig.suptitle(f"When do 2 processes win? MiniGPT on {prov.cores} logical CPUs ({prov.cpu_model}), "
                  f"gloo; median of {plural(results['repeats'], 'repeat')}, bars: min-max{busy}", fontsize=11)
     fig.tight_layout()
     save_figure(fig, out / PLOT_NAME, dpi=100)

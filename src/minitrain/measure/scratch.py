@@ -25,13 +25,14 @@ from torch.nn.parallel import DistributedDataParallel
 from minitrain.artifacts import save_figure
 from minitrain.cli import positive_int
 from minitrain.ddp import barrier, wrap_for_ddp
+from minitrain.lab.results_file import Finding
 from minitrain.lab.scratch_cases import AllReduceRecorder
 from minitrain.lab.report import plural
 from minitrain.lab.sittings import sitting_note
 from minitrain.lab.verdict import verdict_over_repeats
 from minitrain.measure.allreduce import predict_allreduce_ms
 from minitrain.measure.bench import interleaved_times
-from minitrain.measure.measurement import Measurement, finding, relaunch
+from minitrain.measure.measurement import Measurement, relaunch
 from minitrain.measure.trace import load_trace, overlap_table, overlapped_share, profile_steps
 from minitrain.paths import BEYOND_DIR  # noqa: F401 (for the notebook)
 from minitrain.rank import DDPRank, StepRecord, rebuilt_buckets
@@ -182,26 +183,26 @@ def by_name(results: dict) -> dict[str, dict]:
     return {level["name"]: level for level in results["levels"]}
 
 
-def findings(results: dict) -> list[dict]:
+def findings(results: dict) -> list[Finding]:
     """The headline numbers: each level's step against torch's DDP, the all-reduces, the overlap at the small cap."""
     levels, small = by_name(results), f"{SMALL_CAP_MB:g} MiB"
     rounds = results["config"]["plan"]["repeats"]
-    records = [finding(f"{KEYS[name]}_over_torch_ddp", level["over_torch_ddp"],
+    records = [Finding(f"{KEYS[name]}_over_torch_ddp", level["over_torch_ddp"],
                        "ratio", f"rank 0's median step of {name} over torch DDP's, {rounds} interleaved rounds "
                        f"({plural(level['allreduces'], 'all-reduce')} per step against {levels[BASE]['allreduces']})")
                for name, level in levels.items() if name != BASE]
     return records + [
-        finding("allreduces_per_parameter", levels["NaiveDDP"]["allreduces"], "all-reduces per step",
+        Finding("allreduces_per_parameter", levels["NaiveDDP"]["allreduces"], "all-reduces per step",
                 "NaiveDDP and OverlappedDDP: one per parameter with a gradient"),
-        finding("allreduces_torch_ddp_small_cap", levels[f"torch DDP, {small}"]["allreduces"], "all-reduces per step",
+        Finding("allreduces_torch_ddp_small_cap", levels[f"torch DDP, {small}"]["allreduces"], "all-reduces per step",
                 f"torch's DDP at bucket_cap_mb={SMALL_CAP_MB:g} (a bucket closes once it reaches the cap)"),
-        finding("allreduces_bucketed_small_cap", levels[f"BucketedDDP, {small}"]["allreduces"], "all-reduces per step",
+        Finding("allreduces_bucketed_small_cap", levels[f"BucketedDDP, {small}"]["allreduces"], "all-reduces per step",
                 f"BucketedDDP at bucket_cap_mb={SMALL_CAP_MB:g} (a bucket holds at most the cap)"),
-        finding("overlapped_share_overlapped", levels["OverlappedDDP"]["overlapped_share"],
+        Finding("overlapped_share_overlapped", levels["OverlappedDDP"]["overlapped_share"],
                 "fraction of all-reduce time", "OverlappedDDP's all-reduce time that ran while backward computed"),
-        finding("overlapped_share_bucketed_small_cap", levels[f"BucketedDDP, {small}"]["overlapped_share"],
+        Finding("overlapped_share_bucketed_small_cap", levels[f"BucketedDDP, {small}"]["overlapped_share"],
                 "fraction of all-reduce time", f"the same for BucketedDDP at {small}"),
-        finding("overlapped_share_torch_ddp_small_cap", levels[f"torch DDP, {small}"]["overlapped_share"],
+        Finding("overlapped_share_torch_ddp_small_cap", levels[f"torch DDP, {small}"]["overlapped_share"],
                 "fraction of all-reduce time", f"the same for torch's DDP at {small}"),
     ]
 
@@ -234,7 +235,7 @@ def plot(results: dict, out: Path) -> None:
     config, prov = results["config"], results["provenance"]
     ax.set_title(f"DDP from scratch against torch's: {config['world_size']} gloo ranks x "
                  f"{plural(config['threads_per_rank'], 'thread')}, {config['plan']['repeats']} interleaved rounds, "
-                 f"{prov['cores']} logical CPUs, load average {prov['load_average_1min']:.1f}", fontsize=10)
+                 f"{prov.cores} logical CPUs, load average {prov.load_average_1min:.1f}", fontsize=10)
     fig.tight_layout()
     save_figure(fig, out / PLOT_NAME)
 

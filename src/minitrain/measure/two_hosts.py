@@ -27,12 +27,13 @@ from pathlib import Path
 import psutil
 
 from minitrain.artifacts import save_figure
+from minitrain.lab.results_file import Finding
 from minitrain.lab.runs import read_run
 from minitrain.launch import run_streaming, stop_process_tree, torchrun_command
 from minitrain.launch.hosts import ipv4_addresses
 from minitrain.launch.rendezvous import DEFAULT_RDZV_PORT
 from minitrain.lab.report import plural
-from minitrain.measure.measurement import CannotRun, Measurement, as_typed, finding, fresh_folder, runs_folder
+from minitrain.measure.measurement import CannotRun, Measurement, as_typed, fresh_folder, runs_folder
 from minitrain.paths import BEYOND_DIR, TRAIN_SCRIPT, relative  # noqa: F401 (BEYOND_DIR: for the notebook)
 from minitrain.verify import compare_state_files
 
@@ -269,20 +270,20 @@ def analyse(two: Path, one: Path, two_nodes: dict, one_host: dict, hosts: tuple[
     }
 
 
-def findings(results: dict) -> list[dict]:
+def findings(results: dict) -> list[Finding]:
     """The headline facts: same weights or not, where the sockets were, what the host could reach, the times."""
     listeners = results["listeners"]
     return [
-        finding("bitwise_equal", int(results["bitwise_equal"]), "1 = yes, 0 = no",
+        Finding("bitwise_equal", int(results["bitwise_equal"]), "1 = yes, 0 = no",
                 "two nodes in two network namespaces end with weights bitwise equal to one host's 2-process run "
                 "(same seeds, one thread per rank)"),
-        finding("listeners", len(listeners), "sockets", "listening sockets the two nodes' processes opened"),
-        finding("listeners_elsewhere", sum(r["bound_to"] == "ELSEWHERE" for r in listeners), "sockets",
+        Finding("listeners", len(listeners), "sockets", "listening sockets the two nodes' processes opened"),
+        Finding("listeners_elsewhere", sum(r["bound_to"] == "ELSEWHERE" for r in listeners), "sockets",
                 "of them, bound to anything but the node's own veth address or loopback (0.0.0.0 counts)"),
-        finding("host_namespace_sockets", len(results["two_hosts"]["host_namespace_sockets"]), "sockets",
+        Finding("host_namespace_sockets", len(results["two_hosts"]["host_namespace_sockets"]), "sockets",
                 "TCP sockets of the machine's own network namespace with an end on a node's address, during the run"),
-        finding("two_hosts_s", results["two_hosts"]["seconds"], "s", "the two-node run, launch to exit"),
-        finding("one_host_s", results["one_host"]["seconds"], "s", "the one-host 2-process run, launch to exit"),
+        Finding("two_hosts_s", results["two_hosts"]["seconds"], "s", "the two-node run, launch to exit"),
+        Finding("one_host_s", results["one_host"]["seconds"], "s", "the one-host 2-process run, launch to exit"),
     ]
 
 

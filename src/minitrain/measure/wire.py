@@ -22,8 +22,9 @@ import torch
 from minitrain.artifacts import save_figure
 from minitrain.ddp import barrier
 from minitrain.lab.report import plural
+from minitrain.lab.results_file import Finding
 from minitrain.measure.allreduce import bench_option, benchmark_fit, predict_allreduce_ms, ring_factor, time_allreduce
-from minitrain.measure.measurement import WORLD_SIZE, Measurement, finding, relaunch
+from minitrain.measure.measurement import WORLD_SIZE, Measurement, relaunch
 from minitrain.measure.sockets import gloo_pair_endpoints, my_connections, pair_bytes
 from minitrain.measure.trace import load_trace, overlap_table, overlapped_share, profile_steps
 from minitrain.model import MiniGPTConfig
@@ -223,31 +224,31 @@ def measure(out: Path, plan: Plan, corpus_dir: Path, echo, bench: Path | None = 
         "benchmark": benchmark}
 
 
-def findings(results: dict) -> list[dict]:
+def findings(results: dict) -> list[Finding]:
     """The headline numbers: buckets, bytes on the sockets against theory, time in the step, overlap."""
     buckets, wire, ar, head = (results["buckets"], results["bytes_per_step"], results["allreduce_ms"],
                                results["headroom"])
     measured = wire["measured"]
     records = [
-        finding("buckets", len(buckets), "buckets", f"DDP packs MiniGPT's {wire['gradient'] / 1e6:.2f} MB "
+        Finding("buckets", len(buckets), "buckets", f"DDP packs MiniGPT's {wire['gradient'] / 1e6:.2f} MB "
                 "of gradients into this many all-reduces per step"),
-        finding("sent_over_ring_theory", measured["sent_over_theory"], "ratio",
+        Finding("sent_over_ring_theory", measured["sent_over_theory"], "ratio",
                 f"bytes each rank's gloo sockets sent per step against the ring's 2(n-1)/n x gradients "
                 f"({wire['ring_theory_per_rank'] / 1e6:.2f} MB)" if measured["sent_per_rank"]
                 else "socket counters are not available on this OS"),
-        finding("in_step_allreduce_median", ar["in_step"]["median"], "ms",
+        Finding("in_step_allreduce_median", ar["in_step"]["median"], "ms",
                 "comm hook, bucket launch to completion, per step and rank (includes waiting for the peer)"),
-        finding("standalone_allreduce_median", ar["standalone"], "ms",
+        Finding("standalone_allreduce_median", ar["standalone"], "ms",
                 "the same bytes all-reduced alone between barriers in the same process group (median per call)"),
-        finding("waiting_share", ar["waiting_share"], "fraction of the in-step all-reduce",
+        Finding("waiting_share", ar["waiting_share"], "fraction of the in-step all-reduce",
                 "time a rank's bucket waited for the other rank's same bucket to be ready (means)"),
-        finding("comm_share", head["comm_share"], "fraction of the step",
+        Finding("comm_share", head["comm_share"], "fraction of the step",
                 f"1 - step with the no-op hook / step with the all-reduce, the median over {len(head['repeats'])} "
                 "alternating repeats of each repeat's share, from rank 0's median step per block (the no-op hook "
                 "also removes the waiting)"),
     ]
     if "overlap" in results:
-        records.append(finding("overlapped_share", results["overlap"]["overlapped_share"],
+        records.append(Finding("overlapped_share", results["overlap"]["overlapped_share"],
                                "fraction of all-reduce time", "all-reduce time that ran while backward "
                                "was still computing (profiler trace)"))
     return records
@@ -299,8 +300,8 @@ def plot(results: dict, out: Path) -> None:
 
     config, prov = results["config"], results["provenance"]
     fig.suptitle(f"The wire during training: {config['world_size']} gloo ranks, "
-                 f"{plural(config['threads_per_rank'], 'thread')} each, {prov['cores']} logical CPUs, load average {prov['load_average_1min']:.1f}, "
-                 f"torch {prov['torch']}", fontsize=10)
+                 f"{plural(config['threads_per_rank'], 'thread')} each, {prov.cores} logical CPUs, load average {prov.load_average_1min:.1f}, "
+                 f"torch {prov.torch}", fontsize=10)
     fig.tight_layout()
     save_figure(fig, out / PLOT_NAME)
 

@@ -149,7 +149,7 @@ def slow_transfer_text(results: dict, bench: dict) -> str:
         + f": notebook 07's p95 at {row['bytes'] / 2**20:.3g} MiB is {row['p95_ms']:.2f} ms against a "
         f"{row['median_ms']:.2f} ms median ({tail:.1f}x), while the transfer here had a p95 of {transfer['p95']:.2f} ms "
         f"against a {transfer['median']:.2f} ms median ({transfer['p95'] / transfer['median']:.1f}x). The 1-minute "
-        f"load average this run recorded: {results['provenance']['load_average_1min']:.1f}.",
+        f"load average this run recorded: {results['provenance'].load_average_1min:.1f}.",
         sitting_note(results, bench)]))
 
 
