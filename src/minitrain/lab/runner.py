@@ -26,7 +26,8 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 from minitrain.cli import LabArgumentParser, SettingError, lab_out_folder, positive_int
-from minitrain.lab.check import CheckResult, check_folder, format_table
+from minitrain.lab.check import CheckResult, check_artifacts, check_tests, format_table
+from minitrain.lab.execute import without_iri_grammar
 from minitrain.lab.experiment import REPEATS, STEPS, WARMUP
 from minitrain.lab.repeats import run_repeats
 from minitrain.lab.runs import output_dir, run_dir_in
@@ -47,6 +48,7 @@ def numbered_notebooks(every: bool = True) -> list[str]:
 def lab_parameters(name: str, repeats: int) -> dict:
     """Parameters `make lab` gives a notebook, where it declares them: `live_run=False` (the runs
     are made already, alone on the machine) and the number of repeats made."""
+    without_iri_grammar()
     import papermill
 
     declared = papermill.inspect_notebook(str(NOTEBOOKS_DIR / name))
@@ -103,32 +105,35 @@ def measured_phase(out: Path, repeats: int) -> None:
 def display_phase(names: list[str], run_tests: bool, workers: int,
                   repeats: int) -> tuple[list[CheckResult], list[str]]:
     """The notebooks `names` (the report first: the others read what it writes), side by side, and
-    the checker with the DDP tests beside them; return the checker's rows and the failures."""
+    the checker with the DDP tests beside them (the tests read no run: they start with the report);
+    return the checker's rows and the failures."""
     failures = []
 
     def run(name: str) -> None:
         seconds = execute(NOTEBOOKS_DIR / name, EXECUTED_DIR / name, lab_parameters(name, repeats))
         print(f"  {name}: {seconds:.1f} s", flush=True)
 
-    try:
-        run(REPORT_NOTEBOOK)
-    except NotebookFailed as e:
-        return [], [str(e)]
-    def check() -> list[CheckResult]:
+    def tests() -> CheckResult:
         start = time.perf_counter()
-        results = check_folder(output_dir(), run_tests)
-        print(f"  checker{' with the DDP tests' if run_tests else ''}: {time.perf_counter() - start:.1f} s", flush=True)
-        return results
+        result = check_tests(run_tests)
+        if run_tests:
+            print(f"  checker's DDP tests: {time.perf_counter() - start:.1f} s", flush=True)
+        return result
 
-    with ThreadPoolExecutor(max_workers=workers + 1) as pool:  # the checker beside `workers` notebooks
-        checker = pool.submit(check)
+    with ThreadPoolExecutor(max_workers=workers + 2) as pool:  # the DDP tests and the checker beside `workers` notebooks
+        ddp_tests = pool.submit(tests)
+        try:
+            run(REPORT_NOTEBOOK)
+        except NotebookFailed as e:
+            return [ddp_tests.result()], [str(e)]
+        checker = pool.submit(check_artifacts, output_dir())
         jobs = {pool.submit(run, name): name for name in names if name != REPORT_NOTEBOOK}
         for job in as_completed(jobs):
             try:
                 job.result()
             except NotebookFailed as e:
                 failures.append(str(e))
-        return checker.result(), failures
+        return checker.result() + [ddp_tests.result()], failures
 
 
 def notebook_stamps() -> dict[str, int]:
