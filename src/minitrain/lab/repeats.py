@@ -108,6 +108,7 @@ def worker(args: argparse.Namespace) -> None:
     os.environ["MINITRAIN_LAUNCH_COMMAND"] = args.record_command  # run.json's command: how to repeat it
     turns = args.out / REPEATS_DIR / TURNS
     total = len(load_corpus(args.corpus_dir / "train.jsonl"))
+    import torch._dynamo  # noqa: F401  what DistributedDataParallel() imports first: a second, in the start-up, not a turn
     dist.barrier()
     if rank == 0:
         _turn(turns, 0, world_size, "ready").touch()
