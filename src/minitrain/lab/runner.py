@@ -4,9 +4,9 @@
 
 First the runs whose timings the lab reports, one at a time with nothing else running: `run.ipynb`
 for 1 and for 2 processes with papermill (the sheet's runs), then the alternating repeats of the
-1-vs-2 comparison. Then the report notebook, then the rest of the sheet's path (01-05) side by side
-with the checker (a notebook whose parameters cell has `live_run` runs with it off: it reads the
-runs just made). The optional notebooks 07-15 show their own committed measurements, not these
+1-vs-2 comparison. Then the report notebook beside the checker's DDP tests (they read no run), then
+the rest of the sheet's path (01-05) side by side with the checker (a notebook whose parameters cell
+has `live_run` runs with it off: it reads the runs just made). The optional notebooks 07-15 show their own committed measurements, not these
 runs: `--all-notebooks` executes them too. When everything passed and the runs went to
 experiments/35-ddp-cpu/, the executed notebooks replace those in notebooks/, so that the notebooks
 show the run beside them. Exits non-zero when anything failed.
