@@ -12,15 +12,6 @@ from minitrain.timing import VARIANTS, attach_instrumented_hook, timed_backward
 from minitrain.train import build_model_for_corpus, seed_everything
 
 
-def set_torchrun_env(rank: int, world_size: int, port: int) -> None:
-    """The variables torchrun would set for this rank, and its one intra-op thread (torchrun's
-    OMP_NUM_THREADS=1): both ranks then cut every elementwise kernel into the same chunks, whatever
-    the machine's load or the forkserver's settings, and round alike."""
-    os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world_size),
-                      MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), OMP_NUM_THREADS="1")
-    torch.set_num_threads(1)
-
-
 def snapshot(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     return {k: v.detach().clone() for k, v in unwrap(model).state_dict().items()}
 
@@ -77,12 +68,11 @@ def train_reference(batches: list, dtype: torch.dtype, rank: int | None = None, 
     return snapshot(model)
 
 
-def every_run(rank: int, world_size: int, port: int, corpus_dir: str, out_dir: str, steps: int) -> None:
-    """The tests' DDP runs in one process group, one after another, saved to rank-RANK.pt:
+def every_run(corpus_dir: str, out_dir: str, steps: int) -> None:
+    """The tests' DDP runs in one process group (torchrun's), one after another, saved to rank-RANK.pt:
     wrap_and_train ("wrapped"), then each rank on its half of the same global batches in float64
     and float32 ("half-float64", "half-float32"), then float64 with every timing variant attached
     ("timed": the state and each step's measured ms); cleanup twice (the second call must be harmless)."""
-    set_torchrun_env(rank, world_size, port)
     rank, world_size = init_distributed("gloo")
     runs = {"wrapped": wrap_and_train(rank, world_size, corpus_dir, steps)}
     batches = global_batches(steps, 8, TINY["vocab_size"], TINY["block_size"])
@@ -93,6 +83,7 @@ def every_run(rank: int, world_size: int, port: int, corpus_dir: str, out_dir: s
     torch.save(runs, Path(out_dir) / f"rank-{rank}.pt")
     cleanup()
     cleanup()
+    os.write(1, f"rank {rank} exited cleanly\n".encode())  # one write: two ranks share the output
 
 
 def say_if_watched_at_exit() -> None:
@@ -103,11 +94,8 @@ def say_if_watched_at_exit() -> None:
 
 
 if __name__ == "__main__":
-    # `torchrun --standalone --nproc-per-node=2 ddp_workers.py`: a short real run, then a clean exit
+    # `torchrun --standalone --nproc-per-node=2 ddp_workers.py CORPUS_DIR OUT_DIR STEPS`: every run, then a clean exit
     import atexit
+    import sys
     atexit.register(say_if_watched_at_exit)  # before init_distributed starts the watch: runs after its stop
-    rank, world_size = init_distributed("gloo")
-    batches = global_batches(5, 8, TINY["vocab_size"], TINY["block_size"])
-    train_reference(batches, torch.float32, rank, world_size)
-    cleanup()
-    os.write(1, f"rank {rank} exited cleanly\n".encode())  # one write: two ranks share the output
+    every_run(sys.argv[1], sys.argv[2], int(sys.argv[3]))

@@ -1,6 +1,6 @@
-"""The DDP wrapper, checked with one real 2-process gloo group (every run of the module in it, one
-after another) against a single-process reference; and what the timing instruments must not change:
-DDP's arithmetic with every timing variant attached."""
+"""The DDP wrapper, checked with one real 2-process gloo group under plain torchrun (every run of the
+module in it, one after another, then the exit) against a single-process reference; and what the
+timing instruments must not change: DDP's arithmetic with every timing variant attached."""
 
 import subprocess
 import sys
@@ -12,17 +12,28 @@ import torch
 import ddp_workers
 from minitrain import ddp
 from minitrain.gloo_setup import TORCHRUN_VARS
-from minitrain.launch import fast_start_method, free_port, start_processes
 from minitrain.timing import BY_NAME
 
 STEPS = 5
 
 
 @pytest.fixture(scope="module")
-def ddp_runs(corpus_dir, tmp_path_factory) -> list[dict]:
-    """One real 2-rank start: each rank's results of ddp_workers.every_run, by run name."""
+def torchrun_output(corpus_dir, tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
+    """One real 2-rank start: plain torchrun on ddp_workers.py, every run saved in a temporary folder;
+    that folder, and the finished torchrun (its whole output)."""
     out = tmp_path_factory.mktemp("ddp")
-    start_processes(ddp_workers.every_run, 2, (2, free_port(), str(corpus_dir), str(out), STEPS), fast_start_method())
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
+                           str(Path(ddp_workers.__file__)), str(corpus_dir), str(out), str(STEPS)],
+                          capture_output=True, text=True, timeout=300)
+    return out, proc
+
+
+@pytest.fixture(scope="module")
+def ddp_runs(torchrun_output) -> list[dict]:
+    """Each rank's results of ddp_workers.every_run, by run name."""
+    out, proc = torchrun_output
+    if proc.returncode != 0:
+        pytest.fail(f"torchrun exited with status {proc.returncode}:\n{proc.stdout}{proc.stderr}")
     return [torch.load(out / f"rank-{r}.pt", weights_only=True) for r in range(2)]
 
 
@@ -117,13 +128,12 @@ def test_helpers_without_process_group():
         ddp.wrap_for_ddp(torch.nn.Linear(2, 2))
 
 
-def test_a_torchrun_run_exits_cleanly_with_its_hang_watch_ended():
+def test_a_torchrun_run_exits_cleanly_with_its_hang_watch_ended(torchrun_output):
     """An abort at exit ("terminate called without an active exception") is what cleanup()'s barrier
     prevents, and hang_report's stop_watching: its watch thread, still looking while Python finalized,
     dropped the last collective's Work then (about 1 exit in 12 under load). Plain torchrun, the whole
     output read, no retry; each rank prints, at exit, the watch threads left: none."""
-    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
-                           str(Path(ddp_workers.__file__))], capture_output=True, text=True, timeout=120)
+    _, proc = torchrun_output
     output = proc.stdout + proc.stderr
     assert "terminate called" not in output, output
     assert proc.returncode == 0, f"exit {proc.returncode}\n{output}"

@@ -24,6 +24,7 @@ from minitrain.timing import VARIANTS, manifest_fields, summarize
 from minitrain.verify import ATOL, StateFileError, compare_state_files
 
 DDP_TESTS = REPO / "tests" / "minitrain" / "test_ddp.py"
+DDP_TESTS_PLUGINS_OFF = ("-p", "no:nbval", "-p", "no:cacheprovider")  # nbval's import is a second of CPU; no cache
 DDP_TESTS_TIMEOUT = 600  # seconds; they start real 2-process gloo runs, far longer than the other checks
 FILES = ("train.py", "timings.jsonl", "scaling.png", "manifest.json", "state-rank-0.pt", "state-rank-1.pt")
 RTOL = 1e-6  # manifest figures against the same figures recomputed here
@@ -213,7 +214,7 @@ def check_ddp_tests() -> str:
     """Condition 5: tests/minitrain/test_ddp.py passes (run in a child pytest)."""
     output: list[str] = []
     try:
-        run_streaming([sys.executable, "-m", "pytest", "-q", str(DDP_TESTS)],
+        run_streaming([sys.executable, "-m", "pytest", "-q", *DDP_TESTS_PLUGINS_OFF, str(DDP_TESTS)],
                       timeout=DDP_TESTS_TIMEOUT, echo=output.append)
     except TimeoutError as e:
         raise CheckFailed(f"{DDP_TESTS.name} did not finish within {DDP_TESTS_TIMEOUT} s") from e
@@ -235,18 +236,25 @@ def run_check(name: str, check: Callable[[], str]) -> CheckResult:
         return CheckResult(name, False, f"check crashed: {type(e).__name__}: {e}")
 
 
+def check_artifacts(folder: Path) -> list[CheckResult]:
+    """Conditions 1-4, on the experiment folder's files; one result per condition."""
+    folder = Path(folder)
+    return [run_check("files", lambda: check_files(folder)),
+            run_check("equivalence", lambda: check_equivalence(folder)),
+            run_check("allreduce timing", lambda: check_timing(folder)),
+            run_check("lesson notes", lambda: check_lesson_notes(folder))]
+
+
+def check_tests(run_tests: bool = True) -> CheckResult:
+    """Condition 5, which reads no folder: the DDP tests' row (skipped unless `run_tests`)."""
+    if run_tests:
+        return run_check("ddp tests", check_ddp_tests)
+    return CheckResult("ddp tests", True, "skipped (--skip-tests)", skipped=True)
+
+
 def check_folder(folder: Path, run_tests: bool = True) -> list[CheckResult]:
     """Check the five stop conditions on an experiment folder; one result per condition."""
-    folder = Path(folder)
-    results = [run_check("files", lambda: check_files(folder)),
-               run_check("equivalence", lambda: check_equivalence(folder)),
-               run_check("allreduce timing", lambda: check_timing(folder)),
-               run_check("lesson notes", lambda: check_lesson_notes(folder))]
-    if run_tests:
-        results.append(run_check("ddp tests", check_ddp_tests))
-    else:
-        results.append(CheckResult("ddp tests", True, "skipped (--skip-tests)", skipped=True))
-    return results
+    return check_artifacts(folder) + [check_tests(run_tests)]
 
 
 def format_table(results: list[CheckResult], details: bool = True) -> str:

@@ -24,6 +24,12 @@ from minitrain.paths import relative
 KERNEL = "python3"  # papermill resolves it to the calling interpreter
 
 
+def without_iri_grammar() -> None:
+    """Keep jsonschema (under nbformat) from importing rfc3987_syntax, whose "iri" format check builds a
+    grammar at import: about 1 s of CPU in every process that reads a notebook; no notebook field is an IRI."""
+    sys.modules.setdefault("rfc3987_syntax", None)  # None in sys.modules: that import raises ImportError
+
+
 class IPCTransport(HasTraits):
     """The IPC transport where the platform has it, each kernel with its own socket prefix."""
 
@@ -52,6 +58,7 @@ class SyncIPCKernelManager(IPCTransport, KernelManager):
 
 def execute(src: Path, dst: Path, parameters: dict | None = None) -> None:
     """Run `src` top to bottom in a fresh kernel started in its folder; write the executed copy to `dst`."""
+    without_iri_grammar()
     import nbformat
     import papermill
 

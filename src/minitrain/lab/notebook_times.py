@@ -64,9 +64,10 @@ def shown_seconds(name: str, times: dict) -> str:
 
 
 def provenance_line(times: dict) -> str:
-    """Which lab run the times come from: command, start, sitting, notebooks side by side."""
-    return (f"lab run `{times['command']}`, started {times['started']}, sitting {times['sitting']}, "
-            f"{times.get('side_by_side', 1)} notebooks side by side with the checker beside them")
+    """Which lab run the times come from: command, start, sitting, and how the notebooks ran."""
+    return (f"lab run `{times['command']}`, started {times['started']}, sitting {times['sitting']}: "
+            f"06 first, then up to {times.get('side_by_side', 1)} notebooks at a time, 01 last, "
+            "the checker beside them while it ran")
 
 
 def times_table(folder: Path) -> str:

@@ -3,9 +3,10 @@
     python -m minitrain.lab.repeats [--out DIR] [--repeats 3] [--steps 100] [--warmup 50]
 
 One job has 1 rank, the other 2, each started once (a start costs seconds of imports, rendezvous
-and corpus loading, more than a repeat's steps). They alternate 1, 2, 1, 2, ...: the driver writes
-a turn file, the job whose turn it is runs one repeat while the other sleeps, and a done file
-hands the turn back, so no measured step overlaps another job's work. A repeat is train.py's run
+and corpus loading, more than a repeat's steps), both started up before the first repeat. They
+alternate 1, 2, 1, 2, ...: the driver writes a turn file, the job whose turn it is runs one repeat
+while the other sleeps, and a done file hands the turn back, so no measured step overlaps another
+job's work. A repeat is train.py's run
 timed by the comm hook only (`--timing hook`): the same setup, seeds and step (minitrain.rank),
 and the same files, in repeats/r{i}-{n}proc/.
 """
@@ -62,6 +63,8 @@ def run_repeats(out: Path, repeats: int, steps: int, warmup: int, corpus_dir: Pa
             log = open(turns / f"job-{nproc}proc.log", "w")
             jobs[nproc] = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
                                            env={**os.environ, WATCH_PID: str(os.getpid())})
+        for nproc in (1, 2):  # both started (imports, rendezvous, corpus) before any measured step
+            _wait_for(_turn(turns, 0, nproc, "ready"), nproc, jobs, turns, timeout)
         for repeat in range(repeats):
             for nproc in (1, 2):
                 start = time.perf_counter()
@@ -105,6 +108,10 @@ def worker(args: argparse.Namespace) -> None:
     os.environ["MINITRAIN_LAUNCH_COMMAND"] = args.record_command  # run.json's command: how to repeat it
     turns = args.out / REPEATS_DIR / TURNS
     total = len(load_corpus(args.corpus_dir / "train.jsonl"))
+    import torch._dynamo  # noqa: F401  what DistributedDataParallel() imports first: a second, in the start-up, not a turn
+    dist.barrier()
+    if rank == 0:
+        _turn(turns, 0, world_size, "ready").touch()
     run_args = argparse.Namespace(  # what train.py --timing hook would record
         launcher="torchrun", timing=["hook"], steps=args.steps, warmup=args.warmup, corpus_dir=args.corpus_dir,
         batch_size=TrainConfig.batch_size, block_size=TrainConfig.block_size, lr=TrainConfig.lr,

@@ -4,14 +4,15 @@
 
 First the runs whose timings the lab reports, one at a time with nothing else running: `run.ipynb`
 for 1 and for 2 processes with papermill (the sheet's runs), then the alternating repeats of the
-1-vs-2 comparison. Then the report notebook, then the rest of the sheet's path (02-05) side by side
-with the checker (a notebook whose parameters cell has `live_run` runs with it off: it reads the
-runs just made). The optional notebooks 07-15 show their own committed measurements, not these
-runs: `--all-notebooks` executes them too. Once they have all run, the seconds each took go to
-notebook-times.json in the output folder, and 01 runs last, still beside the checker, so that its
-path table shows this lab run's times (minitrain.lab.notebook_times); its own time is added after.
-When everything passed and the runs went to experiments/35-ddp-cpu/, the executed notebooks replace
-those in notebooks/, so that the notebooks show the run beside them. Exits non-zero when anything failed.
+1-vs-2 comparison. Then the report notebook, with the checker's DDP tests beside it (they read no run),
+then the rest of the sheet's path (02-05), `--workers` at a time, with the checker of the artifacts beside
+them (a notebook whose parameters cell has `live_run` runs with it off: it reads the runs just made).
+The optional notebooks 07-15 show their own committed measurements, not these runs: `--all-notebooks`
+executes them too. Once they have all run, the seconds each took go to notebook-times.json in the output
+folder, and 01 runs last, so that its path table shows this lab run's times (minitrain.lab.notebook_times);
+its own time is added after. When everything passed and the runs went to experiments/35-ddp-cpu/, the
+executed notebooks replace those in notebooks/, so that the notebooks show the run beside them. Exits
+non-zero when anything failed.
 
 Environment:
     MINITRAIN_LAB_OUT      where runs and artifacts go (default: experiments/35-ddp-cpu/)
@@ -28,7 +29,8 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 from minitrain.cli import LabArgumentParser, SettingError, lab_out_folder, positive_int
-from minitrain.lab.check import CheckResult, check_folder, format_table
+from minitrain.lab.check import CheckResult, check_artifacts, check_tests, format_table
+from minitrain.lab.execute import without_iri_grammar
 from minitrain.lab.experiment import REPEATS, STEPS, WARMUP
 from minitrain.lab.notebook_times import ENTRY_NOTEBOOK, LAST_ON_THE_PATH, lab_run, numbered_notebooks, write_times
 from minitrain.lab.repeats import run_repeats
@@ -44,6 +46,7 @@ REPORT_NOTEBOOK = LAST_ON_THE_PATH  # writes the manifest the others read
 def lab_parameters(name: str, repeats: int) -> dict:
     """Parameters `make lab` gives a notebook, where it declares them: `live_run=False` (the runs
     are made already, alone on the machine) and the number of repeats made."""
+    without_iri_grammar()
     import papermill
 
     declared = papermill.inspect_notebook(str(NOTEBOOKS_DIR / name))
@@ -99,10 +102,10 @@ def measured_phase(out: Path, repeats: int) -> None:
 
 def display_phase(names: list[str], run_tests: bool, workers: int, repeats: int,
                   run_record: dict) -> tuple[list[CheckResult], list[str]]:
-    """The notebooks `names` (the report first: the others read what it writes; the entry notebook
-    last: it shows the times of the others, written to notebook-times.json), side by side, and the
-    checker with the DDP tests beside them; return the checker's rows and the failures. `run_record`
-    (notebook_times.lab_run) says which lab run the times are of."""
+    """The notebooks `names`, `workers` at a time: the report first (the others read what it writes), the
+    entry notebook last (it shows the others' times, written to notebook-times.json). Beside them the
+    checker: its DDP tests from the start (they read no run), the artifacts once the report has run.
+    Return the checker's rows and the failures; `run_record` (notebook_times.lab_run): which lab run."""
     failures: list[str] = []
     seconds: dict[str, float | None] = {}
 
@@ -111,33 +114,34 @@ def display_phase(names: list[str], run_tests: bool, workers: int, repeats: int,
         seconds[name] = execute(NOTEBOOKS_DIR / name, EXECUTED_DIR / name, lab_parameters(name, repeats))
         print(f"  {name}: {seconds[name]:.1f} s", flush=True)
 
-    try:
-        run(REPORT_NOTEBOOK)
-    except NotebookFailed as e:
-        return [], [str(e)]
-
-    def check() -> list[CheckResult]:
+    def tests() -> CheckResult:
         start = time.perf_counter()
-        results = check_folder(output_dir(), run_tests)
-        print(f"  checker{' with the DDP tests' if run_tests else ''}: {time.perf_counter() - start:.1f} s", flush=True)
-        return results
+        result = check_tests(run_tests)
+        if run_tests:
+            print(f"  checker's DDP tests: {time.perf_counter() - start:.1f} s", flush=True)
+        return result
 
     def run_all(batch: list[str]) -> None:
-        for job in as_completed([pool.submit(run, name) for name in batch]):
+        for job in as_completed([notebooks.submit(run, name) for name in batch]):
             try:
                 job.result()
             except NotebookFailed as e:
                 failures.append(str(e))
 
     out = output_dir()
-    with ThreadPoolExecutor(max_workers=workers + 1) as pool:  # the checker beside `workers` notebooks
-        checker = pool.submit(check)
+    with ThreadPoolExecutor(max_workers=2) as checker, ThreadPoolExecutor(max_workers=workers) as notebooks:
+        ddp_tests = checker.submit(tests)
+        try:
+            run(REPORT_NOTEBOOK)
+        except NotebookFailed as e:
+            return [ddp_tests.result()], [str(e)]
+        artifacts = checker.submit(check_artifacts, out)
         run_all([name for name in names if name not in (REPORT_NOTEBOOK, ENTRY_NOTEBOOK)])
-        if ENTRY_NOTEBOOK in names:  # last, beside the checker: its table shows the times written now
+        if ENTRY_NOTEBOOK in names:  # last: its table shows the times written now
             write_times(out, seconds, run_record)
             run_all([ENTRY_NOTEBOOK])
         print(f"  notebook times: {relative(write_times(out, seconds, run_record))}", flush=True)
-        return checker.result(), failures
+        return artifacts.result() + [ddp_tests.result()], failures
 
 
 def notebook_stamps() -> dict[str, int]:
