@@ -42,7 +42,7 @@ LONGEST_FIRST = [
 
 # Files that read one session fixture's runs go to one worker, as one unit (its files in collection
 # order), so that the runs are made once: the experiment (tests/minitrain/conftest.py) and the restart
-# measurement's runs (test_restart_measure.py's, read by tests/faults/test_restart.py too).
+# measurement's quick runs (`restart_runs` below, read by test_restart_measure.py and tests/faults/test_restart.py).
 SAME_WORKER = {
     "tests/minitrain/test_check.py": "the experiment", "tests/minitrain/test_repeats.py": "the experiment",
     "tests/minitrain/test_by_hand.py": "the experiment",

@@ -78,7 +78,7 @@ def serve() -> None:
         importlib.import_module(name)
     _send({"ready": True})
     children: dict[int, int] = {}  # pid -> request id
-    pending, open_input = b"", True
+    pending, open_input, killed = b"", True, False
     while open_input or children:
         if open_input and select.select([0], [], [], 0.05)[0]:
             data = os.read(0, 65536)
@@ -93,8 +93,10 @@ def serve() -> None:
                 children[pid] = request["id"]
                 _send({"id": request["id"], "pid": pid})
         elif not open_input:
-            for pid in children:
-                _kill_tree(pid)
+            if not killed:  # once: the client is gone, so are its children
+                for pid in children:
+                    _kill_tree(pid)
+                killed = True
             time.sleep(0.05)
         while children:
             pid, status = os.waitpid(-1, os.WNOHANG)
@@ -142,7 +144,8 @@ class Forkserver:
     def _read(self) -> None:
         for line in self.proc.stdout:
             message = json.loads(line)
-            self.replies[message.get("id")].put(message)
+            if message.get("id") in self.replies:  # else a request this client did not make through run()
+                self.replies[message.get("id")].put(message)
         for replies in list(self.replies.values()):
             replies.put({"exit": -1, "pid": None})  # the server ended: every child with it
 

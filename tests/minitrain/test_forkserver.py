@@ -1,0 +1,65 @@
+"""The grading forkserver on real processes: a child's output, exit status and its own `random`; a child
+past its timeout stopped with its whole tree; and the children killed when the client goes away."""
+
+import os
+import sys
+import time
+
+import psutil
+import pytest
+
+from minitrain.lab.forkserver import Forkserver
+
+CHILD = '''
+import random, subprocess, sys, time
+print("random", random.random(), flush=True)
+if "--sleep" in sys.argv:
+    subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], start_new_session=True)
+    print("sleeping", flush=True)
+    time.sleep(120)
+sys.exit(3)
+'''
+
+
+@pytest.fixture
+def server(tmp_path):
+    (tmp_path / "child.py").write_text(CHILD)
+    server = Forkserver({"PYTHONPATH": str(tmp_path)}, cwd=tmp_path)
+    yield server
+    server.close()
+
+
+def descendants(pid: int) -> list[psutil.Process]:
+    return psutil.Process(pid).children(recursive=True)
+
+
+def test_a_child_streams_its_lines_and_returns_its_status_with_a_random_state_of_its_own(server):
+    outputs: list[list[str]] = [[], []]
+    statuses = [server.run("child", [], 60, lines.append) for lines in outputs]
+    assert statuses == [3, 3]
+    draws = [next(line for line in lines if line.startswith("random ")) for lines in outputs]
+    assert draws[0] != draws[1]  # reseeded in each child, as two new interpreters would be
+
+
+def test_a_child_past_its_timeout_is_stopped_with_its_whole_tree(server):
+    lines: list[str] = []
+    with pytest.raises(TimeoutError, match="no result within 3 s"):
+        server.run("child", ["--sleep"], 3, lines.append)
+    assert "sleeping" in lines
+    assert psutil.wait_procs(descendants(server.proc.pid), timeout=5)[1] == []
+
+
+def test_when_the_client_goes_the_server_kills_its_children_and_ends(tmp_path):
+    (tmp_path / "child.py").write_text(CHILD)
+    server = Forkserver({"PYTHONPATH": str(tmp_path)}, cwd=tmp_path)
+    log = tmp_path / "out.log"
+    server.proc.stdin.write(f'{{"id": 0, "module": "child", "args": ["--sleep"], "log": "{log}"}}\n'.encode())
+    server.proc.stdin.flush()
+    deadline = time.monotonic() + 60
+    while "sleeping" not in (log.read_text() if log.exists() else "") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    tree = descendants(server.proc.pid)
+    assert len(tree) == 2, tree  # the child and the process it started in a session of its own
+    server.proc.stdin.close()  # what a client that dies does to the server's input
+    assert server.proc.wait(timeout=30) == 0
+    assert psutil.wait_procs(tree, timeout=5)[1] == []
