@@ -175,44 +175,36 @@ dist.all_gather_object(reports, (shard.num_sentences, shard.first_sentence))  # 
 '''
 
 
-def test_a_hanging_submission_is_graded_hangs_at_its_line_and_leaves_no_process(student_tree, tmp_path,
-                                                                                  monkeypatch):
+@pytest.fixture(scope="module")
+def hangs(student_tree, tmp_path_factory) -> dict:
+    """The same hanging Block B graded twice, side by side (each grading waits, on a timeout): with a short
+    collective timeout, whose waiting ranks report where (hang_report), and with only the TODO's own 8 s
+    timeout (the collective timeout longer than that: no rank reports). Each: its tree, the grade, the
+    hanging line's number."""
+    def graded(name: str, timeout_s: float, env: dict[str, str]) -> tuple:
+        tree = learner.copy_tree(student_tree, tmp_path_factory.mktemp(name) / "tree")
+        learner.write(tree, "src/minitrain/data.py", "Block B: the counts check and the first-sentence log", HANG)
+        number = next(i for i, text in enumerate((tree / "src/minitrain/data.py").read_text().splitlines(), 1)
+                      if "# HANGS HERE" in text)
+        [result] = grade.grade_repo(tree, ["B2"], timeout_s=timeout_s, env=env)
+        return tree, result, number
+
+    with ThreadPoolExecutor(2) as pool:
+        reports, stuck = (pool.submit(graded, "hangs", 60, {"MINITRAIN_COLLECTIVE_TIMEOUT": "4"}),
+                          pool.submit(graded, "stuck", 8, {}))
+        return {"reports": reports.result(), "stuck": stuck.result()}
+
+
+def test_a_hanging_submission_is_graded_hangs_at_its_line_and_leaves_no_process(hangs):
     """The ranks waiting in the collective report where (hang_report), after a short collective timeout."""
-    tree = learner.copy_tree(student_tree, tmp_path / "hangs")
-    learner.write(tree, "src/minitrain/data.py", "Block B: the counts check and the first-sentence log", HANG)
-    number = next(i for i, text in enumerate((tree / "src/minitrain/data.py").read_text().splitlines(), 1)
-                  if "# HANGS HERE" in text)
-    monkeypatch.setenv("MINITRAIN_COLLECTIVE_TIMEOUT", "4")
-    [result] = grade.grade_repo(tree, ["B2"], timeout_s=60)
+    tree, result, number = hangs["reports"]
     assert result.status == "hangs", result
     assert re.match(rf"hangs at data\.py:{number} on rank [02] \(waits in all_gather_object\)", result.detail), result
     assert processes_of(tree) == []
 
 
-def test_a_submission_past_its_timeout_is_graded_hangs_and_leaves_no_process(student_tree, tmp_path):
+def test_a_submission_past_its_timeout_is_graded_hangs_and_leaves_no_process(hangs):
     """No rank reports (the collective timeout is longer than the TODO's): the TODO's own timeout stops it."""
-    tree = learner.copy_tree(student_tree, tmp_path / "stuck")
-    learner.write(tree, "src/minitrain/data.py", "Block B: the counts check and the first-sentence log", HANG)
-    [result] = grade.grade_repo(tree, ["B2"], timeout_s=8)
+    tree, result, _ = hangs["stuck"]
     assert result.status == "hangs" and "no result within 8 s" in result.detail
     assert processes_of(tree) == []
-
-
-def test_a_class_is_graded_into_a_table_and_a_csv(student_tree, tmp_path):
-    """Two submissions: one learner's notebooks only, another's tree; each in a fresh student tree."""
-    folder = tmp_path / "class"
-    (folder / "ana" / "work").mkdir(parents=True)
-    shutil.copy(grade.REPO / "notebooks/03-wrapping.ipynb", folder / "ana" / "work")  # the solved notebook
-    tree = learner.copy_tree(student_tree, folder / "ben")
-    learner.put_back_the_reference(tree, ["experiments/35-ddp-cpu/compare_states.py"])
-    lines: list[str] = []
-    grades = grade.grade_class(folder, ["ex03", "E"], echo=lines.append)
-    statuses = {name: {g.todo.key: g.status for g in row} for name, row in grades.items()}
-    assert statuses == {"ana": {"E": "not done", "ex03": "PASS"}, "ben": {"E": "PASS", "ex03": "not done"}}
-    with open(folder / "grades.csv") as f:
-        rows = list(csv.DictReader(f))
-    assert [(r["submission"], r["E status"], r["ex03 status"], r["total"], r["out of"]) for r in rows] == [
-        ("ana", "not done", "PASS", "1", "2"), ("ben", "PASS", "not done", "1", "2")]
-    assert "--- ana" in lines and "--- ben" in lines
-    assert sorted(os.listdir(folder)) == ["ana", "ben", "grades.csv"]
-    assert "PASS" in grade.class_table(grades)
