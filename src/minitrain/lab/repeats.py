@@ -16,6 +16,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import torch.distributed as dist
@@ -43,8 +44,9 @@ def _turn(turns: Path, repeat: int, nproc: int, what: str) -> Path:
 
 
 def run_repeats(out: Path, repeats: int, steps: int, warmup: int, corpus_dir: Path = DEFAULT_CORPUS_DIR,
-                timeout: float | None = None) -> None:
+                timeout: float | None = None, before_turns: Callable[[], None] = lambda: None) -> None:
     """`repeats` repeats of 1 and of 2 processes, alternating 1, 2, 1, 2, ..., into `out`/repeats/.
+    `before_turns` runs while the jobs start up and must end what else runs (the first turn waits for it).
     A job that fails or a turn that outlasts `timeout` stops both jobs and raises LaunchError."""
     out, corpus_dir = Path(out).resolve(), Path(corpus_dir).resolve()
     ensure_corpus(corpus_dir)
@@ -63,6 +65,7 @@ def run_repeats(out: Path, repeats: int, steps: int, warmup: int, corpus_dir: Pa
             log = open(turns / f"job-{nproc}proc.log", "w")
             jobs[nproc] = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
                                            env={**os.environ, WATCH_PID: str(os.getpid())})
+        before_turns()
         for nproc in (1, 2):  # both started (imports, rendezvous, corpus) before any measured step
             _wait_for(_turn(turns, 0, nproc, "ready"), nproc, jobs, turns, timeout)
         for repeat in range(repeats):

@@ -4,7 +4,8 @@
 
 First the runs whose timings the lab reports, one at a time with nothing else running: `run.ipynb`
 for 1 and for 2 processes with papermill (the sheet's runs), then the alternating repeats of the
-1-vs-2 comparison. Then the report notebook, with the checker's DDP tests beside it (they read no run),
+1-vs-2 comparison (their jobs start up once the 2-process run's last step is done and its files are
+written, while its notebook ends; their first turn waits for that end). Then the report notebook, with the checker's DDP tests beside it (they read no run),
 then the rest of the sheet's path (02-05), `--workers` at a time, with the checker of the artifacts beside
 them (a notebook whose parameters cell has `live_run` runs with it off: it reads the runs just made).
 The optional notebooks 07-15 show their own committed measurements, not these runs: `--all-notebooks`
@@ -24,6 +25,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
@@ -33,7 +35,7 @@ from minitrain.lab.check import CheckResult, check_artifacts, check_tests, forma
 from minitrain.lab.execute import without_iri_grammar
 from minitrain.lab.experiment import REPEATS, STEPS, WARMUP
 from minitrain.lab.notebook_times import ENTRY_NOTEBOOK, LAST_ON_THE_PATH, lab_run, numbered_notebooks, write_times
-from minitrain.lab.repeats import run_repeats
+from minitrain.lab.repeats import POLL_S, run_repeats
 from minitrain.lab.runs import output_dir, run_dir_in
 from minitrain.launch import LaunchError
 from minitrain.paths import BUILD_DIR, EXPERIMENT_DIR, NOTEBOOKS_DIR, relative
@@ -54,15 +56,36 @@ def lab_parameters(name: str, repeats: int) -> dict:
     return {key: value for key, value in given.items() if key in declared}
 
 
+class Execution:
+    """One notebook executing with papermill in its own process (papermill's `cwd` is a process-wide
+    chdir, so notebooks run side by side only as separate processes); `wait` returns its seconds."""
+
+    def __init__(self, src: Path, dst: Path, parameters: dict) -> None:
+        self.src, self.dst, self.start = src, dst, time.perf_counter()
+        self.stderr = tempfile.TemporaryFile("w+")  # a file, not a pipe: nothing blocks while no one reads
+        self.proc = subprocess.Popen([sys.executable, "-m", "minitrain.lab.execute", str(src), str(dst),
+                                      json.dumps(parameters)], stdout=subprocess.DEVNULL, stderr=self.stderr, text=True)
+
+    def wait(self) -> float:
+        """Seconds from its start to its end; NotebookFailed when it raised."""
+        if self.proc.wait() != 0:
+            self.stderr.seek(0)
+            raise NotebookFailed(f"{self.src.name} failed; see the executed copy {self.dst}\n" + _error_of(self.stderr.read()))
+        return time.perf_counter() - self.start
+
+    def wait_for_run(self, folder: Path, since: float) -> None:
+        """Until `folder` holds run.json written after `since` (time.time()): its run's last step is done
+        and its files are written; or until the notebook has ended (NotebookFailed if it failed)."""
+        run = Path(folder) / "run.json"
+        while self.proc.poll() is None and not (run.is_file() and run.stat().st_mtime > since):
+            time.sleep(POLL_S)
+        if self.proc.poll() not in (None, 0):
+            self.wait()
+
+
 def execute(src: Path, dst: Path, parameters: dict) -> float:
-    """Execute one notebook with papermill into `dst`, in its own process (papermill's `cwd` is a
-    process-wide chdir, so notebooks run side by side only as separate processes); return seconds."""
-    command = [sys.executable, "-m", "minitrain.lab.execute", str(src), str(dst), json.dumps(parameters)]
-    start = time.perf_counter()
-    done = subprocess.run(command, capture_output=True, text=True)
-    if done.returncode != 0:
-        raise NotebookFailed(f"{src.name} failed; see the executed copy {dst}\n" + _error_of(done.stderr))
-    return time.perf_counter() - start
+    """Execute one notebook with papermill into `dst`, in its own process; return seconds."""
+    return Execution(src, dst, parameters).wait()
 
 
 def not_done(text: str) -> str | None:
@@ -89,15 +112,23 @@ def _error_of(stderr: str) -> str:
 
 def measured_phase(out: Path, repeats: int) -> None:
     """The runs whose timings the lab reports, one at a time with nothing else on the machine:
-    run.ipynb for 1 and 2 processes (the sheet's runs), then the alternating repeats."""
-    for nproc in (1, 2):
+    run.ipynb for 1 and 2 processes (the sheet's runs), then the alternating repeats, whose jobs start
+    up once the 2-process run has written its files (while its notebook ends: no step runs then) and
+    take their first turn once that notebook has ended."""
+    def start(nproc: int) -> tuple[Path, Execution]:
         folder = run_dir_in(out, nproc)
-        start = time.perf_counter()
         # relative to notebooks/, where the kernel runs: no machine path in the executed copy
         parameters = {"nproc": nproc, "steps": STEPS, "warmup": WARMUP, "out_dir": os.path.relpath(folder, NOTEBOOKS_DIR)}
-        execute(NOTEBOOKS_DIR / RUN_NOTEBOOK, folder / f"run-{nproc}proc.ipynb", parameters)
-        print(f"  {RUN_NOTEBOOK} nproc={nproc}: {time.perf_counter() - start:.1f} s -> {relative(folder)}", flush=True)
-    run_repeats(out, repeats, STEPS, WARMUP)
+        return folder, Execution(NOTEBOOKS_DIR / RUN_NOTEBOOK, folder / f"run-{nproc}proc.ipynb", parameters)
+
+    def ended(nproc: int, folder: Path, notebook: Execution) -> None:
+        print(f"  {RUN_NOTEBOOK} nproc={nproc}: {notebook.wait():.1f} s -> {relative(folder)}", flush=True)
+
+    ended(1, *start(1))
+    since = time.time()
+    folder, notebook = start(2)
+    notebook.wait_for_run(folder, since)
+    run_repeats(out, repeats, STEPS, WARMUP, before_turns=lambda: ended(2, folder, notebook))
 
 
 def display_phase(names: list[str], run_tests: bool, workers: int, repeats: int,
