@@ -208,3 +208,23 @@ def test_a_submission_past_its_timeout_is_graded_hangs_and_leaves_no_process(han
     tree, result, _ = hangs["stuck"]
     assert result.status == "hangs" and "no result within 8 s" in result.detail
     assert processes_of(tree) == []
+
+
+def test_a_class_is_graded_into_a_table_and_a_csv(student_tree, tmp_path):
+    """Two submissions: one learner's notebooks only, another's tree; each in a fresh student tree."""
+    folder = tmp_path / "class"
+    (folder / "ana" / "work").mkdir(parents=True)
+    shutil.copy(grade.REPO / "notebooks/03-wrapping.ipynb", folder / "ana" / "work")  # the solved notebook
+    tree = learner.copy_tree(student_tree, folder / "ben")
+    learner.put_back_the_reference(tree, ["experiments/35-ddp-cpu/compare_states.py"])
+    lines: list[str] = []
+    grades = grade.grade_class(folder, ["ex03", "E"], echo=lines.append)
+    statuses = {name: {g.todo.key: g.status for g in row} for name, row in grades.items()}
+    assert statuses == {"ana": {"E": "not done", "ex03": "PASS"}, "ben": {"E": "PASS", "ex03": "not done"}}
+    with open(folder / "grades.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert [(r["submission"], r["E status"], r["ex03 status"], r["total"], r["out of"]) for r in rows] == [
+        ("ana", "not done", "PASS", "1", "2"), ("ben", "PASS", "not done", "1", "2")]
+    assert "--- ana" in lines and "--- ben" in lines
+    assert sorted(os.listdir(folder)) == ["ana", "ben", "grades.csv"]
+    assert "PASS" in grade.class_table(grades)
