@@ -106,6 +106,32 @@ def lab_wall_time() -> tuple[float, list[str], dict[str, float]]:
         return seconds, parts, step_s
 
 
+# a fresh rank's start-up, timed inside one fresh interpreter: `import torch`, then the first
+# DistributedDataParallel(), which imports torch._dynamo (its constructor asks it for the DDP optimizer's mode)
+START_UP = """
+import json, sys, time
+start = time.perf_counter()
+import torch
+imported = time.perf_counter() - start
+import torch.distributed as dist
+from minitrain.launch.rendezvous import loopback_store
+dist.init_process_group("gloo", store=loopback_store(), rank=0, world_size=1)
+start = time.perf_counter()
+torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(4, 4))
+first_ddp = time.perf_counter() - start
+dist.destroy_process_group()
+print(json.dumps({"import_torch": imported, "first_ddp": first_ddp, "dynamo": "torch._dynamo" in sys.modules}))
+"""
+
+
+def start_up_medians(repeats: int) -> dict[str, float]:
+    """Median seconds of `import torch` and of the first DistributedDataParallel() over `repeats` fresh interpreters."""
+    runs = [json.loads(subprocess.run([sys.executable, "-c", START_UP], check=True, capture_output=True,
+                                      text=True).stdout) for _ in range(repeats)]
+    assert all(r["dynamo"] for r in runs), "the first DistributedDataParallel() no longer imports torch._dynamo"
+    return {key: statistics.median(r[key] for r in runs) for key in ("import_torch", "first_ddp")}
+
+
 def main(argv: list[str] | None = None) -> None:
     p = LabArgumentParser(description="Print the project's performance figures.")
     p.add_argument("--repeats", type=positive_int, default=40, help="interleaved repeats per comparison")
@@ -148,7 +174,13 @@ def main(argv: list[str] | None = None) -> None:
     largest = bench["results"][-1]
     print(f"5. gloo bus bandwidth vs raw loopback TCP: {largest['busbw_gbps'] / bench['loopback']['median_gbps']:.2f} "
           f"(medians: busbw {largest['busbw_gbps']:.2f} GB/s at {allreduce_bench.size_label(largest['bytes'])} "
-          f"/ loopback {bench['loopback']['median_gbps']:.2f} GB/s; python -m minitrain.measure.allreduce_bench)")
+          f"/ loopback {bench['loopback']['median_gbps']:.2f} GB/s; python -m minitrain.measure.allreduce_bench)\n")
+    start = start_up_medians(5)
+    print(f"6. a rank's start-up: its first DistributedDataParallel() over its import torch: "
+          f"{start['first_ddp'] / start['import_torch']:.2f} (medians of 5 fresh interpreters: first DDP() "
+          f"{start['first_ddp']:.2f} s, which imports torch._dynamo / import torch {start['import_torch']:.2f} s; "
+          "every rank of every launch pays both before its first step, hence jobs that start once and graders "
+          "forked from a process that imported both)")
 
 if __name__ == "__main__":
     main()
