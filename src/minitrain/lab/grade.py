@@ -322,10 +322,9 @@ def run_todo(server: Forkserver, repo: Path, todo: Todo, timeout_s: float | None
 
 def grade_repo(repo: Path, keys: list[str] | None = None, timeout_s: float | None = None,
                echo: Callable[[str], None] | None = None, jobs: int = 1, env: dict[str, str] | None = None) -> list[Grade]:
-    """Every TODO of `repo` (or those in `keys`), each in a process of its own, `jobs` at a time (1 by
-    default: the timing graders measure waits, which a busy machine blurs). The processes are forked
-    from one that imported torch once, with `repo`/src first on PYTHONPATH and `env` added to this
-    process's environment (e.g. MINITRAIN_COLLECTIVE_TIMEOUT; minitrain.lab.forkserver)."""
+    """Every TODO of `repo` (or those in `keys`), each in a process of its own, `jobs` at a time (1 by default:
+    the timing graders measure waits, which a busy machine blurs), forked from one that imported torch once,
+    `repo`/src first on PYTHONPATH, `env` added (e.g. MINITRAIN_COLLECTIVE_TIMEOUT; minitrain.lab.forkserver)."""
     repo = Path(repo).resolve()
     todos = [t for t in TODOS if keys is None or t.key in keys]
     pythonpath = os.pathsep.join([str(repo / "src"), *filter(None, [os.environ.get("PYTHONPATH")])])
