@@ -145,6 +145,14 @@ def test_papermills_own_kernel_manager_for_comparison_listens_on_tcp(tmp_path, r
     assert TCP_WARNING in "".join(capfd.readouterr())
 
 
+def command_line(proc: psutil.Process) -> list[str]:
+    """`proc`'s command line; none for a process that ended (or became a zombie) since it was listed."""
+    try:
+        return proc.cmdline()
+    except (psutil.NoSuchProcess, psutil.AccessDenied):  # ZombieProcess is a NoSuchProcess
+        return []
+
+
 def make_notebook_command() -> list[str]:
     """The Makefile's `notebook` recipe, with $(VENV) resolved: what `make notebook` runs."""
     recipe = re.search(r"^notebook:.*\n\t(.+)$", (ROOT / "Makefile").read_text(), re.M).group(1)
@@ -186,7 +194,7 @@ def test_make_notebook_kernels_listen_on_unix_sockets(tmp_path, runtime_dir):
         kernel_id = api(base, token, "/api/kernels", "POST", {"name": KERNEL})["id"]
         while True:  # until the kernel process holds its five channels
             kernel = next((p for p in psutil.Process(server.pid).children(recursive=True)
-                           if any(kernel_id in word for word in p.cmdline())), None)
+                           if any(kernel_id in word for word in command_line(p))), None)
             if kernel is not None:
                 listeners, unix, info = kernel_sockets(kernel.pid)
                 channels = {f"{info['ip']}-{info[name]}" for name in CHANNELS}
