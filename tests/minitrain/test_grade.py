@@ -179,15 +179,15 @@ dist.all_gather_object(reports, (shard.num_sentences, shard.first_sentence))  # 
 def hangs(student_tree, tmp_path_factory) -> dict:
     """The same hanging Block B graded twice, side by side (each grading waits, on a timeout): with a short
     collective timeout, whose waiting ranks report where (hang_report), and with only the TODO's own 8 s
-    timeout (the collective timeout longer than that: no rank reports). Each: its tree, the grade, the
-    hanging line's number."""
+    timeout (the collective timeout longer than that: no rank reports). Each: the grade, the hanging
+    line's number, and the grading's processes still alive 5 s after it ended (processes_of)."""
     def graded(name: str, timeout_s: float, env: dict[str, str]) -> tuple:
         tree = learner.copy_tree(student_tree, tmp_path_factory.mktemp(name) / "tree")
         learner.write(tree, "src/minitrain/data.py", "Block B: the counts check and the first-sentence log", HANG)
         number = next(i for i, text in enumerate((tree / "src/minitrain/data.py").read_text().splitlines(), 1)
                       if "# HANGS HERE" in text)
         [result] = grade.grade_repo(tree, ["B2"], timeout_s=timeout_s, env=env)
-        return tree, result, number
+        return result, number, processes_of(tree)  # what is left of this grading, when it ends
 
     with ThreadPoolExecutor(2) as pool:
         reports, stuck = (pool.submit(graded, "hangs", 60, {"MINITRAIN_COLLECTIVE_TIMEOUT": "4"}),
@@ -197,17 +197,17 @@ def hangs(student_tree, tmp_path_factory) -> dict:
 
 def test_a_hanging_submission_is_graded_hangs_at_its_line_and_leaves_no_process(hangs):
     """The ranks waiting in the collective report where (hang_report), after a short collective timeout."""
-    tree, result, number = hangs["reports"]
+    result, number, left = hangs["reports"]
     assert result.status == "hangs", result
     assert re.match(rf"hangs at data\.py:{number} on rank [02] \(waits in all_gather_object\)", result.detail), result
-    assert processes_of(tree) == []
+    assert left == []
 
 
 def test_a_submission_past_its_timeout_is_graded_hangs_and_leaves_no_process(hangs):
     """No rank reports (the collective timeout is longer than the TODO's): the TODO's own timeout stops it."""
-    tree, result, _ = hangs["stuck"]
+    result, _, left = hangs["stuck"]
     assert result.status == "hangs" and "no result within 8 s" in result.detail
-    assert processes_of(tree) == []
+    assert left == []
 
 
 def test_a_class_is_graded_into_a_table_and_a_csv(student_tree, tmp_path):

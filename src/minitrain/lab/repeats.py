@@ -5,8 +5,8 @@
 One job has 1 rank, the other 2, each started once (a start costs seconds of imports, rendezvous
 and corpus loading, more than a repeat's steps), both started up before the first repeat. They
 alternate 1, 2, 1, 2, ...: the driver writes a turn file, the job whose turn it is runs one repeat
-while the other sleeps, and a done file hands the turn back, so no measured step overlaps another
-job's work. A repeat is train.py's run
+while the other sleeps, and a done file hands the turn back; the 1-process job has exited before the
+2-process job's last turn, so no measured step overlaps another job's work. A repeat is train.py's run
 timed by the comm hook only (`--timing hook`): the same setup, seeds and step (minitrain.rank),
 and the same files, in repeats/r{i}-{n}proc/.
 """
@@ -70,15 +70,14 @@ def run_repeats(out: Path, repeats: int, steps: int, warmup: int, corpus_dir: Pa
             _wait_for(_turn(turns, 0, nproc, "ready"), nproc, jobs, turns, timeout)
         for repeat in range(repeats):
             for nproc in (1, 2):
+                if (repeat, nproc) == (repeats - 1, 2):  # the 1-process job's exit (cleanup, torchrun's) before the last turn
+                    _exited(jobs[1], 1, turns)
                 start = time.perf_counter()
                 _turn(turns, repeat, nproc, "go").touch()
                 _wait_for(_turn(turns, repeat, nproc, "done"), nproc, jobs, turns, timeout)
                 print(f"repeat {repeat + 1}/{repeats}, {nproc} process(es): {time.perf_counter() - start:.1f} s",
                       flush=True)
-        for nproc, job in jobs.items():
-            if job.wait(timeout=60) != 0:
-                raise LaunchError(f"the {nproc}-process repeats job exited with status {job.returncode}:\n"
-                                  + _tail(turns / f"job-{nproc}proc.log"))
+        _exited(jobs[2], 2, turns)
     finally:
         for job in jobs.values():
             if job.poll() is None:
@@ -99,6 +98,13 @@ def _wait_for(done: Path, turn: int, jobs: dict[int, subprocess.Popen], turns: P
         if deadline is not None and time.monotonic() > deadline:
             raise TimeoutError(f"{done.name} did not come within {timeout} s; both repeats jobs were stopped")
         time.sleep(POLL_S)
+
+
+def _exited(job: subprocess.Popen, nproc: int, turns: Path) -> None:
+    """Until the job, its turns done, has exited; LaunchError naming its log's tail when it failed."""
+    if job.wait(timeout=60) != 0:
+        raise LaunchError(f"the {nproc}-process repeats job exited with status {job.returncode}:\n"
+                          + _tail(turns / f"job-{nproc}proc.log"))
 
 
 def _tail(log: Path, lines: int = 20) -> str:

@@ -4,8 +4,8 @@
 
 First the runs whose timings the lab reports, one at a time with nothing else running: `run.ipynb`
 for 1 and for 2 processes with papermill (the sheet's runs), then the alternating repeats of the
-1-vs-2 comparison (their jobs start up once the 2-process run's last step is done and its files are
-written, while its notebook ends; their first turn waits for that end). Then the report notebook, with the checker's DDP tests beside it (they read no run),
+1-vs-2 comparison (their jobs start up once rank 0 of the 2-process run has put its run.json in place:
+every step done, every rank's files staged; its notebook ends meanwhile, and their first turn waits for that end). Then the report notebook, with the checker's DDP tests beside it (they read no run),
 then the rest of the sheet's path (02-05), `--workers` at a time, with the checker of the artifacts beside
 them (a notebook whose parameters cell has `live_run` runs with it off: it reads the runs just made).
 The optional notebooks 07-15 show their own committed measurements, not these runs: `--all-notebooks`
@@ -37,7 +37,7 @@ from minitrain.lab.experiment import REPEATS, STEPS, WARMUP
 from minitrain.lab.notebook_times import ENTRY_NOTEBOOK, LAST_ON_THE_PATH, lab_run, numbered_notebooks, write_times
 from minitrain.lab.repeats import POLL_S, run_repeats
 from minitrain.lab.runs import output_dir, run_dir_in
-from minitrain.launch import LaunchError
+from minitrain.launch import LaunchError, stop_process_tree
 from minitrain.paths import BUILD_DIR, EXPERIMENT_DIR, NOTEBOOKS_DIR, relative
 
 EXECUTED_DIR = BUILD_DIR / "notebooks"  # executed copies of the topic notebooks (git-ignored)
@@ -74,8 +74,8 @@ class Execution:
         return time.perf_counter() - self.start
 
     def wait_for_run(self, folder: Path, since: float) -> None:
-        """Until `folder` holds run.json written after `since` (time.time()): its run's last step is done
-        and its files are written; or until the notebook has ended (NotebookFailed if it failed)."""
+        """Until `folder` holds run.json written after `since` (time.time()): every rank's last step is done
+        and its files staged; or until the notebook has ended (NotebookFailed if it failed)."""
         run = Path(folder) / "run.json"
         while self.proc.poll() is None and not (run.is_file() and run.stat().st_mtime > since):
             time.sleep(POLL_S)
@@ -113,7 +113,7 @@ def _error_of(stderr: str) -> str:
 def measured_phase(out: Path, repeats: int) -> None:
     """The runs whose timings the lab reports, one at a time with nothing else on the machine:
     run.ipynb for 1 and 2 processes (the sheet's runs), then the alternating repeats, whose jobs start
-    up once the 2-process run has written its files (while its notebook ends: no step runs then) and
+    up once the 2-process run's run.json is in place (every step done; its notebook ends meanwhile) and
     take their first turn once that notebook has ended."""
     def start(nproc: int) -> tuple[Path, Execution]:
         folder = run_dir_in(out, nproc)
@@ -128,7 +128,11 @@ def measured_phase(out: Path, repeats: int) -> None:
     since = time.time()
     folder, notebook = start(2)
     notebook.wait_for_run(folder, since)
-    run_repeats(out, repeats, STEPS, WARMUP, before_turns=lambda: ended(2, folder, notebook))
+    try:
+        run_repeats(out, repeats, STEPS, WARMUP, before_turns=lambda: ended(2, folder, notebook))
+    finally:
+        if notebook.proc.poll() is None:  # run_repeats failed before its first turn: the notebook goes too
+            stop_process_tree(notebook.proc)
 
 
 def display_phase(names: list[str], run_tests: bool, workers: int, repeats: int,
