@@ -5,8 +5,9 @@
 First the runs whose timings the lab reports, one at a time with nothing else running: `run.ipynb`
 for 1 and for 2 processes with papermill (the sheet's runs), then the alternating repeats of the
 1-vs-2 comparison (their jobs start up once rank 0 of the 2-process run has put its run.json in place:
-every step done, every rank's files staged; its notebook ends meanwhile, and their first turn waits for that end). Then the report notebook, with the checker's DDP tests beside it (they read no run),
-then the rest of the sheet's path (02-05), `--workers` at a time, with the checker of the artifacts beside
+every step done, every rank's files staged; its notebook ends meanwhile, and their first turn waits for
+that end). Then the report notebook, with the checker's DDP tests beside it (they read no run), then
+the rest of the sheet's path (02-05), `--workers` at a time, with the checker of the artifacts beside
 them (a notebook whose parameters cell has `live_run` runs with it off: it reads the runs just made).
 The optional notebooks 07-15 show their own committed measurements, not these runs: `--all-notebooks`
 executes them too. Once they have all run, the seconds each took go to notebook-times.json in the output
@@ -67,11 +68,14 @@ class Execution:
                                       json.dumps(parameters)], stdout=subprocess.DEVNULL, stderr=self.stderr, text=True)
 
     def wait(self) -> float:
-        """Seconds from its start to its end; NotebookFailed when it raised."""
-        if self.proc.wait() != 0:
-            self.stderr.seek(0)
-            raise NotebookFailed(f"{self.src.name} failed; see the executed copy {self.dst}\n" + _error_of(self.stderr.read()))
-        return time.perf_counter() - self.start
+        """Seconds from its start to its end (call it once); NotebookFailed when it raised."""
+        status, seconds = self.proc.wait(), time.perf_counter() - self.start
+        with self.stderr:  # closed once read
+            if status != 0:
+                self.stderr.seek(0)
+                raise NotebookFailed(f"{self.src.name} failed; see the executed copy {self.dst}\n"
+                                     + _error_of(self.stderr.read()))
+        return seconds
 
     def wait_for_run(self, folder: Path, since: float) -> None:
         """Until `folder` holds run.json written after `since` (time.time()): every rank's last step is done
