@@ -14,8 +14,8 @@ CHILD = '''
 import random, subprocess, sys, time
 print("random", random.random(), flush=True)
 if "--sleep" in sys.argv:
-    subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], start_new_session=True)
-    print("sleeping", flush=True)
+    grandchild = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], start_new_session=True)
+    print("sleeping; its process", grandchild.pid, flush=True)
     time.sleep(120)
 sys.exit(3)
 '''
@@ -41,11 +41,20 @@ def test_a_child_streams_its_lines_and_returns_its_status_with_a_random_state_of
     assert draws[0] != draws[1]  # reseeded in each child, as two new interpreters would be
 
 
+def alive(pid: int) -> bool:
+    """`pid` still runs 5 s from now (a killed process may take a moment to go); orphans count too."""
+    try:
+        return psutil.wait_procs([psutil.Process(pid)], timeout=5)[1] != []
+    except psutil.NoSuchProcess:
+        return False
+
+
 def test_a_child_past_its_timeout_is_stopped_with_its_whole_tree(server):
     lines: list[str] = []
     with pytest.raises(TimeoutError, match="no result within 3 s"):
         server.run("child", ["--sleep"], 3, lines.append)
-    assert "sleeping" in lines
+    [grandchild] = [int(line.split()[-1]) for line in lines if line.startswith("sleeping")]
+    assert not alive(grandchild)  # started in a session of its own: gone even so, not left to init
     assert psutil.wait_procs(descendants(server.proc.pid), timeout=5)[1] == []
 
 
@@ -62,4 +71,4 @@ def test_when_the_client_goes_the_server_kills_its_children_and_ends(tmp_path):
     assert len(tree) == 2, tree  # the child and the process it started in a session of its own
     server.proc.stdin.close()  # what a client that dies does to the server's input
     assert server.proc.wait(timeout=30) == 0
-    assert psutil.wait_procs(tree, timeout=5)[1] == []
+    assert not any(alive(p.pid) for p in tree)
