@@ -19,8 +19,10 @@ $(STAMP): pyproject.toml tools/install_torch_cpu.py
 
 venv: $(STAMP)
 
-# The whole lab with papermill: topic notebooks, run.ipynb for 1 and 2 processes, the report,
-# then the checker's table (with the DDP tests). Artifacts: experiments/35-ddp-cpu/.
+# The whole lab with papermill: run.ipynb for 1 and 2 processes, the repeats, notebooks 02-06 and 01,
+# then the checker's table (with the DDP tests). Artifacts: build/35-ddp-cpu/ in the reference edition
+# (the committed ones stay as they are: `make measurements` rewrites them), experiments/35-ddp-cpu/ in
+# the student edition.
 lab: $(STAMP)
 	$(PY) -m minitrain.lab
 

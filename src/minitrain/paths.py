@@ -9,6 +9,8 @@ EXPERIMENT_DIR = REPO / "experiments" / "35-ddp-cpu"
 TRAIN_SCRIPT = EXPERIMENT_DIR / "train.py"  # the sheet's Block C script
 BEYOND_DIR = EXPERIMENT_DIR / "beyond"  # the deeper measurements' committed results
 BUILD_DIR = REPO / "build"  # git-ignored: executed notebooks, scratch files, the student edition
+EDITION_MARK = ".student-edition"  # in the student edition's root (`make student` writes it)
+STUDENT_EDITION = (REPO / EDITION_MARK).is_file()
 
 
 def relative(path: str | Path) -> str:

@@ -112,6 +112,8 @@ LAB_COMMANDS = [  # (module, arguments, environment, what the one line must say)
      "argument --repeats: 0 is not a whole number of at least 1"),
     ("minitrain.lab.experiment", ["--repeats", "0", "--out", OUT], {}, "argument --repeats: 0 is not a whole number of at least 1"),
     ("minitrain.lab.runner", [], {"MINITRAIN_LAB_OUT": "README.md"}, "MINITRAIN_LAB_OUT=README.md is not a folder"),
+    ("minitrain.lab.runner", ["--commit"], {"MINITRAIN_LAB_OUT": OUT},
+     "--commit writes experiments/35-ddp-cpu/, but MINITRAIN_LAB_OUT="),
 ]
 
 

@@ -4,7 +4,11 @@ graded in real 2-process gloo runs, as in the notebook."""
 
 import math
 import random
+import subprocess
+import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 import torch
@@ -12,8 +16,10 @@ import torch.distributed as dist
 
 from minitrain.data import SEED_BASE
 from minitrain.lab import graders, wrapdemo
+from minitrain.lab.by_hand import judge_run
 from minitrain.lab.graders import ExerciseError
 from minitrain.model import build_minigpt
+from minitrain.paths import TRAIN_SCRIPT
 from minitrain.verify import compare_states
 
 import learner
@@ -405,3 +411,46 @@ def test_check_shards_graded_in_three_processes(learner_modules, name, checks, m
 def test_barrier_timer_graded_in_two_processes(learner_modules, name, before, after, message):
     timing = learner_modules(TIMING, {BEFORE: before, AFTER: after}, f"learner_timing_{name}")
     assert fails_with(graders.grade_barrier_timer, timing.BarrierTimer).startswith(message)
+
+
+# ------------------------------------------------------------------------------------------------
+# Block C: the arithmetic by hand (minitrain.lab.by_hand) names a loop's mistakes
+
+STEPS = 3
+
+
+def run_train(out: Path, script: Path = TRAIN_SCRIPT) -> list[dict]:
+    subprocess.run([sys.executable, "-m", "minitrain.launch", "--nproc-per-node=2", str(script), "--out", str(out),
+                    "--steps", str(STEPS), "--warmup", "1"], check=True, capture_output=True, timeout=300)
+    return [torch.load(out / f"state-rank-{r}.pt", weights_only=True) for r in range(2)]
+
+
+MISTAKES = {  # a loop's mistake: (what train.py had, what the learner wrote, what judge_run must name)
+    "no zero_grad": ("        optimizer.zero_grad(set_to_none=True)\n", "", "pile up"),
+    "lr 1e-3": ("lr=args.lr", "lr=1e-3", "not with DDP's arithmetic"),
+    "no wrap": ("    model = wrap_for_ddp(model)\n", "", "different weights"),
+}
+NO_WRAP_TOO = [  # without DDP there is no comm hook to attach: time nothing, no no_sync()
+    ("hook = attach_instrumented_hook(model, comm=args.comm)", "hook = InstrumentedHook()"),
+    ("timers = {v.field: v.attach(hook) for v in VARIANTS if v.name in args.timing}", "timers = {}"),
+    ("from minitrain.timing import ", "from minitrain.timing import InstrumentedHook, "),
+    ("with controls.maybe_no_sync(model, args.no_sync):", "if True:"),
+]
+
+
+def test_a_loops_mistakes_are_named(tmp_path):
+    """Each mistaken train.py runs for real on 2 ranks, the three side by side."""
+    scripts = {}
+    for mistake, (old, new, _) in MISTAKES.items():
+        text = TRAIN_SCRIPT.read_text()
+        assert old in text
+        text = text.replace(old, new)
+        for a, b in NO_WRAP_TOO if mistake == "no wrap" else []:
+            text = text.replace(a, b)
+        scripts[mistake] = tmp_path / mistake.replace(" ", "-") / "train.py"
+        scripts[mistake].parent.mkdir()
+        scripts[mistake].write_text(text)
+    with ThreadPoolExecutor(len(scripts)) as pool:
+        states = dict(zip(scripts, pool.map(lambda s: run_train(s.parent / "out", s), scripts.values())))
+    for mistake, (_, _, named) in MISTAKES.items():
+        assert named in judge_run(states[mistake], STEPS), mistake

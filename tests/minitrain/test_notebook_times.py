@@ -3,13 +3,16 @@ runner, which writes it once the other notebooks have run and executes 01 last (
 small notebooks)."""
 
 import json
+from pathlib import Path
 
 import nbformat
 import pytest
 
+from minitrain.cli import SettingError
 from minitrain.lab import runner
 from minitrain.lab.notebook_times import (ENTRY_NOTEBOOK, TIMES_FILE, lab_run, numbered_notebooks, path_of, read_times,
                                           times_table, write_times)
+from minitrain.paths import BUILD_DIR, EXPERIMENT_DIR
 from minitrain.provenance import sitting
 
 
@@ -79,3 +82,18 @@ def test_the_runner_writes_the_times_then_executes_01_last(tmp_path, monkeypatch
     others = {n: s for n, s in times["notebooks"].items() if n != ENTRY_NOTEBOOK}
     write_times(tmp_path, others, {k: v for k, v in times.items() if k != "notebooks"})
     assert shown == times_table(tmp_path) + "\n"  # the others' times of this very lab run; 01 "runs last"
+
+
+def test_make_lab_writes_the_committed_artifacts_only_when_told(monkeypatch):
+    """The reference's `make lab` runs into build/; --commit (make measurements) and the student edition into
+    experiments/35-ddp-cpu/, the learner's run as the sheet says."""
+    monkeypatch.delenv("MINITRAIN_LAB_OUT", raising=False)
+    monkeypatch.setattr(runner, "STUDENT_EDITION", False)
+    assert runner.lab_out(commit=False) == runner.REFERENCE_LAB_OUT == BUILD_DIR / "35-ddp-cpu"
+    assert runner.lab_out(commit=True) == EXPERIMENT_DIR
+    monkeypatch.setattr(runner, "STUDENT_EDITION", True)
+    assert runner.lab_out(commit=False) == EXPERIMENT_DIR
+    monkeypatch.setenv("MINITRAIN_LAB_OUT", "elsewhere")
+    assert runner.lab_out(commit=False) == Path("elsewhere")
+    with pytest.raises(SettingError, match="unset MINITRAIN_LAB_OUT, or leave out --commit"):
+        runner.lab_out(commit=True)

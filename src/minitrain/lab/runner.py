@@ -16,8 +16,12 @@ its own time is added after. When everything passed and the runs went to experim
 executed notebooks replace those in notebooks/, so that the notebooks show the run beside them. Exits
 non-zero when anything failed.
 
+Where the runs go (lab_out): in the reference edition build/35-ddp-cpu/, so that `make lab` leaves the
+committed artifacts alone (`--commit`, which `make measurements` passes, writes experiments/35-ddp-cpu/
+and notebooks/); in the student edition experiments/35-ddp-cpu/, the learner's run, as the sheet says.
+
 Environment:
-    MINITRAIN_LAB_OUT      where runs and artifacts go (default: experiments/35-ddp-cpu/)
+    MINITRAIN_LAB_OUT      where runs and artifacts go (default: lab_out())
     MINITRAIN_LAB_SCRATCH  where throw-away demo files go (default: build/lab/)
 """
 
@@ -39,9 +43,10 @@ from minitrain.lab.notebook_times import ENTRY_NOTEBOOK, LAST_ON_THE_PATH, lab_r
 from minitrain.lab.repeats import POLL_S, run_repeats
 from minitrain.lab.runs import output_dir, run_dir_in
 from minitrain.launch import LaunchError, stop_process_tree
-from minitrain.paths import BUILD_DIR, EXPERIMENT_DIR, NOTEBOOKS_DIR, relative
+from minitrain.paths import BUILD_DIR, EXPERIMENT_DIR, NOTEBOOKS_DIR, STUDENT_EDITION, relative
 
 EXECUTED_DIR = BUILD_DIR / "notebooks"  # executed copies of the topic notebooks (git-ignored)
+REFERENCE_LAB_OUT = BUILD_DIR / EXPERIMENT_DIR.name  # the reference edition's `make lab` runs (git-ignored)
 RUN_NOTEBOOK = "run.ipynb"
 REPORT_NOTEBOOK = LAST_ON_THE_PATH  # writes the manifest the others read
 
@@ -55,6 +60,17 @@ def lab_parameters(name: str, repeats: int) -> dict:
     declared = papermill.inspect_notebook(str(NOTEBOOKS_DIR / name))
     given = {"live_run": False, "repeats": repeats}
     return {key: value for key, value in given.items() if key in declared}
+
+
+def lab_out(commit: bool) -> Path:
+    """Where this lab run writes: $MINITRAIN_LAB_OUT, else experiments/35-ddp-cpu/ with `commit` or in the
+    student edition, else build/35-ddp-cpu/. SettingError for a MINITRAIN_LAB_OUT that is a file, or
+    one that is not experiments/35-ddp-cpu/ with `commit`."""
+    chosen = lab_out_folder()
+    if commit and chosen is not None and chosen.resolve() != EXPERIMENT_DIR.resolve():
+        raise SettingError(f"--commit writes {relative(EXPERIMENT_DIR)}/, but MINITRAIN_LAB_OUT={chosen} names "
+                           "another folder: unset MINITRAIN_LAB_OUT, or leave out --commit")
+    return chosen or (EXPERIMENT_DIR if commit or STUDENT_EDITION else REFERENCE_LAB_OUT)
 
 
 class Execution:
@@ -244,15 +260,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--all-notebooks", action="store_true",
                    help="after the sheet's path (01-06), execute the optional notebooks 07-15 too (they show their "
                         "own committed measurements, not the runs just made)")
+    p.add_argument("--commit", action="store_true",
+                   help=f"write into {relative(EXPERIMENT_DIR)}/ and, when everything passed, replace notebooks/ with "
+                        "the executed copies: the committed artifacts (make measurements)")
     args = p.parse_args(argv)
     try:
-        lab_out_folder()  # a MINITRAIN_LAB_OUT naming a file stops here, before any run
+        out = lab_out(args.commit).resolve()  # a bad MINITRAIN_LAB_OUT stops here, before any run
     except SettingError as e:
         p.error(str(e))
 
-    out = output_dir().resolve()
     os.environ["MINITRAIN_LAB_OUT"] = str(out)  # the kernels inherit it: every notebook agrees
     print(f"lab output folder: {relative(out)}; executed notebooks: {relative(EXECUTED_DIR)}", flush=True)
+    if out == REFERENCE_LAB_OUT.resolve():
+        print(f"(the committed runs in {relative(EXPERIMENT_DIR)}/ and notebooks/ stay as they are: --commit rewrites them)",
+              flush=True)
     total, stamps = time.perf_counter(), notebook_stamps()  # papermill reads the notebooks as they are now
     run_record = lab_run(" ".join(["python -m minitrain.lab", *(sys.argv[1:] if argv is None else argv)]), args.workers)
     print("measured runs, alone on the machine:" if not args.notebooks_only

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import nbformat
 
-from minitrain.paths import REPO, relative
+from minitrain.paths import EDITION_MARK, REPO, relative
 
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 BEGIN_LINE = re.compile(r"^(?P<indent>\s*)### BEGIN SOLUTION(?::\s*(?P<what>.*?))?\s*$")
@@ -43,14 +43,17 @@ EXCLUDED = (  # the reference run's artifacts (the learner makes their own), the
     "experiments/35-ddp-cpu/scaling.png", "experiments/35-ddp-cpu/run-2proc.ipynb",
     "experiments/35-ddp-cpu/single-process/*", "experiments/35-ddp-cpu/repeats/*",
     "experiments/35-ddp-cpu/notebook-times.json",  # the reference machine's times: 01 shows the learner's own
-    "solutions/*", "TEACHER.md",
+    "solutions/*", "TEACHER.md", "docs/teachers.md", "docs/provenance.md",
     # the teacher's modules: the key and the rubric's graded answers, and Block G's paragraph written from the numbers
     "src/minitrain/lab/teacher.py", "src/minitrain/lab/rubric.py", "src/minitrain/lab/reference.py",
-    "tests/minitrain/test_student.py", "tests/minitrain/test_graders.py", "tests/project/test_committed_artifacts.py",
+    # the reference's own tests: of the editions, the graders and grading (with the near-answers they grade), the
+    # committed artifacts
+    "tests/minitrain/test_student.py", "tests/minitrain/test_graders.py", "tests/minitrain/test_grade.py",
+    "tests/minitrain/learner.py", "tests/project/test_committed_artifacts.py",
     # the tests of the teacher's modules, and the earlier sitting's manifest whose paragraph they quote
     "tests/minitrain/test_check.py", "tests/minitrain/test_report.py", "tests/minitrain/example_manifest.json",
 )
-EDITION_MARK = ".student-edition"  # written in the tree's root: a folder holding it may be rewritten
+REFERENCE_ONLY = ("<!-- reference only -->", "<!-- /reference only -->")  # .md lines the student edition drops
 REFERENCE_TEXT = re.compile(r"reference solution|student edition|\bcollapsed\b", re.IGNORECASE)
 WHERE_IT_GOES = re.compile(r"^(The next cell is where `[^`]+` goes)")
 YOUR_TURN = (": replace `# YOUR CODE HERE` and the `raise NotImplementedError(...)` under it with your code, "
@@ -163,8 +166,25 @@ def check_out(out: Path, repo: Path = REPO) -> None:
         raise ValueError(f"--out {out} is a folder that holds other files: choose an empty or new one")
 
 
+def without_reference_only(text: str, where: str = "this file") -> str:
+    """Markdown without its reference-only parts: the lines from REFERENCE_ONLY's first marker to its second."""
+    kept, inside = [], False
+    for n, line in enumerate(text.split("\n"), start=1):
+        if line.strip() in REFERENCE_ONLY:
+            if (line.strip() == REFERENCE_ONLY[0]) == inside:
+                raise ValueError(f"{where}, line {n}: {line.strip()} out of order")
+            inside = not inside
+        elif not inside:
+            kept.append(line)
+    if inside:
+        raise ValueError(f"{where}: {REFERENCE_ONLY[0]} without {REFERENCE_ONLY[1]}")
+    return "\n".join(kept)
+
+
 def student_file(path: Path, rel: str) -> bytes:
     """The student edition of one file's content."""
+    if path.suffix == ".md":
+        return without_reference_only(path.read_text(), rel).encode()
     if path.suffix == ".ipynb":
         nb = student_notebook(nbformat.read(path, as_version=4), rel)
         nbformat.validate(nb)

@@ -32,7 +32,7 @@ COMMANDS = [
     ["-m", "minitrain.measure.two_hosts"],
     ["-m", "minitrain.measure.scratch"],
 ]
-LAB = ["-m", "minitrain.lab", "--all-notebooks"]  # make lab's runs, then notebooks 01-15 and the checker
+LAB = ["-m", "minitrain.lab", "--all-notebooks", "--commit"]  # make lab's runs into experiments/, notebooks 01-15, the checker
 TEACHER = ["-m", "minitrain.lab.teacher"]  # the rubric's figures from the new manifest, the key's quotes, TEACHER.md's times
 IDLE_LOAD = 0.8  # the 1-minute load average below which the machine counts as idle
 
