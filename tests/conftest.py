@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from minitrain.corpus import generate_corpus
-from minitrain.paths import STUDENT_EDITION
+from minitrain.paths import EXPERIMENT_DIR, STUDENT_EDITION
 
 if STUDENT_EDITION:  # a TODO still blank is skipped, naming it (minitrain.lab.blank_todos)
     from minitrain.lab.blank_todos import pytest_runtest_makereport, pytest_runtest_setup  # noqa: F401
@@ -81,6 +81,15 @@ def corpus_dir(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("corpus")
     generate_corpus(out)
     return out
+
+
+@pytest.fixture
+def committed_run() -> Path:
+    """The sheet's 2-process run in experiments/35-ddp-cpu/: the reference's committed run, or in the student
+    edition the learner's own, skipped until `make lab` has made it."""
+    if STUDENT_EDITION and not (EXPERIMENT_DIR / "run.json").is_file():
+        pytest.skip("needs your run in experiments/35-ddp-cpu/: make lab makes it")
+    return EXPERIMENT_DIR
 
 
 @pytest.fixture(scope="session")

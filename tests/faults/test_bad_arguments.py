@@ -9,11 +9,11 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
 from conftest import ROOT, TRAIN
 
 COMPARE = ROOT / "experiments" / "35-ddp-cpu" / "compare_states.py"
-STATE = ROOT / "experiments" / "35-ddp-cpu" / "state-rank-0.pt"
 
 BAD = [  # (arguments, what the one line must say)
     (["--batch-size", "0"], "argument --batch-size: 0 is not a whole number of at least 1"),
@@ -80,18 +80,25 @@ def compare_states(monkeypatch, *args: str) -> int:
 BROKEN = "state-rank-0.pt is not a state file: truncated or corrupted"
 
 
-def test_compare_states_names_a_truncated_state_file(tmp_path):
+@pytest.fixture
+def state(tmp_path) -> bytes:
+    """A state file's bytes, as torch.save writes them."""
+    torch.save({"weight": torch.ones(4000)}, tmp_path / "state.pt")
+    return (tmp_path / "state.pt").read_bytes()
+
+
+def test_compare_states_names_a_truncated_state_file(tmp_path, state):
     """End to end, in a new interpreter."""
-    (tmp_path / "state-rank-0.pt").write_bytes(STATE.read_bytes()[:5000])
-    (tmp_path / "state-rank-1.pt").write_bytes(STATE.read_bytes())
+    (tmp_path / "state-rank-0.pt").write_bytes(state[:5000])
+    (tmp_path / "state-rank-1.pt").write_bytes(state)
     proc = subprocess.run([sys.executable, str(COMPARE), str(tmp_path)], capture_output=True, text=True)
     assert proc.returncode == 2 and BROKEN in proc.stderr
     assert "Please file an issue" not in proc.stderr and "Traceback" not in proc.stderr
 
 
-def test_compare_states_names_a_foreign_file(tmp_path, monkeypatch, capsys):
+def test_compare_states_names_a_foreign_file(tmp_path, state, monkeypatch, capsys):
     (tmp_path / "state-rank-0.pt").write_bytes(b"not a tensor file\n")
-    (tmp_path / "state-rank-1.pt").write_bytes(STATE.read_bytes())
+    (tmp_path / "state-rank-1.pt").write_bytes(state)
     assert compare_states(monkeypatch, str(tmp_path)) == 2
     err = capsys.readouterr().err
     assert BROKEN in err and "Please file an issue" not in err and "Traceback" not in err

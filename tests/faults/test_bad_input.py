@@ -17,7 +17,7 @@ def run_train(*args: str, nproc: int = 2) -> tuple[int, str]:
 def test_missing_corpus(tmp_path):
     status, out = run_train("--corpus-dir", str(tmp_path / "nowhere"), "--out", str(tmp_path / "out"))
     assert status != 0
-    assert f"{tmp_path / 'nowhere'}" in out and "does not exist" in out
+    assert f"{tmp_path / 'nowhere'}" in out and "does not exist" in out, out
     assert "python -m minitrain.corpus --out" in out
     assert not (tmp_path / "out" / "timings.jsonl").exists()
 
@@ -30,5 +30,5 @@ def test_more_processes_than_sentences(tmp_path, corpus_dir):
     status, out = run_train("--corpus-dir", str(folder), "--out", str(tmp_path / "out"), "--steps", "3",
                             "--warmup", "1")
     assert status != 0
-    assert "rank 1 gets an empty shard" in out and "use at most 1 processes" in out
+    assert "rank 1 gets an empty shard" in out and "use at most 1 processes" in out, out
     assert not (tmp_path / "out" / "timings.jsonl").exists()

@@ -22,9 +22,10 @@ MODULE = "minitrain.measure.allreduce_bench"
 @pytest.fixture(scope="module")
 def quick(tmp_path_factory):
     """(results, output folder, listening sockets seen) of a `--quick` run into a tmp folder."""
-    out = tmp_path_factory.mktemp("bench")
-    proc = subprocess.Popen([sys.executable, "-m", MODULE, "--quick", "--out", str(out),
-                             "--gradient-bytes", str(GRADIENT_BYTES)])
+    out, log = tmp_path_factory.mktemp("bench"), tmp_path_factory.mktemp("bench-log") / "output.txt"
+    with open(log, "w") as output:  # a file, not a pipe: nothing blocks while the loop below polls
+        proc = subprocess.Popen([sys.executable, "-m", MODULE, "--quick", "--out", str(out),
+                                 "--gradient-bytes", str(GRADIENT_BYTES)], stdout=output, stderr=subprocess.STDOUT)
     listeners = set()
     deadline = time.monotonic() + 300
     while proc.poll() is None:
@@ -33,7 +34,7 @@ def quick(tmp_path_factory):
             pytest.fail("the quick benchmark did not finish within 300 s")
         listeners.update(listening_sockets(process_tree(proc.pid)))  # store, gloo, loopback test
         time.sleep(0.05)
-    assert proc.returncode == 0
+    assert proc.returncode == 0, log.read_text()[-3000:]
     return bench.MEASUREMENT.load(out), out, listeners
 
 

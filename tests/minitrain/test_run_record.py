@@ -12,8 +12,8 @@ from minitrain.run_record import RunRecord, RunRecordError
 COMMITTED = sorted(EXPERIMENT_DIR.rglob("run.json"))
 
 
-def test_the_experiment_has_committed_runs():
-    assert len(COMMITTED) >= 4  # the sheet's two runs and at least one repeat of each
+def test_the_experiment_has_committed_runs(committed_run):
+    assert len(sorted(committed_run.rglob("run.json"))) >= 4  # the sheet's two runs and at least one repeat of each
 
 
 @pytest.mark.parametrize("path", COMMITTED, ids=lambda p: str(p.relative_to(EXPERIMENT_DIR)))
@@ -24,16 +24,16 @@ def test_committed_run_json_round_trips(path, tmp_path):
     assert (tmp_path / "run.json").read_text() == path.read_text()
 
 
-def test_a_restart_record_is_written_and_read(tmp_path):
-    record = RunRecord.read(EXPERIMENT_DIR / "run.json")
+def test_a_restart_record_is_written_and_read(tmp_path, committed_run):
+    record = RunRecord.read(committed_run / "run.json")
     record.restart = {"attempt": 1, "max_restarts": 1, "snapshot_every": 5, "faults": [[7, 1, 0]]}
     record.write(tmp_path / "run.json")
     assert json.loads((tmp_path / "run.json").read_text())["restart"] == record.restart
     assert RunRecord.read(tmp_path / "run.json") == record
 
 
-def edited(tmp_path, edit) -> str:
-    data = json.loads((EXPERIMENT_DIR / "run.json").read_text())
+def edited(tmp_path, run, edit) -> str:
+    data = json.loads((run / "run.json").read_text())
     edit(data)
     (tmp_path / "run.json").write_text(json.dumps(data))
     with pytest.raises(RunRecordError) as e:
@@ -41,13 +41,13 @@ def edited(tmp_path, edit) -> str:
     return str(e.value)
 
 
-def test_a_missing_field_is_named(tmp_path):
-    message = edited(tmp_path, lambda d: (d.pop("summary"), d.pop("run_id")))
+def test_a_missing_field_is_named(tmp_path, committed_run):
+    message = edited(tmp_path, committed_run, lambda d: (d.pop("summary"), d.pop("run_id")))
     assert "lacks run_id, summary" in message and "re-run it into" in message
 
 
-def test_an_unknown_field_is_named(tmp_path):
-    assert "has unknown fields speedup" in edited(tmp_path, lambda d: d.update(speedup=2.0))
+def test_an_unknown_field_is_named(tmp_path, committed_run):
+    assert "has unknown fields speedup" in edited(tmp_path, committed_run, lambda d: d.update(speedup=2.0))
 
 
 def test_unreadable_files_are_named(tmp_path):

@@ -77,7 +77,7 @@ def test_a_collective_with_other_shapes_on_another_rank_is_named_with_its_line(c
     number = next(i for i, text in enumerate((HERE / "scratch_mistakes.py").read_text().splitlines(), 1)
                   if "# mismatch:" in text)
     with pytest.raises(ExerciseError) as e:
-        scratch_results([("mismatch", "naive", scratch_mistakes.MismatchedShapes)], 2, corpus_dir)
+        verdict(scratch_results([("mismatch", "naive", scratch_mistakes.MismatchedShapes)], 2, corpus_dir), "mismatch", 2)
     assert re.match(rf"all_reduce {re.escape(MISMATCH)} at scratch_mistakes\.py:{number} on rank [01]: the 2-process "
                     "run failed", str(e.value)), str(e.value)
 

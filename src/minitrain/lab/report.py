@@ -46,9 +46,11 @@ def beyond_findings(beyond: Path) -> dict[str, dict]:
             for name, results in beyond_results(beyond).items()}
 
 
-def manifest_record(folder: Path | None = None) -> dict:
-    """The manifest.json of `folder` (default: the lab's output folder) as a dict, provenance fields at its top level."""
-    return asdict(Manifest.read(Path(folder or output_dir()) / "manifest.json"))
+def manifest_records(folder: Path | None = None) -> list[dict]:
+    """[the manifest.json of `folder` (default: the lab's output folder) as a dict, provenance fields at its top
+    level], or [] while no lab run has written it (a student tree before `make lab`)."""
+    path = Path(folder or output_dir()) / "manifest.json"
+    return [asdict(Manifest.read(path))] if path.exists() else []
 
 
 def sittings_of_report(m: Manifest, beyond: Path = BEYOND_DIR) -> str:

@@ -110,9 +110,9 @@ def student_markdown(source: str) -> str:
     return "\n\n".join(kept)
 
 
-def student_notebook(nb: nbformat.NotebookNode, name: str = "notebook") -> nbformat.NotebookNode:
-    """A copy of `nb` with its solutions cleared, outputs removed, solution cells expanded, and
-    no text about the reference solution."""
+def student_notebook(nb: nbformat.NotebookNode, name: str = "notebook", solutions: bool = False) -> nbformat.NotebookNode:
+    """A copy of `nb` with its solutions cleared (kept with `solutions`), outputs removed, solution cells
+    expanded, and no text about the reference solution."""
     nb = nbformat.from_dict(nb)
     for index, cell in enumerate(nb.cells):
         cell.metadata.pop("execution", None)  # the timestamps of the last run
@@ -126,7 +126,8 @@ def student_notebook(nb: nbformat.NotebookNode, name: str = "notebook") -> nbfor
             if not cell.metadata.get("jupyter", True):
                 del cell.metadata["jupyter"]
         grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
-        cell.source = clear_solution(cell.source, f"{name}: {grade_id or f'cell {index}'}")
+        if not solutions:
+            cell.source = clear_solution(cell.source, f"{name}: {grade_id or f'cell {index}'}")
     return nb
 
 
@@ -181,17 +182,18 @@ def without_reference_only(text: str, where: str = "this file") -> str:
     return "\n".join(kept)
 
 
-def student_file(path: Path, rel: str) -> bytes:
-    """The student edition of one file's content."""
+def student_file(path: Path, rel: str, solutions: bool = False) -> bytes:
+    """The student edition of one file's content; with `solutions`, its solution regions as the reference has them
+    (what a learner who pasted the key has)."""
     if path.suffix == ".md":
         return without_reference_only(path.read_text(), rel).encode()
     if path.suffix == ".ipynb":
-        nb = student_notebook(nbformat.read(path, as_version=4), rel)
+        nb = student_notebook(nbformat.read(path, as_version=4), rel, solutions)
         nbformat.validate(nb)
         return (nbformat.writes(nb) + "\n").encode()
     if path.suffix == ".py":
         text = path.read_text()
-        if not has_regions(text):
+        if solutions or not has_regions(text):
             return path.read_bytes()
         cleared = clear_solution(text, rel)
         compile(cleared, rel, "exec")  # a region that leaves broken code is the reference's bug: say so here
@@ -199,9 +201,9 @@ def student_file(path: Path, rel: str) -> bytes:
     return path.read_bytes()
 
 
-def write_student_edition(out: Path, repo: Path = REPO) -> list[str]:
-    """The student edition of `repo` in `out` (written beside it, then moved into place); returns
-    the files written, relative."""
+def write_student_edition(out: Path, repo: Path = REPO, solutions: bool = False) -> list[str]:
+    """The student edition of `repo` in `out` (written beside it, then moved into place), with the reference's
+    solutions pasted in with `solutions`; returns the files written, relative."""
     check_out(out, repo)
     out = Path(out).resolve()
     staging = out.with_name(out.name + ".partial")
@@ -213,7 +215,7 @@ def write_student_edition(out: Path, repo: Path = REPO) -> list[str]:
                 continue
             target = staging / rel
             target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(student_file(repo / rel, rel))
+            target.write_bytes(student_file(repo / rel, rel, solutions))
             shutil.copymode(repo / rel, target)
             written.append(rel)
         (staging / EDITION_MARK).write_text("written by `python -m minitrain.lab.student`; rewritten by it\n")
@@ -228,16 +230,19 @@ def write_student_edition(out: Path, repo: Path = REPO) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description="Write the student edition: the repository with the learner's TODOs blank.")
     p.add_argument("--out", type=Path, required=True, help="folder to (re)create, e.g. build/student")
+    p.add_argument("--with-solutions", action="store_true",
+                   help="keep the reference's solutions in place: the tree of a learner who pasted them (to try the edition)")
     args = p.parse_args(argv)
     try:
-        written = write_student_edition(args.out)
+        written = write_student_edition(args.out, solutions=args.with_solutions)
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     regions = sum(1 for rel in written if rel.endswith((".py", ".ipynb"))
                   and re.search(r'^\s*"?\s*### BEGIN SOLUTION', (REPO / rel).read_text(errors="replace"), re.M))
-    print(f"student edition: {len(written)} files in {relative(args.out)}; solution regions of {regions} files "
-          "replaced by '# YOUR CODE HERE (...)' and 'raise NotImplementedError(\"not done yet: ...\")', "
+    kept = ("kept as the reference has them (--with-solutions)" if args.with_solutions else
+            "replaced by '# YOUR CODE HERE (...)' and 'raise NotImplementedError(\"not done yet: ...\")'")
+    print(f"student edition: {len(written)} files in {relative(args.out)}; solution regions of {regions} files {kept}, "
           "notebook outputs cleared, no reference run artifacts")
     return 0
 
