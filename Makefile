@@ -27,7 +27,7 @@ lab: $(STAMP)
 	$(PY) -m minitrain.lab
 
 # JupyterLab from the venv, on the entry notebook (kernel "python3" = this venv's Python); its kernels
-# talk over Unix sockets in Jupyter's private runtime folder, not TCP ports (README: Security).
+# talk over Unix sockets in Jupyter's private runtime folder, not TCP ports (docs/security.md).
 notebook: $(STAMP)
 	$(VENV)/bin/jupyter lab --KernelManager.transport=ipc notebooks/01-ddp-cpu.ipynb
 

@@ -123,7 +123,7 @@ def lab_out_folder() -> Path | None:
     existing = next((p for p in (path, *path.parents) if p.exists()), None)
     if existing is not None and not existing.is_dir():
         raise SettingError(f"MINITRAIN_LAB_OUT={text} is not a folder ({existing} is a file): unset it for "
-                           "experiments/35-ddp-cpu/, or name a folder (it is created if missing)")
+                           "the lab's default folder, or name a folder (it is created if missing)")
     return path
 
 

@@ -152,7 +152,7 @@ def test_run_notebook_names_a_bad_parameter_in_one_line(tmp_path):
 
 
 LAB_OUT_A_FILE = ("python -m minitrain.lab: error: MINITRAIN_LAB_OUT={value} is not a folder ({target} is a file): "
-                  "unset it for experiments/35-ddp-cpu/, or name a folder (it is created if missing) (see --help)")
+                  "unset it for the lab's default folder, or name a folder (it is created if missing) (see --help)")
 
 
 def test_make_lab_names_a_lab_out_that_is_a_file(tmp_path):

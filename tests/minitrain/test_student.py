@@ -5,6 +5,7 @@ the reference notebooks keep nbgrader's metadata."""
 import ast
 import fnmatch
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -160,6 +161,21 @@ def test_a_blank_stub_fails_loudly_with_what_is_missing(student_tree, corpus_dir
     proc = subprocess.run([sys.executable, "-c", code, str(corpus_dir)], capture_output=True, text=True, timeout=120,
                           cwd=student_tree, env={"PYTHONPATH": str(student_tree / "src"), "PATH": ""})
     assert proc.stdout == "not done yet: Block B: make_shard's split\n", proc.stderr
+
+
+def test_the_student_edition_s_tests_skip_a_blank_todo_and_name_it(student_tree, tmp_path):
+    """pytest in the student tree, as its make test runs it: a test and a notebook that reach Block B's blank stub
+    are skipped, one line naming it, the notebook's later cells with it; a test that needs no TODO still runs."""
+    tree = shutil.copytree(student_tree, tmp_path / "student")
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--nbval", "--nbval-current-env",
+                           "--color=no", "tests/minitrain/test_data.py", "notebooks/02-sharding.ipynb"],
+                          capture_output=True, text=True, timeout=300, cwd=tree,
+                          env={**os.environ, "PYTHONPATH": str(tree / "src")})
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    summary = proc.stdout.strip().splitlines()[-1]
+    assert " passed" in summary and " skipped" in summary and "failed" not in summary, summary
+    assert "TODO not done yet: Block B: make_shard's split (write it; `make grade` gives its points)" in proc.stdout
+    assert "the rest of this notebook needs \"Block B: make_shard's split\", not done yet" in proc.stdout
 
 
 @pytest.mark.parametrize("out, message", [

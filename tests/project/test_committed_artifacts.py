@@ -73,8 +73,8 @@ def test_committed_commands_hold_no_machine_path():
 SITTING = re.compile(r"sitting (boot \w+ of [^,\n]+|date [\d-]+ of [^,\n]+)")
 
 
-def test_committed_results_come_from_one_sitting_the_readme_names():
-    """Every committed result: one boot of one machine, within a day; the README says which."""
+def test_committed_results_come_from_one_sitting_docs_provenance_names():
+    """Every committed result: one boot of one machine, within a day; docs/provenance.md says which."""
     found = committed_sittings()
     sittings = {sitting for sitting, _ in found.values()}
     assert len(sittings) == 1 and BEFORE_SITTINGS not in sittings, (
@@ -82,7 +82,8 @@ def test_committed_results_come_from_one_sitting_the_readme_names():
         + "\n".join(f"{path}: {s}" for path, (s, _) in found.items()))
     dates = sorted(datetime.datetime.fromisoformat(date) for _, date in found.values())
     assert dates[-1] - dates[0] < datetime.timedelta(days=1), f"one sitting over more than a day: {dates[0]} to {dates[-1]}"
-    assert sittings.pop() in (REPO / "README.md").read_text(), "README.md does not name the committed results' sitting"
+    assert sittings.pop() in " ".join((REPO / "docs" / "provenance.md").read_text().split()), \
+        "docs/provenance.md does not name the committed results' sitting"
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)

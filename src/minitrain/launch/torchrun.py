@@ -33,7 +33,7 @@ LOOPBACK = "127.0.0.1"
 LAB_OPTIONS = ("--host-address", "--interface")
 UNAUTHENTICATED = ("warning: the rendezvous and gloo on {address} are unauthenticated and unencrypted: anyone who "
                    "can reach this network can run code on this machine,\njoin the run, feed it data or read the "
-                   "gradients. Use it only on a network you trust (README: Security: what listens where).")
+                   "gradients. Use it only on a network you trust (docs/security.md).")
 REJECTED = "the script rejected its arguments or input (see the line above)"
 
 
