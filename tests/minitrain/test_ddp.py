@@ -1,9 +1,8 @@
-"""The DDP wrapper, checked with one real 2-process gloo group under plain torchrun (every run of the
+"""The DDP wrapper, checked with one real 2-process gloo group under the lab's torchrun (every run of the
 module in it, one after another, then the exit) against a single-process reference; and what the
 timing instruments must not change: DDP's arithmetic with every timing variant attached."""
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -12,6 +11,7 @@ import torch
 import ddp_workers
 from minitrain import ddp
 from minitrain.gloo_setup import TORCHRUN_VARS
+from minitrain.launch import torchrun_command
 from minitrain.timing import BY_NAME
 
 STEPS = 5
@@ -19,11 +19,10 @@ STEPS = 5
 
 @pytest.fixture(scope="module")
 def torchrun_output(corpus_dir, tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
-    """One real 2-rank start: plain torchrun on ddp_workers.py, every run saved in a temporary folder;
-    that folder, and the finished torchrun (its whole output)."""
+    """One real 2-rank start: the lab's torchrun (every store and gloo socket on 127.0.0.1) on ddp_workers.py,
+    every run saved in a temporary folder; that folder, and the finished torchrun (its whole output)."""
     out = tmp_path_factory.mktemp("ddp")
-    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
-                           str(Path(ddp_workers.__file__)), str(corpus_dir), str(out), str(STEPS)],
+    proc = subprocess.run(torchrun_command(Path(ddp_workers.__file__), 2, str(corpus_dir), str(out), str(STEPS)),
                           capture_output=True, text=True, timeout=300)
     return out, proc
 
@@ -131,7 +130,7 @@ def test_helpers_without_process_group():
 def test_a_torchrun_run_exits_cleanly_with_its_hang_watch_ended(torchrun_output):
     """An abort at exit ("terminate called without an active exception") is what cleanup()'s barrier
     prevents, and hang_report's stop_watching: its watch thread, still looking while Python finalized,
-    dropped the last collective's Work then (about 1 exit in 12 under load). Plain torchrun, the whole
+    dropped the last collective's Work then (about 1 exit in 12 under load). The lab's torchrun, the whole
     output read, no retry; each rank prints, at exit, the watch threads left: none."""
     _, proc = torchrun_output
     output = proc.stdout + proc.stderr

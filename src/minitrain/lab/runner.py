@@ -250,7 +250,10 @@ def _coalesce_streams(outputs: list) -> list:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = LabArgumentParser(prog="python -m minitrain.lab", description="Run the whole notebook lab (measured runs first, alone), then check it.")
+    p = LabArgumentParser(prog="python -m minitrain.lab", description="Run the whole notebook lab (measured runs first, alone), then check it.",
+                          epilog=f"Runs and artifacts go to $MINITRAIN_LAB_OUT when it is set (a folder, created if missing), "
+                                 f"else {relative(EXPERIMENT_DIR)}/ with --commit or in the student edition, else "
+                                 f"{relative(REFERENCE_LAB_OUT)}/. Throw-away demo files: $MINITRAIN_LAB_SCRATCH, else build/lab/.")
     p.add_argument("--skip-tests", action="store_true", help="do not run the DDP tests in the final check")
     p.add_argument("--repeats", type=positive_int, default=REPEATS, help="repeats of the 1-vs-2 comparison (at least 1)")
     p.add_argument("--workers", type=positive_int, default=2, help="notebooks executed side by side after the measured runs")

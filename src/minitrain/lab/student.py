@@ -37,6 +37,7 @@ END_LINE = re.compile(r"^\s*### END SOLUTION\s*$")
 DEF_LINE = re.compile(r"^(?P<indent>\s*)(?:async\s+)?(?:def|class)\s+(?P<name>\w+)")
 NOT_DONE = "not done yet"
 SKIPPED_DIRS = (".git", ".venv", "build", "data")  # without git: what is never tracked
+BLOCK_G_MODULE = "src/minitrain/lab/reference.py"  # the reference's paragraph, which its Block G solution calls
 EXCLUDED = (  # the reference run's artifacts (the learner makes their own), the teacher's kit, the reference's own tests
     "experiments/35-ddp-cpu/state-rank-*.pt", "experiments/35-ddp-cpu/timings.jsonl",
     "experiments/35-ddp-cpu/run.json", "experiments/35-ddp-cpu/manifest.json",
@@ -45,11 +46,11 @@ EXCLUDED = (  # the reference run's artifacts (the learner makes their own), the
     "experiments/35-ddp-cpu/notebook-times.json",  # the reference machine's times: 01 shows the learner's own
     "solutions/*", "TEACHER.md", "docs/teachers.md", "docs/provenance.md",
     # the teacher's modules: the key and the rubric's graded answers, and Block G's paragraph written from the numbers
-    "src/minitrain/lab/teacher.py", "src/minitrain/lab/rubric.py", "src/minitrain/lab/reference.py",
+    "src/minitrain/lab/teacher.py", "src/minitrain/lab/rubric.py", BLOCK_G_MODULE,
     # the reference's own tests: of the editions, the graders and grading (with the near-answers they grade), the
     # committed artifacts
     "tests/minitrain/test_student.py", "tests/minitrain/test_graders.py", "tests/minitrain/test_grade.py",
-    "tests/minitrain/learner.py", "tests/project/test_committed_artifacts.py",
+    "tests/minitrain/learner.py", "tests/project/test_committed_artifacts.py", ".ci/front-door",
     # the tests of the teacher's modules, and the earlier sitting's manifest whose paragraph they quote
     "tests/minitrain/test_check.py", "tests/minitrain/test_report.py", "tests/minitrain/example_manifest.json",
 )
@@ -146,8 +147,9 @@ def has_regions(text: str) -> bool:
     return any(BEGIN_LINE.match(line) for line in text.splitlines())
 
 
-def excluded(path: str) -> bool:
-    return any(fnmatch.fnmatch(path, pattern) for pattern in EXCLUDED)
+def excluded(path: str, solutions: bool = False) -> bool:
+    """True for a file the student edition leaves out; with `solutions`, the module Block G's solution calls stays."""
+    return any(fnmatch.fnmatch(path, pattern) for pattern in EXCLUDED) and not (solutions and path == BLOCK_G_MODULE)
 
 
 def check_out(out: Path, repo: Path = REPO) -> None:
@@ -211,7 +213,7 @@ def write_student_edition(out: Path, repo: Path = REPO, solutions: bool = False)
     written = []
     try:
         for rel in tracked_files(repo):
-            if excluded(rel):
+            if excluded(rel, solutions):
                 continue
             target = staging / rel
             target.parent.mkdir(parents=True, exist_ok=True)
