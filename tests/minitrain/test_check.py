@@ -244,7 +244,8 @@ def in_other_words(m: dict) -> str:
             "and the optimizer, which each rank does in full for its own batch.")
 
 
-@pytest.mark.parametrize("write", [in_other_words, lambda m: m["lesson_notes"] + " " + NCCL],
+# appended to the short paragraph, not the reference's: with no clear winner that one is near the 180 words already
+@pytest.mark.parametrize("write", [in_other_words, lambda m: in_other_words(m) + " " + NCCL],
                          ids=["other words", "false cause appended"])
 def test_a_paragraph_with_the_right_numbers_passes(tampered, write):
     """Content, not wording: and a false cause passes too, which is what the rubric is for."""
@@ -309,9 +310,14 @@ def test_verdict_and_range_must_follow_the_repeats(tampered, edit, expected):
     assert expected in failed["lesson notes"]
 
 
+NOTEBOOK_08 = "Notebook 08 measures when each side wins: model size, threads, pinning."  # the reference's last sentence
+
+
 def test_lesson_notes_need_not_be_regenerated_text(tampered):
+    """The reference's paragraph edited by hand (its last sentence replaced: it may be near the 180 words)."""
+    assert NOTEBOOK_08 in json.loads((tampered / "manifest.json").read_text())["lesson_notes"]
     edit_json(tampered / "manifest.json",
-              lambda m: m.update(lesson_notes=m["lesson_notes"] + " A note added by hand."))
+              lambda m: m.update(lesson_notes=m["lesson_notes"].replace(NOTEBOOK_08, "A note added by hand.")))
     assert failures(tampered) == {}
 
 

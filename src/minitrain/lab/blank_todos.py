@@ -11,14 +11,19 @@ import re
 
 import pytest
 
-NOT_DONE = re.compile(r"not done yet: ([^\"'\\\n]+)")
+ANSI = re.compile(r"\x1b\[[0-9;]*m")  # nbval colours its reports
+NOT_DONE = (  # the stub's exception line; the skip's own message (HINT); the text quoted in another message
+    re.compile(r"NotImplementedError: not done yet: (.+)$", re.M), re.compile(r"TODO not done yet: (.+?) \(write it"),
+    re.compile(r"not done yet: ([^\"\\\n]+)"))
+HINT = "(write it; `make grade` gives its points)"
 _blank_notebooks: dict[str, str] = {}  # a notebook's node id -> the TODO its run stopped at
 
 
 def blank_todo(text: str) -> str | None:
-    """The TODO a failure's text says is still blank, or None."""
-    m = NOT_DONE.search(text)
-    return m[1].strip().rstrip(".:") if m else None
+    """The TODO a failure's text (or a skip's message) says is still blank, or None."""
+    text = ANSI.sub("", text).replace("\\'", "'")
+    m = next((m for pattern in NOT_DONE if (m := pattern.search(text))), None)
+    return m[1].strip().rstrip(".:'") if m else None
 
 
 def _notebook(item: pytest.Item) -> str | None:
@@ -45,4 +50,4 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     _, line, _ = item.location
     report.outcome = "skipped"
     report.longrepr = (str(item.path), (line or 0) + 1,
-                       f"TODO not done yet: {todo} (write it; `make grade` gives its points)")
+                       f"TODO not done yet: {todo} {HINT}")
