@@ -174,8 +174,15 @@ def test_the_student_edition_s_tests_skip_a_blank_todo_and_name_it(student_tree,
     assert proc.returncode == 0, proc.stdout[-3000:]
     summary = proc.stdout.strip().splitlines()[-1]
     assert " passed" in summary and " skipped" in summary and "failed" not in summary, summary
-    assert "TODO not done yet: Block B: make_shard's split (write it; `make grade` gives its points)" in proc.stdout
-    assert "the rest of this notebook needs \"Block B: make_shard's split\", not done yet" in proc.stdout
+    skips = [line for line in proc.stdout.splitlines() if line.startswith("SKIPPED")]
+    assert {line.split(": ", 1)[1] for line in skips} == {
+        "TODO not done yet: Block B: make_shard's split (write it; `make grade` gives its points)"}, skips
+    assert any(line.startswith("SKIPPED [1] tests/minitrain/test_data.py:") for line in skips), skips
+    cells = [line for line in skips if "02-sharding.ipynb" in line]  # the first blank cell and every one after it, one line
+    assert len(cells) == 1 and int(cells[0].split("[")[1].split("]")[0]) > 1, cells
+    left = proc.stdout.split("TODOs not done yet: `make grade` gives each its points")[1].splitlines()[1:]
+    assert [line for line in left[:left.index(next(line for line in left if line.startswith("=")))] if line] == \
+        ["Block B: make_shard's split"], left
 
 
 @pytest.mark.parametrize("out, message", [

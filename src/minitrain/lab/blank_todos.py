@@ -2,9 +2,10 @@
 
 The stub raises NotImplementedError("not done yet: <what>"); a test that fails or errors with that text, in
 its own process or in one it started, is reported as skipped in one line naming the TODO, and the rest of
-that notebook skips. So a learner's `make test` passes blank, names what is left, and fails only on a
-mistake; `make grade` gives each TODO its points. tests/conftest.py and notebooks/conftest.py load these
-hooks in the student edition only: in the reference a blank stub is a bug, and fails.
+that notebook skips; the run ends with the list of TODOs left. So a learner's `make test` passes blank, names
+what is left, and fails only on a mistake; `make grade` gives each TODO its points. tests/conftest.py (all the
+hooks) and notebooks/conftest.py (the skips) load them in the student edition only: in the reference a blank
+stub is a bug, and fails.
 """
 
 import re
@@ -17,6 +18,7 @@ NOT_DONE = (  # the stub's exception line; the skip's own message (HINT); the te
     re.compile(r"not done yet: ([^\"\\\n]+)"))
 HINT = "(write it; `make grade` gives its points)"
 _blank_notebooks: dict[str, str] = {}  # a notebook's node id -> the TODO its run stopped at
+_left: set[str] = set()  # the TODOs the skips named (with xdist: in the controller, from the workers' reports)
 
 
 def blank_todo(text: str) -> str | None:
@@ -34,20 +36,33 @@ def _notebook(item: pytest.Item) -> str | None:
 def pytest_runtest_setup(item: pytest.Item) -> None:
     notebook = _notebook(item)
     if notebook in _blank_notebooks:
-        pytest.skip(f"the rest of this notebook needs {_blank_notebooks[notebook]!r}, not done yet")
+        pytest.skip("an earlier cell of this notebook needs a TODO")  # pytest_runtest_makereport names it
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     report = (yield).get_result()
-    if not report.failed or call.when == "teardown":
+    notebook = _notebook(item)
+    if call.when == "setup" and report.skipped and notebook in _blank_notebooks:
+        todo = _blank_notebooks[notebook]
+    elif report.failed and call.when != "teardown" and (todo := blank_todo(str(report.longrepr))):
+        if notebook is not None:
+            _blank_notebooks[notebook] = todo
+    else:
         return
-    todo = blank_todo(str(report.longrepr))
-    if todo is None:
-        return
-    if (notebook := _notebook(item)) is not None:
-        _blank_notebooks[notebook] = todo
     _, line, _ = item.location
     report.outcome = "skipped"
-    report.longrepr = (str(item.path), (line or 0) + 1,
-                       f"TODO not done yet: {todo} {HINT}")
+    report.longrepr = (str(item.path), (line or 0) + 1, f"TODO not done yet: {todo} {HINT}")
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.skipped and isinstance(report.longrepr, tuple) and (todo := blank_todo(report.longrepr[2])):
+        _left.add(todo)
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    """The list of what is left, after the skips: one line a TODO."""
+    if _left:
+        terminalreporter.section("TODOs not done yet: `make grade` gives each its points")
+        for todo in sorted(_left):
+            terminalreporter.write_line(todo)
