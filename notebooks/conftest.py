@@ -1,7 +1,7 @@
 """Notebook tests (`pytest --nbval notebooks`): each notebook runs in a temporary folder of its own.
 
 nbval starts one kernel a notebook; that kernel starts with MINITRAIN_LAB_OUT and MINITRAIN_LAB_SCRATCH
-naming the notebook's own folders, so `minitrain.lab.runs.output_dir()` and `scratch_dir()` point there,
+naming the notebook's own folders, so `minitrain.lab.reporting.runs.output_dir()` and `scratch_dir()` point there,
 never into the committed artifacts in experiments/35-ddp-cpu/: `make test` leaves `git status` clean.
 The output folder starts as a copy of the committed artifacts, as a fresh clone has them: a notebook that
 reads the committed runs finds them, and one that runs live (04) writes over its own copy only, so the
@@ -16,11 +16,11 @@ from pathlib import Path
 import nbval.kernel
 import nbval.plugin
 
-from minitrain.lab.execute import SyncIPCKernelManager
+from minitrain.lab.running.execute import SyncIPCKernelManager
 from minitrain.paths import EXPERIMENT_DIR, STUDENT_EDITION
 
-if STUDENT_EDITION:  # a TODO still blank is skipped, naming it (minitrain.lab.blank_todos)
-    from minitrain.lab.blank_todos import pytest_runtest_makereport, pytest_runtest_setup  # noqa: F401
+if STUDENT_EDITION:  # a TODO still blank is skipped, naming it (minitrain.lab.editions.blank_todos)
+    from minitrain.lab.editions.blank_todos import pytest_runtest_makereport, pytest_runtest_setup  # noqa: F401
 
 # nbval starts its kernels with jupyter_client's KernelManager and no way to choose the transport:
 # its kernels would listen on TCP ports. The same manager on Unix sockets, as `make lab` uses.

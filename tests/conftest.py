@@ -6,8 +6,8 @@ import torch
 from minitrain.corpus import generate_corpus
 from minitrain.paths import EXPERIMENT_DIR, STUDENT_EDITION
 
-if STUDENT_EDITION:  # a TODO still blank is skipped, naming it (minitrain.lab.blank_todos)
-    from minitrain.lab.blank_todos import (pytest_runtest_logreport, pytest_runtest_makereport,  # noqa: F401
+if STUDENT_EDITION:  # a TODO still blank is skipped, naming it (minitrain.lab.editions.blank_todos)
+    from minitrain.lab.editions.blank_todos import (pytest_runtest_logreport, pytest_runtest_makereport,  # noqa: F401
                                            pytest_runtest_setup, pytest_terminal_summary)
 
 # `make test` runs two pytest workers on a two-core machine, beside the runs they start: torch's

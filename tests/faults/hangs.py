@@ -11,7 +11,7 @@ import torch
 import torch.distributed as dist
 
 from minitrain.ddp import cleanup, init_distributed, wrap_for_ddp
-from minitrain.lab.graders.running import _silence
+from minitrain.lab.grading.graders.running import _silence
 
 KINDS = ("barrier-on-one-rank", "skipped-collective", "mismatched-shapes", "no-backward", "no-cleanup")
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from minitrain.lab.results_file import Finding, Provenance
+from minitrain.lab.reporting.results_file import Finding, Provenance
 
 PROVENANCE = {"torch": "2.13.0", "python": "3.11.7", "platform": "Linux-6.1-x86_64", "cpu_model": "a CPU", "cores": 2,
               "load_average_1min": 0.5, "date": "2026-11-30T08:45:36+00:00", "command": "python -m minitrain.measure.x",

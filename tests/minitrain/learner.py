@@ -6,7 +6,7 @@ from pathlib import Path
 
 import nbformat
 
-from minitrain.lab import student
+from minitrain.lab.editions import student
 from minitrain.paths import EXPERIMENT_DIR, REPO
 
 RUN_FILES = ("run.json", "timings.jsonl", "manifest.json", "scaling.png", "state-rank-0.pt", "state-rank-1.pt")

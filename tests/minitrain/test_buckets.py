@@ -11,7 +11,7 @@ from dataclasses import asdict
 import pytest
 
 from helpers import PROVENANCE, check_findings, check_provenance
-from minitrain.lab.results_file import Provenance, plain
+from minitrain.lab.reporting.results_file import Provenance, plain
 from minitrain.measure.buckets import (TRACE_CAP, TRACE_NAME, Plan, bucket_partition, checks,
                                        findings, label, run, takeaway)
 from minitrain.measure.buckets_ranks import MiB, ddp_caps

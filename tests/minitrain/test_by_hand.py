@@ -3,8 +3,8 @@
 import torch
 
 from helpers import EXPERIMENT_STEPS
-from minitrain.lab.by_hand import ddp_by_hand, judge_run
-from minitrain.lab.runs import run_dir_in
+from minitrain.lab.grading.by_hand import ddp_by_hand, judge_run
+from minitrain.lab.reporting.runs import run_dir_in
 
 
 def test_train_py_is_ddps_arithmetic_bit_for_bit(experiment_run, corpus_dir):

@@ -10,15 +10,15 @@ from pathlib import Path
 import pytest
 import torch
 
-from minitrain.lab import teacher
-from minitrain.lab.check import check_folder, main
-from minitrain.lab.manifest import Manifest
-from minitrain.lab.notebook_times import TIMES_FILE, lab_run, numbered_notebooks, read_times, write_times
-from minitrain.lab.paragraph import claims, figures, paragraph_problems, stated_verdicts
-from minitrain.lab.reference import reference_paragraph
-from minitrain.lab.report import set_lesson_notes
-from minitrain.lab.rubric import RUBRIC, rubric_text
-from minitrain.lab.verdict import verdict_over_repeats
+from minitrain.lab.reporting.check import check_folder, main
+from minitrain.lab.reporting.manifest import Manifest
+from minitrain.lab.reporting.paragraph import claims, figures, paragraph_problems, stated_verdicts
+from minitrain.lab.reporting.report import set_lesson_notes
+from minitrain.lab.reporting.verdict import verdict_over_repeats
+from minitrain.lab.running.notebook_times import TIMES_FILE, lab_run, numbered_notebooks, read_times, write_times
+from minitrain.lab.teaching import teacher
+from minitrain.lab.teaching.reference import reference_paragraph
+from minitrain.lab.teaching.rubric import RUBRIC, rubric_text
 from minitrain.paths import EXPERIMENT_DIR
 
 CONDITIONS = ["files", "equivalence", "allreduce timing", "lesson notes", "ddp tests"]
@@ -75,7 +75,7 @@ def test_ddp_tests_row_runs_the_tests(run_folder, tmp_path, monkeypatch, body, s
     the suite runs tests/minitrain/test_ddp.py itself; `make lab` runs the real row)."""
     stand_in = tmp_path / "test_stand_in.py"
     stand_in.write_text(body)
-    monkeypatch.setattr("minitrain.lab.check.DDP_TESTS", stand_in)
+    monkeypatch.setattr("minitrain.lab.reporting.check.DDP_TESTS", stand_in)
     ddp = check_folder(run_folder)[-1]
     assert (ddp.name, ddp.status) == ("ddp tests", status)
     assert detail in ddp.detail
@@ -359,7 +359,7 @@ def answers_of(rubric: str) -> dict[str, str]:
 
 def with_repeats(m: Manifest, steps: dict[int, list[float]]) -> Manifest:
     """`m` with the repeats' median steps (ms) replaced, and every figure derived from them made again
-    as minitrain.lab.report makes it (tokens/s, ratios, verdict, the median repeats' steps and phases)."""
+    as minitrain.lab.reporting.report makes it (tokens/s, ratios, verdict, the median repeats' steps and phases)."""
     tokens = {n: m.batch_size_per_rank * m.block_size * n for n in (1, 2)}  # per step, all ranks
     repeats = {f"{n}proc": [dict(r, step_p50_ms=s, tokens_per_sec=1000 * tokens[n] / s)
                             for r, s in zip(m.repeats[f"{n}proc"], steps[n])] for n in (1, 2)}

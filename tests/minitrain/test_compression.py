@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from helpers import check_findings, check_provenance
-from minitrain.lab.results_file import plain
+from minitrain.lab.reporting.results_file import plain
 from minitrain.measure.compression import Plan, checks, run, step_verdict
 from minitrain.measure.compression_ranks import powersgd_matrices, theory
 

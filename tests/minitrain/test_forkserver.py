@@ -8,7 +8,7 @@ import time
 import psutil
 import pytest
 
-from minitrain.lab.forkserver import Forkserver
+from minitrain.lab.grading.forkserver import Forkserver
 
 CHILD = '''
 import random, subprocess, sys, time

@@ -14,7 +14,7 @@ import psutil
 import pytest
 
 import learner
-from minitrain.lab import grade
+from minitrain.lab.grading import grade
 
 BLANK_TIMEOUT_S = 240  # per TODO: generous for a loaded machine; a blank ends in seconds
 

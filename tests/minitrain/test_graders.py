@@ -15,9 +15,10 @@ import torch
 import torch.distributed as dist
 
 from minitrain.data import SEED_BASE
-from minitrain.lab import graders, wrapdemo
-from minitrain.lab.by_hand import judge_run
-from minitrain.lab.graders import ExerciseError
+from minitrain.lab.grading import graders
+from minitrain.lab.grading.by_hand import judge_run
+from minitrain.lab.grading.graders import ExerciseError
+from minitrain.lab.notebooks import wrapdemo
 from minitrain.model import build_minigpt
 from minitrain.paths import TRAIN_SCRIPT
 from minitrain.verify import compare_states
@@ -414,7 +415,7 @@ def test_barrier_timer_graded_in_two_processes(learner_modules, name, before, af
 
 
 # ------------------------------------------------------------------------------------------------
-# Block C: the arithmetic by hand (minitrain.lab.by_hand) names a loop's mistakes
+# Block C: the arithmetic by hand (minitrain.lab.grading.by_hand) names a loop's mistakes
 
 STEPS = 3
 

@@ -3,8 +3,8 @@ then shown beside the measurement."""
 
 import pytest
 
-from minitrain.lab import predictions
-from minitrain.lab.yourcode import your_code
+from minitrain.lab.notebooks import predictions
+from minitrain.lab.notebooks.yourcode import your_code
 
 
 def test_your_code_reads_the_file_as_it_is_now(tmp_path):
@@ -39,7 +39,7 @@ def test_a_prediction_is_shown_beside_the_measurement(tmp_path, monkeypatch):
 
 
 def test_make_lab_names_a_blank_todo_in_one_line():
-    from minitrain.lab.runner import not_done
+    from minitrain.lab.running.runner import not_done
     log = ('  File "experiments/35-ddp-cpu/train.py", line 68, in train\n'
            '    raise NotImplementedError("not done yet: Block C: the setup")\n'
            'NotImplementedError: not done yet: Block C: the setup\nerror: the run failed, rank 0 exited with status 1\n')

@@ -6,12 +6,12 @@ import json
 import pytest
 
 from helpers import PROVENANCE
-from minitrain.lab.results_file import Finding, Provenance, ResultsFileError, write_results_file
+from minitrain.lab.reporting.results_file import Finding, Provenance, ResultsFileError, write_results_file
+from minitrain.lab.reporting.sittings import sitting_note
 from minitrain.measure import registry
 from minitrain.measure import sitting as sitting_command
 from minitrain.measure.measurement import CannotRun, Measurement, command_line, provenance_line, show_checks, write_results
 from minitrain.measure.trace import ALLREDUCE, BACKWARD_OP, STEP, overlap_table
-from minitrain.lab.sittings import sitting_note
 from minitrain.paths import BEYOND_DIR, DEFAULT_CORPUS_DIR, NOTEBOOKS_DIR, REPO
 from minitrain.provenance import sitting
 

@@ -9,9 +9,9 @@ import nbformat
 import pytest
 
 from minitrain.cli import SettingError
-from minitrain.lab import runner
-from minitrain.lab.notebook_times import (ENTRY_NOTEBOOK, TIMES_FILE, lab_run, numbered_notebooks, path_of, read_times,
-                                          times_table, write_times)
+from minitrain.lab.running import runner
+from minitrain.lab.running.notebook_times import (ENTRY_NOTEBOOK, TIMES_FILE, lab_run, numbered_notebooks, path_of,
+                                                  read_times, times_table, write_times)
 from minitrain.paths import BUILD_DIR, EXPERIMENT_DIR
 from minitrain.provenance import sitting
 
@@ -64,8 +64,8 @@ def test_the_runner_writes_the_times_then_executes_01_last(tmp_path, monkeypatch
     notebooks, out = tmp_path / "notebooks", tmp_path / "out"
     notebooks.mkdir(), out.mkdir()
     names = [ENTRY_NOTEBOOK, numbered_notebooks()[1], runner.REPORT_NOTEBOOK]
-    sources = {ENTRY_NOTEBOOK: "from minitrain.lab.notebook_times import times_table\n"
-                               "from minitrain.lab.runs import output_dir\nprint(times_table(output_dir()))",
+    sources = {ENTRY_NOTEBOOK: "from minitrain.lab.running.notebook_times import times_table\n"
+                               "from minitrain.lab.reporting.runs import output_dir\nprint(times_table(output_dir()))",
                names[1]: "print('the sharding notebook')", names[2]: "print('the report notebook')"}
     for name, source in sources.items():
         nbformat.write(small_notebook(source), notebooks / name)

@@ -22,7 +22,7 @@ import torch
 from minitrain import doctor
 from minitrain.cli import SettingError, collective_timeout_s, master_port
 from minitrain.gloo_setup import loopback_interface, use_libuv
-from minitrain.lab.show import run_parameters_problem
+from minitrain.lab.notebooks.show import run_parameters_problem
 from minitrain.launch import (TorchrunUnavailable, listening_sockets, loopback_store, main, preferred_launcher,
                               process_tree, stop_process_tree, torchrun_command)
 from minitrain.launch.torchrun import ON_WINDOWS

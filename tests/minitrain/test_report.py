@@ -9,14 +9,14 @@ from dataclasses import fields, replace
 import pytest
 
 from helpers import PROVENANCE
-from minitrain.lab.check import TIMING_FIELDS, check_lesson_notes
-from minitrain.lab.manifest import Manifest, ManifestError
-from minitrain.lab.paragraph import paragraph_problems
-from minitrain.lab.reference import reference_paragraph
-from minitrain.lab.results_file import Finding
-from minitrain.lab.report import beyond_findings, findings_table, set_lesson_notes
-from minitrain.lab.verdict import chance_of_separation
-from minitrain.lab.verdict import verdict_over_repeats
+from minitrain.lab.reporting.check import TIMING_FIELDS, check_lesson_notes
+from minitrain.lab.reporting.manifest import Manifest, ManifestError
+from minitrain.lab.reporting.paragraph import paragraph_problems
+from minitrain.lab.reporting.report import beyond_findings, findings_table, set_lesson_notes
+from minitrain.lab.reporting.results_file import Finding
+from minitrain.lab.reporting.verdict import chance_of_separation
+from minitrain.lab.reporting.verdict import verdict_over_repeats
+from minitrain.lab.teaching.reference import reference_paragraph
 from minitrain.paths import EXPERIMENT_DIR
 
 BATCH, BLOCK = 16, 64

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from helpers import check_findings, check_provenance
-from minitrain.lab.results_file import plain
+from minitrain.lab.reporting.results_file import plain
 from minitrain.measure.restart import (QUICK, Log, checks, excerpt, log_excerpt, model_contents, progress, sigterm_lead_ms,
                                       timeline)
 from minitrain.snapshot import SNAPSHOTS, step_folder

@@ -10,9 +10,9 @@ import pytest
 
 import scratch_mistakes
 from minitrain.hang_report import MISMATCH
-from minitrain.lab import student
-from minitrain.lab.graders import ExerciseError
-from minitrain.lab.scratch_graders import LEVELS, WEIGHT_TOL, scratch_results, verdict
+from minitrain.lab.editions import student
+from minitrain.lab.grading.graders import ExerciseError
+from minitrain.lab.grading.scratch_graders import LEVELS, WEIGHT_TOL, scratch_results, verdict
 from minitrain.paths import REPO
 
 HERE = Path(__file__).parent

@@ -6,11 +6,11 @@ import json
 import pytest
 
 from helpers import check_findings, check_provenance
-from minitrain.lab.results_file import plain
-from minitrain.measure.scratch import BASE, LEVELS, MEASUREMENT, PLOT_NAME, allreduce_table, block_medians, compared_text
-from minitrain.lab.sittings import sitting_note
-from minitrain.lab.verdict import VERDICTS
+from minitrain.lab.reporting.results_file import plain
+from minitrain.lab.reporting.sittings import sitting_note
+from minitrain.lab.reporting.verdict import VERDICTS
 from minitrain.measure import allreduce_bench
+from minitrain.measure.scratch import BASE, LEVELS, MEASUREMENT, PLOT_NAME, allreduce_table, block_medians, compared_text
 from minitrain.measure.trace import KINETO_USDT
 
 # MiniGPT's all-reduces per step: one per parameter with a gradient, or one per bucket

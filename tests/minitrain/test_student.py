@@ -13,7 +13,9 @@ import sys
 import nbformat
 import pytest
 
-from minitrain.lab import grade, student, teacher
+from minitrain.lab.editions import student
+from minitrain.lab.grading import grade
+from minitrain.lab.teaching import teacher
 from minitrain.paths import NOTEBOOKS_DIR, REPO
 
 EXERCISES = {  # notebook -> (solution cell's grade_id, graded cell's grade_id)
@@ -113,7 +115,7 @@ def test_the_tree_holds_every_tracked_file_but_the_excluded(student_tree):
 
 def test_every_solution_region_becomes_its_stub(student_tree):
     with_regions = [p for p in student.tracked_files(REPO) if p.endswith((".py", ".ipynb"))
-                    and not student.excluded(p) and p != "src/minitrain/lab/student.py"
+                    and not student.excluded(p) and p != "src/minitrain/lab/editions/student.py"
                     and any(map(student.BEGIN_LINE.match, "\n".join(_sources(REPO / p)).splitlines()))]
     assert set(SHEET_REGIONS) | {f"notebooks/{n}" for n in EXERCISES} <= set(with_regions)
     for rel in with_regions:
@@ -234,14 +236,15 @@ def test_teacher_md_lists_every_todo_with_its_points():
     assert f"Total: {sum(t.points for t in grade.TODOS)} points" in text
 
 
-TEACHER_MODULES = ("src/minitrain/lab/teacher.py", "src/minitrain/lab/rubric.py", "src/minitrain/lab/reference.py")
+TEACHER_MODULES = ("src/minitrain/lab/teaching/teacher.py", "src/minitrain/lab/teaching/rubric.py",
+                   "src/minitrain/lab/teaching/reference.py", "src/minitrain/lab/teacher.py")  # and the teacher's shim
 
 
 def _reference_sentences() -> list[str]:
     """Block G's answer as the reference writes it for the committed run: its sentences, and one of
     its template's literal phrases (the generator under any name would carry it)."""
-    from minitrain.lab.manifest import Manifest
-    from minitrain.lab.reference import reference_paragraph
+    from minitrain.lab.reporting.manifest import Manifest
+    from minitrain.lab.teaching.reference import reference_paragraph
 
     paragraph = reference_paragraph(Manifest.read(REPO / "experiments/35-ddp-cpu/manifest.json"))
     return [s for s in paragraph.split(". ") if len(s) > 40] + ["win while a rank's step stays under twice"]
@@ -259,15 +262,15 @@ def test_the_tree_holds_no_teacher_module_and_nothing_that_writes_block_g(studen
         if path.suffix == ".py":
             defined = {n.name for n in ast.walk(ast.parse(text)) if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
             assert not defined & {"reference_paragraph", "rubric_text", "refreshed"}, rel
-    proc = subprocess.run([sys.executable, "-c", "import minitrain.lab.rubric"], capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, "-c", "import minitrain.lab.teaching.rubric"], capture_output=True, text=True,
                           timeout=60, cwd=student_tree, env={"PYTHONPATH": str(student_tree / "src"), "PATH": ""})
-    assert "No module named 'minitrain.lab.rubric'" in proc.stderr
+    assert "No module named 'minitrain.lab.teaching.rubric'" in proc.stderr
 
 
 BUILD_IN_THE_TREE = """import json, sys
 from dataclasses import asdict
 from pathlib import Path
-from minitrain.lab.report import build_manifest
+from minitrain.lab.reporting.report import build_manifest
 print(json.dumps(asdict(build_manifest(Path(sys.argv[1]), "the student tree's report builder"))))
 """
 
@@ -289,7 +292,7 @@ def test_a_manifest_built_in_the_tree_holds_only_the_learners_paragraph(student_
 def test_teacher_md_s_times_are_written_from_notebook_times():
     """Each row of TEACHER.md's time table gets its notebook's path and seconds from notebook-times.json,
     and the line under it names the lab run; a table without a notebook's row is named."""
-    from minitrain.lab.notebook_times import lab_run, numbered_notebooks, path_of
+    from minitrain.lab.running.notebook_times import lab_run, numbered_notebooks, path_of
 
     names = numbered_notebooks()
     times = {"notebooks": {n: 10.2 + i for i, n in enumerate(names)}, **lab_run("python -m minitrain.lab --all-notebooks", 2)}
@@ -306,7 +309,7 @@ def test_teacher_md_s_times_are_written_from_notebook_times():
 
 def test_teacher_md_s_times_are_the_committed_lab_run_s():
     """After the lab run that makes the committed notebooks, `python -m minitrain.lab.teacher` writes them."""
-    from minitrain.lab.notebook_times import read_times
+    from minitrain.lab.running.notebook_times import read_times
 
     text = teacher.GUIDE.read_text()
     assert teacher.guide_with_times(text, read_times(teacher.TIMES.parent)) == text, \
@@ -314,7 +317,7 @@ def test_teacher_md_s_times_are_the_committed_lab_run_s():
 
 
 def test_teacher_check_names_stale_or_missing_times(tmp_path, monkeypatch, capsys):
-    from minitrain.lab.notebook_times import TIMES_FILE, lab_run, numbered_notebooks, write_times
+    from minitrain.lab.running.notebook_times import TIMES_FILE, lab_run, numbered_notebooks, write_times
 
     monkeypatch.setattr(teacher, "TIMES", tmp_path / TIMES_FILE)
     assert teacher.main(["--check"]) == 1

@@ -9,9 +9,9 @@ import sys
 import pytest
 
 from helpers import PROVENANCE, check_findings, check_provenance
-from minitrain.lab.results_file import Provenance, plain, write_results_file
-from minitrain.measure.trace import ALLREDUCE
+from minitrain.lab.reporting.results_file import Provenance, plain, write_results_file
 from minitrain.measure.allreduce import predict_allreduce_ms
+from minitrain.measure.trace import ALLREDUCE
 from minitrain.measure.wire import findings, run, waits
 from minitrain.measure.wire_reading import ddp_bucket_check
 from minitrain.train import build_model_for_corpus

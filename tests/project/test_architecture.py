@@ -35,7 +35,7 @@ def test_import_contracts_are_kept():
 def test_a_back_edge_breaks_the_layer_contract(tmp_path):
     copy = tmp_path / "src"
     shutil.copytree(SRC / "minitrain", copy / "minitrain", ignore=shutil.ignore_patterns("__pycache__"))
-    with open(copy / "minitrain" / "lab" / "report.py", "a") as f:
+    with open(copy / "minitrain" / "lab" / "reporting" / "report.py", "a") as f:
         f.write("\nimport minitrain.measure.wire  # the lab reaching up into a measurement\n")
     config = tmp_path / "importlinter.toml"  # the same contracts, outside the repository
     shutil.copy(ROOT / "pyproject.toml", config)
@@ -44,7 +44,7 @@ def test_a_back_edge_breaks_the_layer_contract(tmp_path):
     assert proc.returncode != 0, output
     assert f"{LAYERS} BROKEN" in output
     assert "minitrain.lab is not allowed to import minitrain.measure" in output
-    assert "minitrain.lab.report -> minitrain.measure.wire" in output
+    assert "minitrain.lab.reporting.report -> minitrain.measure.wire" in output
 
 
 def test_the_pattern_finds_sys_path_edits():

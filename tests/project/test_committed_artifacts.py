@@ -9,12 +9,12 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from minitrain.lab.experiment import REPEATS
-from minitrain.lab.notebook_times import (ENTRY_NOTEBOOK, TIMES_FILE, numbered_notebooks, read_times, times_table,
-                                          write_times)
-from minitrain.lab.results_file import read_results_file
-from minitrain.lab.runs import REPEATS_DIR, SINGLE_DIR, read_run
-from minitrain.lab.sittings import BEFORE_SITTINGS, committed_sittings
+from minitrain.lab.reporting.results_file import read_results_file
+from minitrain.lab.reporting.runs import REPEATS_DIR, SINGLE_DIR, read_run
+from minitrain.lab.reporting.sittings import BEFORE_SITTINGS, committed_sittings
+from minitrain.lab.running.experiment import REPEATS
+from minitrain.lab.running.notebook_times import (ENTRY_NOTEBOOK, TIMES_FILE, numbered_notebooks, read_times, times_table,
+                                                  write_times)
 from minitrain.paths import BEYOND_DIR, EXPERIMENT_DIR, NOTEBOOKS_DIR, REPO
 
 RUN_ID = re.compile(r"run id:? ([0-9a-f]{8})\b")
@@ -92,7 +92,7 @@ def test_a_notebook_showing_two_sittings_says_so(path):
     shown = set(SITTING.findall(output_text(path)))
     assert len(shown) <= 1 or "sittings (" in output_text(path), (
         f"{path.name} shows results of {len(shown)} sittings ({shown}) without saying so: call "
-        f"minitrain.lab.sittings.sitting_note on the results it compares")
+        f"minitrain.lab.reporting.sittings.sitting_note on the results it compares")
 
 
 def test_notebook_01_shows_the_times_of_the_lab_run_that_made_the_notebooks(tmp_path):

@@ -12,7 +12,7 @@ import re
 import nbformat
 import pytest
 
-from minitrain.lab import student
+from minitrain.lab.editions import student
 from minitrain.paths import NOTEBOOKS_DIR, REPO
 
 README_MAX_LINES = 120  # the page a learner reads in one screen

@@ -1,7 +1,8 @@
-"""`python -m minitrain.lab`: the whole notebook lab (what `make lab` runs)."""
+"""`python -m minitrain.lab`: the whole notebook lab (what `make lab` runs); the code is minitrain.lab.running.runner."""
 
 import sys
 
-from minitrain.lab.runner import main
+from minitrain.lab.running.runner import main
 
-sys.exit(main())
+if __name__ == "__main__":
+    sys.exit(main())

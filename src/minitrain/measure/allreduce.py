@@ -8,7 +8,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from minitrain.lab.results_file import read_results_file
+from minitrain.lab.reporting.results_file import read_results_file
 from minitrain.paths import relative
 
 NO_BENCHMARK = ("no benchmark given: pass --bench with an allreduce_bench.json "

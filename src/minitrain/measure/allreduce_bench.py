@@ -24,9 +24,9 @@ from minitrain.artifacts import save_figure
 from minitrain.cli import positive_int
 from minitrain.corpus import DEFAULT_CORPUS_DIR, ensure_corpus
 from minitrain.ddp import cleanup, init_distributed
-from minitrain.lab.results_file import Finding
+from minitrain.lab.reporting.report import plural
+from minitrain.lab.reporting.results_file import Finding
 from minitrain.launch import spawn_workers
-from minitrain.lab.report import plural
 from minitrain.measure.allreduce import predict_allreduce_ms, ring_factor, time_allreduce
 from minitrain.measure.measurement import WORLD_SIZE, Measurement
 from minitrain.model import count_parameters

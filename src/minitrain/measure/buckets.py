@@ -12,9 +12,9 @@ import tempfile
 from pathlib import Path
 
 from minitrain.artifacts import save_figure
-from minitrain.lab.results_file import Finding
-from minitrain.lab.verdict import verdict_over_repeats
-from minitrain.lab.report import plural
+from minitrain.lab.reporting.report import plural
+from minitrain.lab.reporting.results_file import Finding
+from minitrain.lab.reporting.verdict import verdict_over_repeats
 from minitrain.measure.allreduce import bench_option, benchmark_fit, predict_allreduce_ms
 from minitrain.measure.buckets_ranks import PROGRESS, TRACE_CAP, Plan, label, worker
 from minitrain.measure.measurement import WORLD_SIZE, Measurement, progress, relaunch

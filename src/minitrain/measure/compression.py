@@ -21,10 +21,10 @@ from pathlib import Path
 import numpy as np
 
 from minitrain.artifacts import save_figure
-from minitrain.lab.results_file import Finding
-from minitrain.lab.verdict import verdict_over_repeats
 from minitrain.data import SEED_BASE
-from minitrain.lab.report import plural
+from minitrain.lab.reporting.report import plural
+from minitrain.lab.reporting.results_file import Finding
+from minitrain.lab.reporting.verdict import verdict_over_repeats
 from minitrain.measure.compression_ranks import (CONTROL_SEED_STEP, MIN_COMPRESSION_RATE, RUN_MARK, VARIANTS, Plan,
                                                  powersgd_matrices, powersgd_rank, theory, worker)
 from minitrain.measure.measurement import Measurement, progress, relaunch

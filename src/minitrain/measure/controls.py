@@ -23,8 +23,8 @@ import matplotlib.pyplot as plt
 from minitrain.artifacts import save_figure
 from minitrain.cli import positive_int
 from minitrain.corpus import DEFAULT_CORPUS_DIR, ensure_corpus
-from minitrain.lab.results_file import Finding
-from minitrain.lab.runs import read_run
+from minitrain.lab.reporting.results_file import Finding
+from minitrain.lab.reporting.runs import read_run
 from minitrain.launch import run_streaming, torchrun_command
 from minitrain.measure.measurement import Measurement, fresh_folder, progress, runs_folder
 from minitrain.measure.scoring import (GLOBAL_BATCH, QUICK_PAIRS, QUICK_VAL_BATCHES, VAL_BATCHES, final_metrics,

@@ -24,9 +24,9 @@ from typing import Any
 from minitrain.cli import LabArgumentParser, output_folder
 from minitrain.corpus import ensure_corpus
 from minitrain.ddp import cleanup, init_distributed
-from minitrain.lab.report import findings_table
-from minitrain.lab.results_file import Finding, Provenance, read_results_file, write_results_file
-from minitrain.lab.sittings import sitting_of
+from minitrain.lab.reporting.report import findings_table
+from minitrain.lab.reporting.results_file import Finding, Provenance, read_results_file, write_results_file
+from minitrain.lab.reporting.sittings import sitting_of
 from minitrain.launch import run_streaming, torchrun_command
 from minitrain.paths import BEYOND_DIR, BUILD_DIR, DEFAULT_CORPUS_DIR, relative
 from minitrain.provenance import machine_provenance, provenance

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import psutil
 
-from minitrain.lab.results_file import Finding
+from minitrain.lab.reporting.results_file import Finding
 from minitrain.launch import LaunchError, run_streaming, torchrun_command
 from minitrain.measure.measurement import WORLD_SIZE, Measurement, fresh_folder, runs_folder
 from minitrain.measure.restart_figure import PLOT_NAME, plot

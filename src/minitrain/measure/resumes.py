@@ -4,7 +4,7 @@ resume done wrong: a copy of a run's snapshot with one item left out, marked com
 
 from pathlib import Path
 
-from minitrain.lab.runs import read_timings
+from minitrain.lab.reporting.runs import read_timings
 from minitrain.measure.measurement import WORLD_SIZE
 from minitrain.snapshot import SNAPSHOTS, load_rank_state, mark_complete, save_rank_state, step_folder
 from minitrain.verify import compare_state_files

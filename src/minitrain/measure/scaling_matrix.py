@@ -23,9 +23,9 @@ import matplotlib.pyplot as plt
 from minitrain.artifacts import save_figure
 from minitrain.cli import positive_int
 from minitrain.corpus import DEFAULT_CORPUS_DIR, ensure_corpus
-from minitrain.lab.results_file import Finding
-from minitrain.lab.verdict import verdict_over_repeats
-from minitrain.lab.report import plural
+from minitrain.lab.reporting.report import plural
+from minitrain.lab.reporting.results_file import Finding
+from minitrain.lab.reporting.verdict import verdict_over_repeats
 from minitrain.measure.measurement import Measurement, fresh_folder, progress, runs_folder
 from minitrain.measure.scaling_runs import (ALL_CORES, BLOCK_SIZE, ONE_THREAD, PINNED, QUICK_SIZE, SCALINGS, SIZES,
                                             STRONG_GLOBAL_BATCH, TWO_PROCS, WEAK_BATCH, Size, batches,

@@ -2,8 +2,8 @@
 
 import statistics
 
-from minitrain.lab.report import plural
-from minitrain.lab.verdict import VERDICTS, verdict_over_repeats
+from minitrain.lab.reporting.report import plural
+from minitrain.lab.reporting.verdict import VERDICTS, verdict_over_repeats
 from minitrain.measure.scaling_matrix import params_label
 from minitrain.measure.scaling_runs import ALL_CORES, ONE_THREAD, PINNED, TWO_PROCS
 

@@ -8,7 +8,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from minitrain.lab.runs import phase_medians, read_run
+from minitrain.lab.reporting.runs import phase_medians, read_run
 from minitrain.launch import run_streaming, torchrun_command
 from minitrain.measure.measurement import as_typed
 from minitrain.paths import TRAIN_SCRIPT

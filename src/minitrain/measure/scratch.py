@@ -25,11 +25,11 @@ from torch.nn.parallel import DistributedDataParallel
 from minitrain.artifacts import save_figure
 from minitrain.cli import positive_int
 from minitrain.ddp import barrier, wrap_for_ddp
-from minitrain.lab.results_file import Finding
-from minitrain.lab.scratch_cases import AllReduceRecorder
-from minitrain.lab.report import plural
-from minitrain.lab.sittings import sitting_note
-from minitrain.lab.verdict import verdict_over_repeats
+from minitrain.lab.grading.scratch_cases import AllReduceRecorder
+from minitrain.lab.reporting.report import plural
+from minitrain.lab.reporting.results_file import Finding
+from minitrain.lab.reporting.sittings import sitting_note
+from minitrain.lab.reporting.verdict import verdict_over_repeats
 from minitrain.measure.allreduce import predict_allreduce_ms
 from minitrain.measure.bench import interleaved_times
 from minitrain.measure.measurement import Measurement, relaunch

@@ -16,7 +16,7 @@ import sys
 import time
 
 from minitrain.cli import LabArgumentParser
-from minitrain.lab.sittings import committed_sittings
+from minitrain.lab.reporting.sittings import committed_sittings
 from minitrain.paths import BEYOND_DIR, REPO, relative
 
 BENCH = relative(BEYOND_DIR / "allreduce_bench.json")

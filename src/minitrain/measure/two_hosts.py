@@ -27,12 +27,12 @@ from pathlib import Path
 import psutil
 
 from minitrain.artifacts import save_figure
-from minitrain.lab.results_file import Finding
-from minitrain.lab.runs import read_run
+from minitrain.lab.reporting.report import plural
+from minitrain.lab.reporting.results_file import Finding
+from minitrain.lab.reporting.runs import read_run
 from minitrain.launch import run_streaming, stop_process_tree, torchrun_command
 from minitrain.launch.hosts import ipv4_addresses
 from minitrain.launch.rendezvous import DEFAULT_RDZV_PORT
-from minitrain.lab.report import plural
 from minitrain.measure.measurement import CannotRun, Measurement, as_typed, fresh_folder, runs_folder
 from minitrain.paths import BEYOND_DIR, TRAIN_SCRIPT, relative  # noqa: F401 (BEYOND_DIR: for the notebook)
 from minitrain.verify import compare_state_files

@@ -21,8 +21,8 @@ import torch
 
 from minitrain.artifacts import save_figure
 from minitrain.ddp import barrier
-from minitrain.lab.report import plural
-from minitrain.lab.results_file import Finding
+from minitrain.lab.reporting.report import plural
+from minitrain.lab.reporting.results_file import Finding
 from minitrain.measure.allreduce import bench_option, benchmark_fit, predict_allreduce_ms, ring_factor, time_allreduce
 from minitrain.measure.measurement import WORLD_SIZE, Measurement, relaunch
 from minitrain.measure.sockets import gloo_pair_endpoints, my_connections, pair_bytes

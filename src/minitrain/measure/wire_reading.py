@@ -2,9 +2,9 @@
 
 import statistics
 
-from minitrain.lab.report import plural
-from minitrain.lab.sittings import sitting_note
-from minitrain.lab.verdict import verdict_over_repeats
+from minitrain.lab.reporting.report import plural
+from minitrain.lab.reporting.sittings import sitting_note
+from minitrain.lab.reporting.verdict import verdict_over_repeats
 from minitrain.measure.allreduce import ring_factor
 
 SLOW = 1.5  # a transfer or a benchmark's p95 this many times its reference counts as slow

@@ -37,7 +37,7 @@ END_LINE = re.compile(r"^\s*### END SOLUTION\s*$")
 DEF_LINE = re.compile(r"^(?P<indent>\s*)(?:async\s+)?(?:def|class)\s+(?P<name>\w+)")
 NOT_DONE = "not done yet"
 SKIPPED_DIRS = (".git", ".venv", "build", "data")  # without git: what is never tracked
-BLOCK_G_MODULE = "src/minitrain/lab/reference.py"  # the reference's paragraph, which its Block G solution calls
+BLOCK_G_MODULE = "src/minitrain/lab/teaching/reference.py"  # the reference's paragraph, which its Block G solution calls
 EXCLUDED = (  # the reference run's artifacts (the learner makes their own), the teacher's kit, the reference's own tests
     "experiments/35-ddp-cpu/state-rank-*.pt", "experiments/35-ddp-cpu/timings.jsonl",
     "experiments/35-ddp-cpu/run.json", "experiments/35-ddp-cpu/manifest.json",
@@ -45,8 +45,10 @@ EXCLUDED = (  # the reference run's artifacts (the learner makes their own), the
     "experiments/35-ddp-cpu/single-process/*", "experiments/35-ddp-cpu/repeats/*",
     "experiments/35-ddp-cpu/notebook-times.json",  # the reference machine's times: 01 shows the learner's own
     "solutions/*", "TEACHER.md", "docs/teachers.md", "docs/provenance.md",
-    # the teacher's modules: the key and the rubric's graded answers, and Block G's paragraph written from the numbers
-    "src/minitrain/lab/teacher.py", "src/minitrain/lab/rubric.py", BLOCK_G_MODULE,
+    # the teacher's modules: the key and the rubric's graded answers, and Block G's paragraph written from the numbers;
+    # and the shim that `python -m minitrain.lab.teacher` runs
+    "src/minitrain/lab/teaching/teacher.py", "src/minitrain/lab/teaching/rubric.py", BLOCK_G_MODULE,
+    "src/minitrain/lab/teacher.py",
     # the reference's own tests: of the editions, the graders and grading (with the near-answers they grade), the
     # committed artifacts
     "tests/minitrain/test_student.py", "tests/minitrain/test_graders.py", "tests/minitrain/test_grade.py",

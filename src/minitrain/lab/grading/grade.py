@@ -4,7 +4,7 @@
     python -m minitrain.lab.grade --class FOLDER    # every submission in FOLDER: a table and FOLDER/grades.csv
 
 Each row of TODOS is graded by this module's `--todo KEY REPO` mode in a child forked from a process that
-imported torch once (minitrain.lab.forkserver), REPO/src first on PYTHONPATH, its tree stopped at the timeout:
+imported torch once (minitrain.lab.grading.forkserver), REPO/src first on PYTHONPATH, its tree stopped at the timeout:
 PASS, FAIL (the mistake named), "not done" (a stub still raises "not done yet: ..."), or "hangs". A
 submission is a student tree, or any folder holding its notebooks: only the learner's files (TODO_FILES,
 the notebooks, the run's artifacts) go into a fresh student tree: its own graders and tests never run.
@@ -29,9 +29,9 @@ from pathlib import Path
 
 from minitrain.cli import LabArgumentParser, positive_float, positive_int
 from minitrain.hang_report import named_hang
+from minitrain.lab.grading.forkserver import Forkserver
+from minitrain.lab.grading.todos import BY_KEY, EXERCISES, EXPERIMENT, RUN_FILES, RUN_FOLDERS, TODO_FILES, TODOS, Todo
 from minitrain.launch import LaunchError, run_streaming
-from minitrain.lab.forkserver import Forkserver
-from minitrain.lab.todos import BY_KEY, EXERCISES, EXPERIMENT, RUN_FILES, RUN_FOLDERS, TODO_FILES, TODOS, Todo
 from minitrain.parent_watch import WATCH_PID
 from minitrain.paths import REPO, relative
 
@@ -75,7 +75,7 @@ def _load(path: Path, name: str) -> types.ModuleType:
 
 def _graded(call: Callable[[], str]) -> str:
     """A grader's verdict; its ExerciseError as NotDone or Failed."""
-    from minitrain.lab.graders import ExerciseError
+    from minitrain.lab.grading.graders import ExerciseError
     try:
         return call()
     except ExerciseError as e:
@@ -85,7 +85,7 @@ def _graded(call: Callable[[], str]) -> str:
 def _grade_ddp_tests(repo: Path) -> str:
     import pytest
 
-    from minitrain.lab.blank_todos import blank_todo  # a student tree's conftest skips a blank TODO: not done here
+    from minitrain.lab.editions.blank_todos import blank_todo  # a student tree's conftest skips a blank TODO: not done here
 
     failures: list[tuple[str, str]] = []
 
@@ -126,21 +126,21 @@ def _corpus(repo: Path) -> Path:
 
 def _grade_make_shard(repo: Path) -> str:
     from minitrain import data
-    from minitrain.lab.graders import grade_make_shard
+    from minitrain.lab.grading.graders import grade_make_shard
     return _graded(lambda: grade_make_shard(data.make_shard, _corpus(repo)))
 
 
 def _grade_check_shards(repo: Path) -> str:
     from minitrain import data
-    from minitrain.lab.graders import grade_check_shards
+    from minitrain.lab.grading.graders import grade_check_shards
     if not hasattr(data, "check_shards"):
         raise Failed("src/minitrain/data.py has no check_shards(shard, rank, world_size, corpus_total)")
     return _graded(lambda: grade_check_shards(data.check_shards))
 
 
 def _grade_train(repo: Path) -> str:
-    from minitrain.lab.by_hand import judge_run
-    from minitrain.lab.check import CheckFailed, validated_timings
+    from minitrain.lab.grading.by_hand import judge_run
+    from minitrain.lab.reporting.check import CheckFailed, validated_timings
     from minitrain.verify import StateFileError, compare_state_files, load_state
     output: list[str] = []
     with tempfile.TemporaryDirectory(prefix="minitrain-grade-") as tmp:
@@ -168,17 +168,17 @@ def _grade_train(repo: Path) -> str:
         raise Failed(f"after train.py's {steps}-step 2-process run {mistake} (largest |rank 0 - rank 1| "
                      f"{comparison.max_abs_diff:.1e})")
     return (f"a real 2-process run of train.py ({steps} steps): both ranks' weights are bit for bit those of "
-            f"DDP's arithmetic done by hand in one process (minitrain.lab.by_hand), {len(records)} timed steps")
+            f"DDP's arithmetic done by hand in one process (minitrain.lab.grading.by_hand), {len(records)} timed steps")
 
 
 def _grade_scratch_ddp() -> str:
-    from minitrain.lab.scratch_graders import grade_scratch_ddp
+    from minitrain.lab.grading.scratch_graders import grade_scratch_ddp
     return _graded(grade_scratch_ddp)  # its workers import the graded tree's minitrain.scratch_ddp (PYTHONPATH)
 
 
 def _grade_barrier_timer(repo: Path) -> str:
     from minitrain import timing
-    from minitrain.lab.graders import grade_barrier_timer
+    from minitrain.lab.grading.graders import grade_barrier_timer
     return _graded(lambda: grade_barrier_timer(timing.BarrierTimer))
 
 
@@ -191,7 +191,7 @@ def _run_states(repo: Path) -> tuple[dict, dict] | None:
 
 
 def _grade_compare_script(repo: Path) -> str:
-    from minitrain.lab.graders import grade_states_equivalent
+    from minitrain.lab.grading.graders import grade_states_equivalent
     script = _load(repo / EXPERIMENT / "compare_states.py", "compare_states")
     if not hasattr(script, "states_equivalent"):
         raise Failed("compare_states.py has no states_equivalent(a, b, atol)")
@@ -199,7 +199,7 @@ def _grade_compare_script(repo: Path) -> str:
 
 
 def _stop_conditions(repo: Path, names: tuple[str, ...]) -> str:
-    from minitrain.lab.check import check_folder
+    from minitrain.lab.reporting.check import check_folder
     folder = repo / EXPERIMENT
     if not any((folder / name).exists() for name in RUN_FILES):
         raise NotDone(f"{NOT_DONE}: no run in {EXPERIMENT}/ (run `make lab`)")
@@ -227,7 +227,7 @@ def _wrap_folder(folder: Path) -> Path:
     import torch
 
     from minitrain.data import SEED_BASE
-    from minitrain.lab.wrapdemo import snapshot, state_path
+    from minitrain.lab.notebooks.wrapdemo import snapshot, state_path
     from minitrain.model import build_minigpt
     states = []
     for seed in (SEED_BASE, SEED_BASE + 1):
@@ -240,7 +240,7 @@ def _wrap_folder(folder: Path) -> Path:
 
 
 def _grade_exercise(repo: Path, todo: Todo) -> str:
-    from minitrain.lab import graders
+    from minitrain.lab.grading import graders
     with tempfile.TemporaryDirectory(prefix="minitrain-grade-") as tmp:
         folder = Path(tmp)
         try:
@@ -325,7 +325,7 @@ def grade_repo(repo: Path, keys: list[str] | None = None, timeout_s: float | Non
                echo: Callable[[str], None] | None = None, jobs: int = 1, env: dict[str, str] | None = None) -> list[Grade]:
     """Every TODO of `repo` (or those in `keys`), each in a process of its own, `jobs` at a time (1 by default:
     the timing graders measure waits, which a busy machine blurs), forked from one that imported torch once,
-    `repo`/src first on PYTHONPATH, `env` added (e.g. MINITRAIN_COLLECTIVE_TIMEOUT; minitrain.lab.forkserver)."""
+    `repo`/src first on PYTHONPATH, `env` added (e.g. MINITRAIN_COLLECTIVE_TIMEOUT; minitrain.lab.grading.forkserver)."""
     repo = Path(repo).resolve()
     todos = [t for t in TODOS if keys is None or t.key in keys]
     pythonpath = os.pathsep.join([str(repo / "src"), *filter(None, [os.environ.get("PYTHONPATH")])])
@@ -374,7 +374,7 @@ def grade_class(folder: Path, keys: list[str] | None = None, timeout_s: float | 
                 echo: Callable[[str], None] = print, jobs: int = 1) -> dict[str, list[Grade]]:
     """Every submission (a subfolder) of `folder`, graded in a fresh student tree of its own; writes
     folder/grades.csv (one row per submission: each TODO's status and points, the total)."""
-    from minitrain.lab.student import write_student_edition
+    from minitrain.lab.editions.student import write_student_edition
     folder = Path(folder)
     submissions = sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
     if not submissions:

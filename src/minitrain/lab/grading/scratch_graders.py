@@ -29,9 +29,10 @@ from torch.nn.parallel import DistributedDataParallel
 
 from minitrain.data import SEED_BASE, Shard, load_corpus
 from minitrain.hang_report import named_mismatch
-from minitrain.lab.graders import ExerciseError, _leave, _log_tails, _silence, join_group
-from minitrain.lab.scratch_cases import (CAP_MB, AllReduceRecorder, Mistake, bucket_numels, check_each_gradient_once,
-                                         buffer_case, grads_of, tied_case, unused_case, wrapper)
+from minitrain.lab.grading.graders import ExerciseError, _leave, _log_tails, _silence, join_group
+from minitrain.lab.grading.scratch_cases import (CAP_MB, AllReduceRecorder, Mistake, bucket_numels,
+                                                 check_each_gradient_once, buffer_case, grads_of, tied_case, unused_case,
+                                                 wrapper)
 from minitrain.launch import fast_start_method, spawn_workers
 from minitrain.tokenizer import Tokenizer
 from minitrain.train import TrainConfig, build_model_for_corpus, seed_everything

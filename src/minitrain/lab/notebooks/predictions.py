@@ -4,7 +4,7 @@ it beside what was measured. Guesses are kept in the lab's scratch folder (predi
 import json
 
 from minitrain.artifacts import write_json
-from minitrain.lab.runs import scratch_dir
+from minitrain.lab.reporting.runs import scratch_dir
 
 
 def _path():

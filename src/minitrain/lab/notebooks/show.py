@@ -4,10 +4,10 @@ import os
 import statistics
 from pathlib import Path
 
-from minitrain.lab.check import check_lesson_notes, run_check
-from minitrain.lab.manifest import Manifest
-from minitrain.lab.report import findings_table, set_lesson_notes
-from minitrain.lab.results_file import Finding
+from minitrain.lab.reporting.check import check_lesson_notes, run_check
+from minitrain.lab.reporting.manifest import Manifest
+from minitrain.lab.reporting.report import findings_table, set_lesson_notes
+from minitrain.lab.reporting.results_file import Finding
 from minitrain.timing import VARIANTS, summarize
 
 

@@ -1,6 +1,6 @@
 """What `wrap_for_ddp` does to the weights: each rank saves its parameters before and after wrapping.
 
-    torchrun --standalone --nproc-per-node=2 -m minitrain.lab.wrapdemo --out DIR
+    torchrun --standalone --nproc-per-node=2 -m minitrain.lab.notebooks.wrapdemo --out DIR
 
 Each rank seeds itself with 35000 + rank, so the two models start with *different* weights.
 Wrapping in DistributedDataParallel broadcasts rank 0's parameters and buffers to every rank;
@@ -21,7 +21,7 @@ from minitrain.model import count_parameters
 from minitrain.train import build_model_for_corpus, seed_everything
 from minitrain.verify import Comparison, compare_state_files
 
-MODULE = "minitrain.lab.wrapdemo"  # torchrun runs it with -m
+MODULE = "minitrain.lab.notebooks.wrapdemo"  # torchrun runs it with -m
 BLOCK_SIZE = 64  # the experiment's block size, so the model is the one train.py trains
 
 

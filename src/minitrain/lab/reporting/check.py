@@ -15,9 +15,9 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from minitrain.lab.manifest import Manifest, ManifestError
-from minitrain.lab.paragraph import paragraph_problems
-from minitrain.lab.verdict import verdict_over_repeats
+from minitrain.lab.reporting.manifest import Manifest, ManifestError
+from minitrain.lab.reporting.paragraph import paragraph_problems
+from minitrain.lab.reporting.verdict import verdict_over_repeats
 from minitrain.launch import LaunchError, run_streaming
 from minitrain.paths import EXPERIMENT_DIR, REPO
 from minitrain.timing import VARIANTS, manifest_fields, summarize
@@ -179,7 +179,7 @@ def figures_missing(m: Manifest) -> list[str]:
 
 def check_lesson_notes(folder: Path) -> str:
     """Condition 4: the learner's paragraph states the manifest's figures and the verdict the repeats
-    give, in at most 180 words (minitrain.lab.paragraph); the manifest's figures agree with each other.
+    give, in at most 180 words (minitrain.lab.reporting.paragraph); the manifest's figures agree with each other.
 
     A number check cannot judge causes: a right paragraph with a false cause appended passes here.
     The teacher's rubric (solutions/rubric-paragraph.md) grades that.

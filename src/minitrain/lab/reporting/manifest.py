@@ -1,6 +1,6 @@
 """manifest.json: the lab's figures from the sheet's runs and the repeats, as one typed record.
 
-minitrain.lab.report builds and writes it; the checker and the notebooks read it with Manifest.read.
+minitrain.lab.reporting.report builds and writes it; the checker and the notebooks read it with Manifest.read.
 """
 
 from dataclasses import asdict, dataclass
@@ -37,7 +37,7 @@ class Manifest:
     tokens_per_sec_2proc: float
     speedup_2proc: float
     speedup_2proc_range: list[float]  # min, max of the repeats' 2-vs-1 ratios
-    verdict: str  # minitrain.lab.verdict over the repeats' tokens/s
+    verdict: str  # minitrain.lab.reporting.verdict over the repeats' tokens/s
     repeats: dict  # count, timing, order, speedups, "1proc" and "2proc" runs, median_run_ids
     step_p50_ms_1proc: float
     step_p50_ms_2proc: float
@@ -62,7 +62,7 @@ class Manifest:
     date: str
     command: str
     run_commands: dict[str, str]
-    beyond_findings: dict[str, dict]  # the deeper measurements' findings, by name (minitrain.lab.report)
+    beyond_findings: dict[str, dict]  # the deeper measurements' findings, by name (minitrain.lab.reporting.report)
     lesson_notes: str  # the learner's paragraph, Block G (stop condition 4); empty until they write it in notebook 06
 
     def write(self, path: Path) -> None:

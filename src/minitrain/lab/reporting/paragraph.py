@@ -17,7 +17,7 @@ teacher's rubric is for (solutions/rubric-paragraph.md).
 import re
 from dataclasses import dataclass
 
-from minitrain.lab.manifest import Manifest
+from minitrain.lab.reporting.manifest import Manifest
 
 MAX_WORDS = 180
 NUMBER = re.compile(r"(?<![\w.,])(\d{1,3}(?:,\d{3})+|\d+(?:\.\d+)?)(?:\s*(k|K|thousand)\b)?")

@@ -6,12 +6,12 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 from minitrain.artifacts import save_figure
-from minitrain.lab.manifest import Manifest
-from minitrain.lab.results_file import Finding, holds_results, typed_results
-from minitrain.lab.runs import (PHASES, REPEATS_DIR, SINGLE_DIR, output_dir, phase_medians, read_repeats,
-                                read_run, throughput)
-from minitrain.lab.sittings import sitting_note
-from minitrain.lab.verdict import verdict_over_repeats
+from minitrain.lab.reporting.manifest import Manifest
+from minitrain.lab.reporting.results_file import Finding, holds_results, typed_results
+from minitrain.lab.reporting.runs import (PHASES, REPEATS_DIR, SINGLE_DIR, output_dir, phase_medians, read_repeats,
+                                          read_run, throughput)
+from minitrain.lab.reporting.sittings import sitting_note
+from minitrain.lab.reporting.verdict import verdict_over_repeats
 from minitrain.paths import BEYOND_DIR, relative
 from minitrain.run_record import RunRecord
 from minitrain.timing import VARIANTS, manifest_fields, summarize

@@ -7,7 +7,7 @@ show: numbers compare within one sitting.
 import json
 from pathlib import Path
 
-from minitrain.lab.results_file import holds_results, typed_results
+from minitrain.lab.reporting.results_file import holds_results, typed_results
 from minitrain.paths import EXPERIMENT_DIR, relative
 
 BEFORE_SITTINGS = "unrecorded"  # a result written before provenance named its sitting

@@ -6,7 +6,7 @@ of the fair 1-vs-2 comparison, plot, manifest.
 The sheet's runs time the all-reduce both ways (variant A's two barriers per step make 2 processes
 meet twice more, while in a group of 1 they cost next to nothing), so the throughput verdict
 comes from separate repeats timed the same way for both (the comm hook only), alternating 1, 2, 1, 2, ...
-(minitrain.lab.repeats: two jobs that stay up and take turns).
+(minitrain.lab.running.repeats: two jobs that stay up and take turns).
 """
 
 import shutil
@@ -15,10 +15,10 @@ from pathlib import Path
 
 from minitrain.cli import LabArgumentParser, nonnegative_int, output_folder, positive_int
 from minitrain.corpus import DEFAULT_CORPUS_DIR, ensure_corpus
-from minitrain.lab.manifest import Manifest
-from minitrain.lab.repeats import run_repeats
-from minitrain.lab.report import build_manifest, plot_scaling
-from minitrain.lab.runs import has_run, read_repeats, run_dir_in
+from minitrain.lab.reporting.manifest import Manifest
+from minitrain.lab.reporting.report import build_manifest, plot_scaling
+from minitrain.lab.reporting.runs import has_run, read_repeats, run_dir_in
+from minitrain.lab.running.repeats import run_repeats
 from minitrain.launch import run_streaming, torchrun_command
 from minitrain.paths import EXPERIMENT_DIR, TRAIN_SCRIPT
 

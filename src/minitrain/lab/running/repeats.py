@@ -25,7 +25,7 @@ from minitrain.cli import LabArgumentParser, nonnegative_int, output_folder, pos
 from minitrain.corpus import DEFAULT_CORPUS_DIR, ensure_corpus
 from minitrain.data import check_shards, load_corpus
 from minitrain.ddp import cleanup, init_distributed, unwrap
-from minitrain.lab.runs import REPEATS_DIR, repeat_dir
+from minitrain.lab.reporting.runs import REPEATS_DIR, repeat_dir
 from minitrain.launch import LaunchError, torchrun_command
 from minitrain.launch.stream import stop_process_tree
 from minitrain.model import MiniGPTConfig

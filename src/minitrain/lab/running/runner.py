@@ -11,7 +11,7 @@ the rest of the sheet's path (02-05), `--workers` at a time, with the checker of
 them (a notebook whose parameters cell has `live_run` runs with it off: it reads the runs just made).
 The optional notebooks 07-15 show their own committed measurements, not these runs: `--all-notebooks`
 executes them too. Once they have all run, the seconds each took go to notebook-times.json in the output
-folder, and 01 runs last, so that its path table shows this lab run's times (minitrain.lab.notebook_times);
+folder, and 01 runs last, so that its path table shows this lab run's times (minitrain.lab.running.notebook_times);
 its own time is added after. When everything passed and the runs went to experiments/35-ddp-cpu/, the
 executed notebooks replace those in notebooks/, so that the notebooks show the run beside them. Exits
 non-zero when anything failed.
@@ -36,12 +36,12 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 from minitrain.cli import LabArgumentParser, SettingError, lab_out_folder, positive_int
-from minitrain.lab.check import CheckResult, check_artifacts, check_tests, format_table
-from minitrain.lab.execute import without_iri_grammar
-from minitrain.lab.experiment import REPEATS, STEPS, WARMUP
-from minitrain.lab.notebook_times import ENTRY_NOTEBOOK, LAST_ON_THE_PATH, lab_run, numbered_notebooks, write_times
-from minitrain.lab.repeats import POLL_S, run_repeats
-from minitrain.lab.runs import output_dir, run_dir_in
+from minitrain.lab.reporting.check import CheckResult, check_artifacts, check_tests, format_table
+from minitrain.lab.reporting.runs import output_dir, run_dir_in
+from minitrain.lab.running.execute import without_iri_grammar
+from minitrain.lab.running.experiment import REPEATS, STEPS, WARMUP
+from minitrain.lab.running.notebook_times import ENTRY_NOTEBOOK, LAST_ON_THE_PATH, lab_run, numbered_notebooks, write_times
+from minitrain.lab.running.repeats import POLL_S, run_repeats
 from minitrain.launch import LaunchError, stop_process_tree
 from minitrain.paths import BUILD_DIR, EXPERIMENT_DIR, NOTEBOOKS_DIR, STUDENT_EDITION, relative
 

@@ -1,12 +1,12 @@
 """Block G's answer, the teacher's edition only: the paragraph the reference writes from a manifest's numbers.
 
-The student edition leaves this module out (minitrain.lab.student.EXCLUDED): there the learner writes the
-paragraph, and stop condition 4 (minitrain.lab.paragraph) checks its numbers and verdict without it.
+The student edition leaves this module out (minitrain.lab.editions.student.EXCLUDED): there the learner writes the
+paragraph, and stop condition 4 (minitrain.lab.reporting.paragraph) checks its numbers and verdict without it.
 """
 
-from minitrain.lab.manifest import Manifest
-from minitrain.lab.report import plural
-from minitrain.lab.verdict import chance_of_separation
+from minitrain.lab.reporting.manifest import Manifest
+from minitrain.lab.reporting.report import plural
+from minitrain.lab.reporting.verdict import chance_of_separation
 
 
 def reference_paragraph(m: Manifest) -> str:

@@ -4,8 +4,8 @@ number derived from it, every data-dependent phrase chosen by a rule that leaves
 import textwrap
 from dataclasses import dataclass
 
-from minitrain.lab.manifest import Manifest
-from minitrain.lab.report import plural
+from minitrain.lab.reporting.manifest import Manifest
+from minitrain.lab.reporting.report import plural
 from minitrain.paths import EXPERIMENT_DIR, REPO
 
 RUBRIC = REPO / "solutions" / "rubric-paragraph.md"
@@ -289,7 +289,7 @@ def answers(m: Manifest, f: Facts) -> list[str]:
 
 INTRO = [
     '# Rubric: the "why are 2 processes slower (or not) here" paragraph (Block G)',
-    wrap("Stop condition 4 (`python -m minitrain.lab.check`, `minitrain.lab.paragraph`) already checks what a "
+    wrap("Stop condition 4 (`python -m minitrain.lab.check`, `minitrain.lab.reporting.paragraph`) already checks what a "
          "program can: the paragraph states the manifest's tokens/s of 1 and of 2 processes, the median 2-vs-1 ratio "
          "and the repeats' range, the all-reduce's share of a 2-process step, the verdict the repeats give (and no "
          "other one), and is at most 180 words. It cannot tell a true cause from a false one: the reference paragraph "

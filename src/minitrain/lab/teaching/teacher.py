@@ -17,9 +17,10 @@ from pathlib import Path
 
 import nbformat
 
-from minitrain.lab.manifest import Manifest, ManifestError
-from minitrain.lab.notebook_times import TIMES_FILE, numbered_notebooks, path_of, provenance_line, read_times, shown_seconds
-from minitrain.lab.rubric import MANIFEST, RUBRIC, rubric_text
+from minitrain.lab.reporting.manifest import Manifest, ManifestError
+from minitrain.lab.running.notebook_times import (TIMES_FILE, numbered_notebooks, path_of, provenance_line, read_times,
+                                                  shown_seconds)
+from minitrain.lab.teaching.rubric import MANIFEST, RUBRIC, rubric_text
 from minitrain.paths import EXPERIMENT_DIR, REPO, relative
 
 KEY = REPO / "solutions" / "01-ddp-cpu-ref.md"

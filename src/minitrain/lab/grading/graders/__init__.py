@@ -10,11 +10,11 @@ cell calls an exercise's grader; `python -m minitrain.lab.grade` calls them all:
     grade_barrier_timer(BarrierTimer)                       timing.py: Block D variant A, in 2 gloo processes
 """
 
-from minitrain.lab.graders.running import _leave, _log_tails, _silence  # noqa: F401 (scratch_graders' imports)
-from minitrain.lab.graders.running import ExerciseError, join_group
-from minitrain.lab.graders.sharding import grade_check_shards, grade_make_shard, grade_shard_indices
-from minitrain.lab.graders.states import grade_rank1_holds_rank0_init, grade_states_equivalent
-from minitrain.lab.graders.timing import grade_barrier_timer, grade_timing_hook, hook_module_source
+from minitrain.lab.grading.graders.running import _leave, _log_tails, _silence  # noqa: F401 (scratch_graders' imports)
+from minitrain.lab.grading.graders.running import ExerciseError, join_group
+from minitrain.lab.grading.graders.sharding import grade_check_shards, grade_make_shard, grade_shard_indices
+from minitrain.lab.grading.graders.states import grade_rank1_holds_rank0_init, grade_states_equivalent
+from minitrain.lab.grading.graders.timing import grade_barrier_timer, grade_timing_hook, hook_module_source
 
 __all__ = ["ExerciseError", "grade_barrier_timer", "grade_check_shards", "grade_make_shard",
            "grade_rank1_holds_rank0_init", "grade_shard_indices", "grade_states_equivalent", "grade_timing_hook",

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from minitrain.data import load_corpus
-from minitrain.lab.graders.running import ExerciseError, _call, _leave, _silence, _spawn, join_group
+from minitrain.lab.grading.graders.running import ExerciseError, _call, _leave, _silence, _spawn, join_group
 
 
 # 02-sharding: shard_indices(num_sentences, rank, world_size) -> list[int]

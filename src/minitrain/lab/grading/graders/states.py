@@ -8,8 +8,8 @@ from pathlib import Path
 import torch
 
 from minitrain.data import SEED_BASE
-from minitrain.lab.graders.running import ExerciseError, _call, _keys_checked
-from minitrain.lab.wrapdemo import state_path
+from minitrain.lab.grading.graders.running import ExerciseError, _call, _keys_checked
+from minitrain.lab.notebooks.wrapdemo import state_path
 from minitrain.verify import ATOL, compare_states, load_state
 
 

@@ -17,7 +17,7 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-from minitrain.lab.graders.running import STILL_BLANK, ExerciseError, _leave, _silence, _spawn, join_group
+from minitrain.lab.grading.graders.running import STILL_BLANK, ExerciseError, _leave, _silence, _spawn, join_group
 
 
 def _tiny_model() -> torch.nn.Module:
@@ -85,7 +85,7 @@ def hook_module_source(fn: Callable) -> str:
             raise ExerciseError(f"{fn.__name__} uses `{name}`, defined in this notebook: the grader runs your hook "
                                 "in 2 new processes, which get only the hook's own source and what it imports; "
                                 f"move `{name}` inside the hook, or import it from a module")
-    header = "# written by minitrain.lab.graders: the learner's hook, for the grader's worker processes"
+    header = "# written by minitrain.lab.grading.graders: the learner's hook, for the grader's worker processes"
     return "\n".join(["from __future__ import annotations", header, *lines, "", "", source])
 
 

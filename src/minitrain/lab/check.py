@@ -1,0 +1,9 @@
+"""`python -m minitrain.lab.check`: the checker's entry point, kept under its name; the code is
+minitrain.lab.reporting.check."""
+
+import sys
+
+from minitrain.lab.reporting.check import main
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,9 @@
+"""`python -m minitrain.lab.student` (`make student`): kept under its name; the code is
+minitrain.lab.editions.student."""
+
+import sys
+
+from minitrain.lab.editions.student import main
+
+if __name__ == "__main__":
+    sys.exit(main())
