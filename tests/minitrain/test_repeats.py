@@ -60,4 +60,5 @@ def test_a_broken_corpus_is_named_before_any_job_starts(tmp_path):
 def test_a_turn_past_its_timeout_stops_both_jobs(tmp_path):
     with pytest.raises(TimeoutError, match="did not come within"):
         run_repeats(tmp_path, 1, STEPS, WARMUP, timeout=0.5)
-    assert not [p for p in psutil.process_iter(["cmdline"]) if "minitrain.lab.repeats" in " ".join(p.info["cmdline"] or [])]
+    mine = lambda cmdline: "minitrain.lab.repeats" in cmdline and str(tmp_path) in cmdline  # noqa: E731 (not another lab's)
+    assert not [p for p in psutil.process_iter(["cmdline"]) if mine(" ".join(p.info["cmdline"] or []))]
