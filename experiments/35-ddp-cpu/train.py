@@ -63,7 +63,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def train(args: argparse.Namespace) -> None:
     """One rank of the run: the sheet's setup, the steps, the files, cleanup."""
-    # What the code below needs from the setup: rank, world_size, model (wrapped in DDP), shard, optimizer.
+    # The setup, as the sheet says: join the group (init_distributed), seed with SEED_BASE + rank (35000 + rank),
+    # build the model (build_model_for_corpus) and this rank's shard (make_shard) from args, wrap the model
+    # (wrap_for_ddp), AdamW at args.lr. The code below needs: rank, world_size, model (wrapped), shard, optimizer.
     ### BEGIN SOLUTION: Block C: the setup (init gloo, seed 35000 + rank, model, shard, wrap, AdamW)
     rank, world_size = init_distributed("gloo")
     seed_everything(SEED_BASE + rank)  # different per rank; DDP broadcasts rank 0's weights anyway
@@ -84,8 +86,12 @@ def train(args: argparse.Namespace) -> None:
 
     for step in range(start, args.steps):
         fault.kill_if_due(args.fail_at, step, rank)  # --fail-at
-        # One step: next batch, forward, timed_backward (loss.backward() inside the timers' brackets),
-        # optimizer step, zero_grad; then its record for timings.jsonl, times in ms.
+        # One step: next(shard), forward (model(batch).loss), timed_backward(loss, timers) in place of
+        # loss.backward(), optimizer step, zero_grad. Forward and backward go inside
+        # `with controls.maybe_no_sync(model, args.no_sync):` (--no-sync, notebook 09). Then `record`, one line of
+        # timings.jsonl: {"step": step, "loss": a float, "forward_ms", "backward_ms", "optimizer_ms": each phase,
+        # "step_ms": from next(shard) to after zero_grad, all in milliseconds (time.perf_counter() x 1e3),
+        # "tokens": tokens} (tokens is set above: every rank's tokens in one step).
         ### BEGIN SOLUTION: Block C: one training step and its record
         t0 = time.perf_counter()
         batch = next(shard)

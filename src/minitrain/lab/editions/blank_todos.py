@@ -13,9 +13,10 @@ import re
 import pytest
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")  # nbval colours its reports
-NOT_DONE = (  # the stub's exception line; the skip's own message (HINT); the text quoted in another message
-    re.compile(r"NotImplementedError: not done yet: (.+)$", re.M), re.compile(r"TODO not done yet: (.+?) \(write it"),
-    re.compile(r"not done yet: ([^\"\\\n]+)"))
+NOT_DONE = (  # the stub's exception line; a notebook's stop (yourcode.TodoNotDone); the skip's own message (HINT);
+    # the text quoted in another message
+    re.compile(r"NotImplementedError: not done yet: (.+)$", re.M), re.compile(r"TodoNotDone: (.+?) is blank: "),
+    re.compile(r"TODO not done yet: (.+?) \(write it"), re.compile(r"not done yet: ([^\"\\\n]+)"))
 UNREAD = re.compile(r"[{}]|\.\.\.")  # a source line's f-string, or pytest's cut of a long repr: not a TODO's name
 HINT = "(write it; `make grade` gives its points)"
 _blank_notebooks: dict[str, str] = {}  # a notebook's node id -> the TODO its run stopped at
