@@ -325,3 +325,45 @@ def test_teacher_check_names_stale_or_missing_times(tmp_path, monkeypatch, capsy
     write_times(tmp_path, {name: 1000.0 for name in numbered_notebooks()}, lab_run("python -m minitrain.lab", 2))
     assert teacher.main(["--check"]) == 1
     assert "TEACHER.md: its times differ from " in capsys.readouterr().out
+
+
+def _stub_text(tree, path: str, name: str) -> str:
+    """The docstring and comments of the top-level function or class `name` in the tree's `path`, one space apart."""
+    source = (tree / path).read_text()
+    node = next(n for n in ast.parse(source).body if getattr(n, "name", None) == name)
+    lines = source.splitlines()[node.lineno - 1:node.end_lineno]
+    return " ".join(" ".join(lines).replace("#", " ").split())
+
+
+def _record_keys() -> list[str]:
+    from minitrain.run_record import TIMED
+    from minitrain.timing import VARIANTS
+    return ["step", "loss", "tokens", *(k for k in TIMED if k not in {v.field for v in VARIANTS})]
+
+
+def _shard_keys() -> list[str]:
+    from dataclasses import fields
+
+    from minitrain.run_record import RunRecord
+    keys = ["shard_sentences", "first_sentences"]  # write_run_files puts check_shards' return into run.json
+    assert set(keys) <= {f.name for f in fields(RunRecord)}
+    return keys
+
+
+CONTRACTS = [  # (file, function or class, what its grader or the lab's code after it relies on, as the stub must say it)
+    ("src/minitrain/data.py", "make_shard", ["index % world_size == rank", "in corpus order"]),
+    ("src/minitrain/data.py", "check_shards", ["RuntimeError, on every rank", *map('"{}"'.format, _shard_keys())]),
+    ("experiments/35-ddp-cpu/train.py", "train", ["SEED_BASE + rank", "args.lr", "controls.maybe_no_sync(model, args.no_sync)",
+                                                  "milliseconds", *map('"{}"'.format, _record_keys())]),
+    ("src/minitrain/timing.py", "BarrierTimer", ["milliseconds", "Without a process group"]),
+    ("experiments/35-ddp-cpu/compare_states.py", "states_equivalent", ["(True, 0.0)", "same shapes", "as sets",
+                                                                       "the `atol` given", "whatever the verdict"]),
+]
+
+
+@pytest.mark.parametrize("path, name, said", CONTRACTS, ids=[f"{p.split('/')[-1]}:{n}" for p, n, _ in CONTRACTS])
+def test_each_stub_states_what_its_grader_checks(student_tree, path, name, said):
+    """What a grader (or the lab's code after the learner's region) fails a learner for is in the blank stub itself."""
+    text = _stub_text(student_tree, path, name)
+    assert "not done yet" in text  # the blank stub, not the reference
+    assert not [s for s in said if s not in text], f"{path}:{name}'s stub does not say: {[s for s in said if s not in text]}"

@@ -113,7 +113,7 @@ def a_against_b(timings: list[dict], warmup: int) -> str:
     medians = {key: statistics.median(r[key] for r in timings[warmup:])
                for key in ("backward_allreduce_ms", "allreduce_ms", "step_ms")}
     a, b, step = medians["backward_allreduce_ms"], medians["allreduce_ms"], medians["step_ms"]
-    return (f"median A {a:.2f} ms, median B {b:.2f} ms: A is {a / b:.0f}x B\n"
+    return (f"median A {a:.2f} ms, median B {b:.2f} ms: B is {b / a:.0%} of A\n"
             f"B, the all-reduce from launch to completion (waiting included), is {b / step:.0%} of a "
             f"{step:.1f} ms step")
 
