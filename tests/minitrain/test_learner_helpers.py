@@ -4,7 +4,8 @@ then shown beside the measurement."""
 import pytest
 
 from minitrain.lab.notebooks import predictions
-from minitrain.lab.notebooks.yourcode import your_code
+from minitrain.lab.notebooks import yourcode
+from minitrain.lab.notebooks.yourcode import TodoNotDone, your_code, your_todo
 
 
 def test_your_code_reads_the_file_as_it_is_now(tmp_path):
@@ -25,6 +26,30 @@ def test_the_sheets_functions_are_found_where_the_notebooks_show_them():
                         ("experiments/35-ddp-cpu/train.py", ("train",))]:
         shown = your_code(path, *names)
         assert shown.count(f"# {path}, lines ") == len(names)
+
+
+def test_a_blank_todo_stops_the_cell_that_shows_it_in_one_line(tmp_path, capsys):
+    path = tmp_path / "mine.py"
+    path.write_text('def f():\n    return 1\n\n\ndef g():\n    """doc"""\n    # YOUR CODE HERE (Block X: g)\n'
+                    '    raise NotImplementedError("not done yet: Block X: g")\n')
+    your_todo(path, "f")  # written: shown, no stop
+    with pytest.raises(TodoNotDone) as stop:
+        your_todo(path, "f", "g")
+    assert "def g():" in capsys.readouterr().out  # shown before it stops
+    assert stop.value._render_traceback_() == [  # what Jupyter shows: one line, no traceback
+        "TodoNotDone: Block X: g is blank: write it in " + str(path) + " at line 8 (shown above), save the file, "
+        "then run this cell again"]
+
+
+def test_a_training_run_is_refused_while_a_todo_it_needs_is_blank(tmp_path, monkeypatch):
+    for name in yourcode.TRAINING_FILES:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("x = 1\n")
+    monkeypatch.setattr(yourcode, "REPO", tmp_path)
+    yourcode.ready_to_train()
+    (tmp_path / "src/minitrain/timing.py").write_text('    raise NotImplementedError("not done yet: Block D: t")\n')
+    with pytest.raises(TodoNotDone, match=r"^Block D: t is blank: .* at line 1 \(notebook 04 asks for it\)"):
+        yourcode.ready_to_train()
 
 
 def test_a_prediction_is_shown_beside_the_measurement(tmp_path, monkeypatch):
