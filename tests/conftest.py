@@ -30,6 +30,7 @@ LONGEST_FIRST = [
     "tests/faults/test_stopped_runs.py",
     "tests/minitrain/test_by_hand.py",
     "tests/minitrain/test_repeats.py",
+    "tests/minitrain/test_ddp_arithmetic.py",
     "tests/minitrain/test_ddp.py",
     "tests/faults/test_two_hosts.py",
     "notebooks/04-launch-and-timing.ipynb",

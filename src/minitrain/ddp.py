@@ -1,5 +1,6 @@
 """Block A: a thin wrapper over torch.distributed for the lab (gloo, CPU): join the process group,
-wrap the model in DDP, gate on rank 0, wait for every rank, leave."""
+wrap the model in DDP, gate on rank 0, wait for every rank, leave. Each docstring states what notebook
+03's grader (graders.grade_block_a) checks: without a process group, and in a real 2-process run."""
 
 from datetime import timedelta
 
@@ -11,8 +12,9 @@ from minitrain.gloo_setup import prepare_rank
 
 
 def init_distributed(backend: str = "gloo", timeout: timedelta | None = None) -> tuple[int, int]:
-    """Join the process group that torchrun's environment variables describe; return (rank, world_size).
-    Calling it again in the same process joins nothing new."""
+    """Join the process group that torchrun's environment variables describe, with prepare_rank's `options`
+    passed on to dist.init_process_group (the lab's timeout); return (rank, world_size), two ints. Calling it
+    again in the same process joins nothing new (the same group) and returns the same pair."""
     if backend != "gloo":
         raise ValueError(f"this lab runs on CPUs with the gloo backend only, got {backend!r}")
     options = prepare_rank(timeout)  # init_process_group's other arguments: the timeout (Windows: the store)
@@ -24,8 +26,10 @@ def init_distributed(backend: str = "gloo", timeout: timedelta | None = None) ->
 
 
 def wrap_for_ddp(model: torch.nn.Module, bucket_cap_mb: float | None = None) -> TorchDDP:
-    """Wrap `model` in DDP with PyTorch's defaults (None: DDP's own bucket caps, 1 MiB for the first
-    bucket and 25 MiB after; a number sets every cap, in MiB). Needs init_distributed() first."""
+    """Return `model` wrapped in DistributedDataParallel with PyTorch's defaults (no device_ids on CPUs, no
+    find_unused_parameters, gradient_as_bucket_view or static_graph); its constructor broadcasts rank 0's
+    weights. bucket_cap_mb None: DDP's own caps (1 MiB for the first bucket, 25 MiB after); a number sets
+    every cap, in MiB. Without a process group raise RuntimeError, its message naming init_distributed()."""
     ### BEGIN SOLUTION: Block A: wrap_for_ddp
     if not dist.is_initialized():
         raise RuntimeError("wrap_for_ddp() needs a process group: call init_distributed() first")
@@ -39,14 +43,15 @@ def unwrap(model: torch.nn.Module) -> torch.nn.Module:
 
 
 def is_main_process() -> bool:
-    """True on rank 0, and in a plain single process with no process group: it gates logging and files."""
+    """True on rank 0 only (False on the others), and True in a plain single process with no process group,
+    where dist.get_rank() would raise: it gates logging and files."""
     ### BEGIN SOLUTION: Block A: is_main_process
     return not dist.is_initialized() or dist.get_rank() == 0
     ### END SOLUTION
 
 
 def barrier() -> None:
-    """Wait until every rank gets here; a no-op without a process group."""
+    """Wait until every rank of the group gets here; a no-op without a process group."""
     ### BEGIN SOLUTION: Block A: barrier
     if dist.is_initialized():
         dist.barrier()
@@ -54,7 +59,9 @@ def barrier() -> None:
 
 
 def cleanup() -> None:
-    """Leave the process group at the end of training; safe to call twice, and without a group."""
+    """Leave the process group at the end of training: wait for every rank first (a rank that leaves while a
+    peer is mid-collective makes the peer abort at exit), then destroy the group (dist.is_initialized() is
+    False after it). A no-op without a process group, so safe to call twice."""
     ### BEGIN SOLUTION: Block A: cleanup
     if dist.is_initialized():
         dist.barrier()  # a rank that left while its peer is mid-collective makes the peer abort at exit

@@ -2,6 +2,7 @@
 
 import importlib
 import shutil
+import textwrap
 from pathlib import Path
 
 import nbformat
@@ -66,6 +67,20 @@ def regions(rel: str) -> list[str]:
         for line in student.clear_solution(source).split("\n"):
             if line.strip().startswith("# YOUR CODE HERE (") and line.strip() not in source:
                 found.append(line.strip()[len("# YOUR CODE HERE ("):-1])
+    return found
+
+
+def solutions(rel: str) -> dict[str, str]:
+    """The reference's code in each named solution region of the .py file `rel`: what -> code, dedented."""
+    found: dict[str, str] = {}
+    what = None
+    for line in (REPO / rel).read_text().split("\n"):
+        if begin := student.BEGIN_LINE.match(line):
+            what, found[begin["what"]] = begin["what"], ""
+        elif student.END_LINE.match(line):
+            found[what], what = textwrap.dedent(found[what]), None
+        elif what:
+            found[what] += line + "\n"
     return found
 
 

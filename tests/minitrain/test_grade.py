@@ -53,7 +53,7 @@ def test_ex15_is_graded_on_its_own(student_tree, tmp_path):
 
 def test_the_reference_put_back_passes(student_tree, tmp_path):
     """Every TODO but A and ex15, whose graders this suite runs on the reference itself (tests/minitrain/test_ddp.py,
-    test_scratch_ddp.py; ex15 in a tree is the test above)."""
+    test_scratch_ddp.py; A and ex15 in a tree are the tests around this one)."""
     tree = learner.copy_tree(student_tree, tmp_path / "reference")
     learner.put_back_the_reference(tree, grade.TODO_FILES)
     learner.put_back_the_committed_run(tree)
@@ -72,30 +72,28 @@ def with_function(path, name: str, code: str) -> None:
     path.write_text("\n".join(lines[:node.lineno - 1] + code.strip("\n").splitlines() + lines[node.end_lineno:]) + "\n")
 
 
-DDP_MISTAKES = {  # function -> (the learner's version, the test of test_ddp.py that catches it)
-    "barrier": ("def barrier() -> None:\n    dist.barrier()\n", "test_helpers_without_process_group"),
-    "is_main_process": ("def is_main_process() -> bool:\n    return dist.get_rank() == 0\n",
-                        "test_helpers_without_process_group"),
-    "init_distributed": ("def init_distributed(backend='gloo', timeout=None):\n    dist.init_process_group(backend)\n"
-                         "    return dist.get_rank(), dist.get_world_size()\n",
-                         "test_init_distributed_outside_torchrun_fails_clearly"),
+BLOCK_A = {  # a tree's ddp.py -> (its is_main_process, or None: the reference's; make grade's A: status, detail)
+    "reference": (None, ("PASS", "Block A: correct.")),
+    "hurried": ("def is_main_process() -> bool:\n    return dist.get_rank() == 0\n",
+                ("FAIL", "is_main_process() without a process group (a plain single process, the main one) raised")),
 }
 
 
-def test_ddp_mistakes_fail_with_the_test_that_catches_them(student_tree, tmp_path):
-    """Three trees graded side by side, each with one mistake in the reference ddp.py (Block B done:
-    test_ddp.py's runs shard with it)."""
+def test_block_a_is_graded_alone_by_its_grader(student_tree, tmp_path):
+    """Two trees with only ddp.py written (Blocks B and D blank), graded side by side: make grade's A is
+    graders.grade_block_a's verdict (test_graders.py names every mistake)."""
     trees = {}
-    for name, (code, _) in DDP_MISTAKES.items():
+    for name, (code, _) in BLOCK_A.items():
         trees[name] = learner.copy_tree(student_tree, tmp_path / name)
-        learner.put_back_the_reference(trees[name], ["src/minitrain/ddp.py", "src/minitrain/data.py"])  # B done too
-        with_function(trees[name] / "src/minitrain/ddp.py", name, code)
+        learner.put_back_the_reference(trees[name], ["src/minitrain/ddp.py"])
+        if code:
+            with_function(trees[name] / "src/minitrain/ddp.py", "is_main_process", code)
     with ThreadPoolExecutor(len(trees)) as pool:
         results = dict(zip(trees, pool.map(lambda tree: grade.grade_repo(tree, ["A"], BLANK_TIMEOUT_S)[0],
                                            trees.values())))
-    for name, (_, test) in DDP_MISTAKES.items():
-        assert results[name].status == "FAIL", (name, results[name].detail)
-        assert results[name].detail.startswith(f"test_ddp.py fails: {test}"), (name, results[name].detail)
+    for name, (_, (status, detail)) in BLOCK_A.items():
+        assert (results[name].status, results[name].detail[:len(detail)]) == (status, detail), results[name]
+    assert all(processes_of(tree) == [] for tree in trees.values())
 
 
 def wrong_max_abs_diff(folder):

@@ -415,6 +415,64 @@ def test_barrier_timer_graded_in_two_processes(learner_modules, name, before, af
 
 
 # ------------------------------------------------------------------------------------------------
+# Block A: ddp.py's five functions, written by the learner in the student tree, graded in a real 2-process run
+
+DDP = "src/minitrain/ddp.py"
+REFERENCE_A = learner.solutions(DDP)
+GUARDED_INIT = "if not dist.is_initialized():\n    dist.init_process_group({})\nreturn dist.get_rank(), dist.get_world_size()"
+
+
+def block_a(**learners: str) -> dict[str, str]:
+    """The reference's Block A with the learner's code for some functions (name -> code)."""
+    return {**REFERENCE_A, **{f"Block A: {name}": code for name, code in learners.items()}}
+
+
+@pytest.mark.parametrize("writes, message", [
+    (block_a(), "Block A: correct. Without a process group"),
+    ({}, "not done yet: Block A: init_distributed, wrap_for_ddp, is_main_process, barrier, cleanup (each still raises"),
+    (block_a(init_distributed=GUARDED_INIT.format("backend, init_method='env://', **options").replace(
+        "return dist.get_rank(), dist.get_world_size()", "import os\nreturn int(os.environ['RANK']), "
+        "int(os.environ['WORLD_SIZE'])"), is_main_process="import os\nreturn int(os.environ.get('RANK', '0')) == 0"),
+     "Block A: correct."),
+    (block_a(is_main_process="return dist.get_rank() == 0"),
+     "is_main_process() without a process group (a plain single process, the main one) raised ValueError: Default "
+     "process group has not been initialized, please make sure to call init_process_group; check "
+     "dist.is_initialized() before dist.get_rank()"),
+    ({"Block A: init_distributed": "dist.init_process_group(backend=backend)\nreturn dist.get_rank(), "
+      "dist.get_world_size()", "Block A: wrap_for_ddp": "return TorchDDP(model)",
+      "Block A: is_main_process": "return dist.get_rank() == 0", "Block A: barrier": "dist.barrier()",
+      "Block A: cleanup": "dist.destroy_process_group()"},
+     "wrap_for_ddp() without a process group must raise RuntimeError naming init_distributed (call it first), but "
+     "it raised ValueError: Default process group has not been initialized"),
+    (block_a(init_distributed="dist.init_process_group(backend, **options)\nreturn dist.get_rank(), dist.get_world_size()"),
+     "init_distributed() called a second time raised ValueError: trying to initialize the default process group "
+     "twice!; calling it again must join nothing new: check dist.is_initialized() first"),
+    (block_a(init_distributed=GUARDED_INIT.format("backend")),
+     "the process group's timeout is 0:30:00, not the 0:01:05 that prepare_rank's options set"),
+    (block_a(wrap_for_ddp=REFERENCE_A["Block A: wrap_for_ddp"].replace("TorchDDP(model,", "TorchDDP(model, "
+                                                                       "device_ids=[dist.get_rank()],")),
+     "wrap_for_ddp() passes device_ids to DistributedDataParallel, which is for a model on GPUs"),
+    (block_a(init_distributed=GUARDED_INIT.format("'nccl', **options")),
+     "init_distributed() uses the nccl backend, which needs NVIDIA GPUs"),
+    (block_a(init_distributed="import os\ntorch.cuda.set_device(int(os.environ['LOCAL_RANK']))\n"
+             + REFERENCE_A["Block A: init_distributed"]),
+     "init_distributed() makes a CUDA call (torch.cuda.set_device, .cuda(), .to(rank)) and this machine has no GPU"),
+    (block_a(barrier="pass"), "barrier() did not wait: rank 1 called it 0.5 s late"),
+    (block_a(cleanup="if dist.is_initialized():\n    dist.destroy_process_group()"),
+     "cleanup() did not wait for every rank: rank 1 called it 0.5 s late"),
+], ids=["reference", "blank", "env:// and RANK", "hurried is_main_process", "the sheet's skeleton",
+        "init_distributed unguarded", "prepare_rank's options dropped", "GPU: device_ids", "GPU: nccl",
+        "GPU: cuda.set_device", "barrier that does nothing", "cleanup without its barrier"])
+def test_block_a_graded_in_two_processes(learner_modules, writes, message):
+    """The learner's regions of ddp.py (a blank stub where none is written), graded as notebook 03 grades them."""
+    ddp = learner_modules(DDP, writes, f"learner_ddp_{abs(hash(str(writes)))}")
+    if message.startswith("Block A: correct."):
+        assert graders.grade_block_a(ddp).startswith(message)
+    else:
+        assert fails_with(graders.grade_block_a, ddp).startswith(message)
+
+
+# ------------------------------------------------------------------------------------------------
 # Block C: the arithmetic by hand (minitrain.lab.grading.by_hand) names a loop's mistakes
 
 STEPS = 3

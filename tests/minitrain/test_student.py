@@ -351,6 +351,13 @@ def _shard_keys() -> list[str]:
 
 
 CONTRACTS = [  # (file, function or class, what its grader or the lab's code after it relies on, as the stub must say it)
+    ("src/minitrain/ddp.py", "init_distributed", ["prepare_rank's `options`", "(rank, world_size), two ints",
+                                                  "joins nothing new"]),
+    ("src/minitrain/ddp.py", "wrap_for_ddp", ["PyTorch's defaults", "no device_ids", "static_graph", "in MiB",
+                                              "Without a process group raise RuntimeError", "naming init_distributed()"]),
+    ("src/minitrain/ddp.py", "is_main_process", ["True on rank 0 only", "True in a plain single process"]),
+    ("src/minitrain/ddp.py", "barrier", ["every rank", "a no-op without a process group"]),
+    ("src/minitrain/ddp.py", "cleanup", ["wait for every rank first", "destroy the group", "safe to call twice"]),
     ("src/minitrain/data.py", "make_shard", ["index % world_size == rank", "in corpus order"]),
     ("src/minitrain/data.py", "check_shards", ["RuntimeError, on every rank", *map('"{}"'.format, _shard_keys())]),
     ("experiments/35-ddp-cpu/train.py", "train", ["SEED_BASE + rank", "args.lr", "controls.maybe_no_sync(model, args.no_sync)",

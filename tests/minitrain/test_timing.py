@@ -1,5 +1,5 @@
 """What the instruments must not change: each rank's own shuffle seed (DDP's arithmetic with every
-timing variant attached is checked in test_ddp.py, in its one real 2-process group). Then the timers
+timing variant attached is checked in test_ddp_arithmetic.py, in its one real 2-process group). Then the timers
 and summarize() alone."""
 
 import time

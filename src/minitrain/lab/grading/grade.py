@@ -13,7 +13,6 @@ the notebooks, the run's artifacts) go into a fresh student tree: its own grader
 import argparse
 import csv
 import importlib.util
-import inspect
 import json
 import os
 import shutil
@@ -82,39 +81,10 @@ def _graded(call: Callable[[], str]) -> str:
         raise (NotDone if NOT_DONE in str(e) else Failed)(str(e)) from e
 
 
-def _grade_ddp_tests(repo: Path) -> str:
-    import pytest
-
-    from minitrain.lab.editions.blank_todos import blank_todo  # a student tree's conftest skips a blank TODO: not done here
-
-    failures: list[tuple[str, str]] = []
-
-    class Collect:
-        def pytest_collection_modifyitems(self, items):
-            """The tests that start no process first, so that a mistake they catch is named in seconds."""
-            starts = lambda item: bool({"wrapped_run", "ddp_runs"} & set(item.fixturenames)) or any(  # noqa: E731
-                word in inspect.getsource(item.function) for word in ("mp.spawn", "subprocess.run"))
-            items.sort(key=starts)
-
-        def pytest_runtest_logreport(self, report):
-            if report.failed or report.skipped and blank_todo(report.longreprtext):
-                failures.append((report.nodeid.split("::")[-1], report.longreprtext))
-
-    tests = repo / "tests" / "minitrain" / "test_ddp.py"
-    status = pytest.main(["-x", "-q", "-p", "no:cacheprovider", str(tests)], plugins=[Collect()])  # -x: the first failure
-    blank = [todo for _, text in failures if (todo := blank_todo(text))]
-    if blank and len(blank) == len(failures):
-        raise NotDone(f"{NOT_DONE}: {blank[0]}")
-    if failures or status != 0:
-        raise Failed(f"test_ddp.py fails: {', '.join(name for name, _ in failures) or f'pytest status {status}'}"
-                     + (f" ({_last_error(failures[0][1])})" if failures else ""))
-    return "tests/minitrain/test_ddp.py passes"
-
-
-def _last_error(text: str) -> str:
-    """The last `E   ...` line of a pytest failure report: what went wrong, in one line."""
-    errors = [line[1:].strip() for line in text.splitlines() if line.startswith("E ")]
-    return (errors[-1] if errors else text.strip().splitlines()[-1] if text.strip() else "")[:300]
+def _grade_block_a() -> str:
+    from minitrain import ddp
+    from minitrain.lab.grading.graders import grade_block_a
+    return _graded(lambda: grade_block_a(ddp))  # tests/minitrain/test_ddp.py, the checker's condition 5, calls it too
 
 
 def _corpus(repo: Path) -> Path:
@@ -260,7 +230,7 @@ def grade_todo(repo: Path, key: str) -> tuple[str, str]:
     """(status, detail) of one TODO, graded in this process."""
     todo = BY_KEY[key]
     graders: dict[str, Callable[[], str]] = {
-        "A": lambda: _grade_ddp_tests(repo), "B1": lambda: _grade_make_shard(repo),
+        "A": _grade_block_a, "B1": lambda: _grade_make_shard(repo),
         "B2": lambda: _grade_check_shards(repo), "C": lambda: _grade_train(repo),
         "D": lambda: _grade_barrier_timer(repo), "ex15": _grade_scratch_ddp, "E": lambda: _grade_compare_script(repo),
         "F": lambda: _stop_conditions(repo, ("files", "equivalence", "allreduce timing")),

@@ -20,7 +20,7 @@ class Todo:
 
 TODOS = (
     Todo("A", "src/minitrain/ddp.py", "Block A: init_distributed, wrap_for_ddp, is_main_process, barrier, cleanup", 3,
-         "tests/minitrain/test_ddp.py (real 2-process gloo runs)", 300),
+         "graders.grade_block_a: without a process group and in a real 2-process gloo run (test_ddp.py calls it)", 300),
     Todo("B1", "src/minitrain/data.py", "Block B: make_shard's split", 1,
          "graders.grade_make_shard: make_shard on 7 small corpora, 1-4 ranks", 120),
     Todo("B2", "src/minitrain/data.py", "Block B: the counts check and the first-sentence log", 1,

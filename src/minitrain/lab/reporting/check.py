@@ -211,10 +211,11 @@ def check_lesson_notes(folder: Path) -> str:
 
 
 def check_ddp_tests() -> str:
-    """Condition 5: tests/minitrain/test_ddp.py passes (run in a child pytest)."""
+    """Condition 5: tests/minitrain/test_ddp.py (Block A's grader) passes, in a child pytest; the student
+    edition's skip of a blank TODO is not a pass (-rs shows its line)."""
     output: list[str] = []
     try:
-        run_streaming([sys.executable, "-m", "pytest", "-q", *DDP_TESTS_PLUGINS_OFF, str(DDP_TESTS)],
+        run_streaming([sys.executable, "-m", "pytest", "-q", "-rs", *DDP_TESTS_PLUGINS_OFF, str(DDP_TESTS)],
                       timeout=DDP_TESTS_TIMEOUT, echo=output.append)
     except TimeoutError as e:
         raise CheckFailed(f"{DDP_TESTS.name} did not finish within {DDP_TESTS_TIMEOUT} s") from e
@@ -223,6 +224,9 @@ def check_ddp_tests() -> str:
         failed = [line for line in lines if line.startswith(("FAILED", "ERROR"))]
         why = [line[1:].strip() for line in lines if line.startswith("E ")][:1]  # the first failure's error
         raise CheckFailed("; ".join(dict.fromkeys(failed + why + lines[-1:]))) from e  # names, why, summary
+    blank = [line[line.index("not done yet"):] for line in output if "not done yet" in line]
+    if blank:
+        raise CheckFailed(blank[0])
     return output[-1]
 
 
