@@ -51,7 +51,7 @@ LONGEST_FIRST = [
 # measurement's quick runs (`restart_runs` below, read by test_restart_measure.py and tests/faults/test_restart.py).
 SAME_WORKER = {
     "tests/minitrain/test_check.py": "the experiment", "tests/minitrain/test_repeats.py": "the experiment",
-    "tests/minitrain/test_by_hand.py": "the experiment",
+    "tests/minitrain/test_by_hand.py": "the experiment", "tests/minitrain/test_reuse.py": "the experiment",
     "tests/minitrain/test_restart_measure.py": "the restart runs", "tests/faults/test_restart.py": "the restart runs",
 }
 

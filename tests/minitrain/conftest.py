@@ -19,7 +19,7 @@ def student_tree(tmp_path_factory) -> Path:
 def experiment_run(corpus_dir, tmp_path_factory) -> Path:
     """One real experiment (the sheet's 1- and 2-process runs, then 2 repeats of each, alternating; 12
     steps, 4 warm-up) into a temporary folder, for every file that reads one: test_check.py,
-    test_repeats.py and test_by_hand.py (tests/conftest.py sends the three to one worker). Read-only:
+    test_repeats.py, test_by_hand.py and test_reuse.py (tests/conftest.py sends them to one worker). Read-only:
     a test that changes it works on a copy."""
     out = tmp_path_factory.mktemp("experiment")
     run_module("minitrain.lab.experiment", "--out", str(out), "--steps", str(EXPERIMENT_STEPS),

@@ -21,7 +21,7 @@ from minitrain.lab.teaching.reference import reference_paragraph
 from minitrain.lab.teaching.rubric import RUBRIC, rubric_text
 from minitrain.paths import EXPERIMENT_DIR
 
-CONDITIONS = ["files", "equivalence", "allreduce timing", "lesson notes", "ddp tests"]
+CONDITIONS = ["files", "equivalence", "allreduce timing", "lesson notes", "quiet machine", "ddp tests"]
 
 
 @pytest.fixture(scope="module")

@@ -8,6 +8,7 @@ import pytest
 from helpers import PROVENANCE
 from minitrain.lab.reporting.results_file import Finding, Provenance, ResultsFileError, write_results_file
 from minitrain.lab.reporting.sittings import sitting_note
+from minitrain.lab.running.load import Load
 from minitrain.measure import registry
 from minitrain.measure import sitting as sitting_command
 from minitrain.measure.measurement import CannotRun, Measurement, command_line, provenance_line, show_checks, write_results
@@ -201,7 +202,8 @@ def test_the_sitting_remakes_every_measurement_the_benchmark_first():
 
 
 def test_the_sitting_refuses_a_busy_machine_before_measuring_anything(monkeypatch, capsys):
-    monkeypatch.setattr(sitting_command.os, "getloadavg", lambda: (3.0, 2.0, 1.0))
+    # the machine's state, as minitrain.lab.running.load reads it: a load average of 3 and 2 CPUs' worth of others' work
+    monkeypatch.setattr(sitting_command, "measure_load", lambda: Load(average_1min=3.0, others_now=2.0))
     monkeypatch.setattr(sitting_command.subprocess, "run", lambda *a, **k: pytest.fail("measured on a busy machine"))
     with pytest.raises(SystemExit) as e:
         sitting_command.main([])

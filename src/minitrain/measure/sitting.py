@@ -10,13 +10,13 @@ new manifest. About 25 minutes on 2 logical CPUs.
 """
 
 import importlib.util
-import os
 import subprocess
 import sys
 import time
 
 from minitrain.cli import LabArgumentParser
 from minitrain.lab.reporting.sittings import committed_sittings
+from minitrain.lab.running.load import busy_sentence, measure_load
 from minitrain.paths import BEYOND_DIR, REPO, relative
 
 BENCH = relative(BEYOND_DIR / "allreduce_bench.json")
@@ -34,16 +34,14 @@ COMMANDS = [
 ]
 LAB = ["-m", "minitrain.lab", "--all-notebooks", "--commit"]  # make lab's runs into experiments/, notebooks 01-15, the checker
 TEACHER = ["-m", "minitrain.lab.teacher"]  # the rubric's figures from the new manifest, the key's quotes, TEACHER.md's times
-IDLE_LOAD = 0.8  # the 1-minute load average below which the machine counts as idle
 
 
 def main(argv: list[str] | None = None) -> int:
     p = LabArgumentParser(prog="python -m minitrain.measure.sitting", description=__doc__.splitlines()[0])
     p.add_argument("--busy-ok", action="store_true", help="measure even though other programs keep the machine busy")
     args = p.parse_args(argv)
-    if (load := os.getloadavg()[0]) > IDLE_LOAD and not args.busy_ok:
-        p.error(f"the machine is busy (load average {load:.1f} over the last minute, idle is below {IDLE_LOAD}): "
-                f"the numbers would measure the other programs too; stop them and wait a minute, or pass --busy-ok")
+    if not args.busy_ok and (load := measure_load()).busy:
+        p.error(f"{busy_sentence(load)}; stop them and wait a minute, or pass --busy-ok")
     started, took = time.perf_counter(), []
     kit = [TEACHER] if importlib.util.find_spec(TEACHER[1]) else []  # the student edition has no teacher's kit
     for command in [*COMMANDS, LAB, *kit]:

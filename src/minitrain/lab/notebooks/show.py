@@ -5,6 +5,7 @@ import statistics
 from pathlib import Path
 
 from minitrain.lab.reporting.check import check_lesson_notes, run_check
+from minitrain.lab.reporting.disturbance import disturbance_note
 from minitrain.lab.reporting.manifest import Manifest
 from minitrain.lab.reporting.report import findings_table, set_lesson_notes
 from minitrain.lab.reporting.results_file import Finding
@@ -100,6 +101,15 @@ def repeats_table(manifest: Manifest) -> str:
     rows = [(i + 1, a["run_id"], f"{a['tokens_per_sec']:,.0f}", b["run_id"], f"{b['tokens_per_sec']:,.0f}",
              f"{ratio:.2f}x") for i, (a, b, ratio) in enumerate(zip(reps["1proc"], reps["2proc"], reps["speedups"]))]
     return format_rows(rows, headers=("repeat", "1-process run", "tokens/s", "2-process run", "tokens/s", "2 vs 1"))
+
+
+def disturbance_warning(manifest: Manifest) -> str:
+    """Whether the repeats look disturbed by other programs (the manifest's `disturbed`), and what to do then."""
+    if not manifest.disturbed:
+        return ("quiet machine: the repeats of each configuration agree with each other, and nothing marks this "
+                "run as disturbed by other programs")
+    return (f"WARNING, {disturbance_note(manifest.disturbed)}\nThe verdict above still reads these repeats as they "
+            "are; after re-measuring, write your paragraph from the new manifest.")
 
 
 def beyond_table(beyond: dict[str, dict]) -> str:

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
+from minitrain.lab.reporting.disturbance import disturbance, disturbance_note
 from minitrain.lab.reporting.manifest import Manifest, ManifestError
 from minitrain.lab.reporting.paragraph import paragraph_problems
 from minitrain.lab.reporting.verdict import verdict_over_repeats
@@ -40,14 +41,19 @@ class CheckResult:
     passed: bool
     detail: str
     skipped: bool = False  # a skipped check is shown but is not a failure
+    warning: bool = False  # a warning is shown but is not a failure either
 
     @property
     def status(self) -> str:
-        return "SKIPPED" if self.skipped else "PASS" if self.passed else "FAIL"
+        return "SKIPPED" if self.skipped else "WARN" if self.warning else "PASS" if self.passed else "FAIL"
 
 
 class CheckFailed(Exception):
     """A condition does not hold; the message says exactly why."""
+
+
+class CheckWarning(Exception):
+    """Not a failure, but the learner must know: the message says what and what to do."""
 
 
 def is_number(value: object) -> bool:
@@ -210,6 +216,21 @@ def check_lesson_notes(folder: Path) -> str:
             "causes are the rubric's to judge")
 
 
+def check_disturbance(folder: Path) -> str:
+    """Not a stop condition: the repeats look disturbed by other programs (minitrain.lab.reporting.disturbance),
+    recomputed from the manifest's repeats, so a manifest written before the field is checked too."""
+    m = load_manifest(folder)
+    bad = [name for name in figures_missing(m) if name.startswith("repeats.")]
+    if bad:
+        raise CheckFailed(f"manifest has no number for {', '.join(bad)}")
+    tps = {n: [r["tokens_per_sec"] for r in m.repeats[f"{n}proc"]] for n in (1, 2)}
+    reasons = disturbance(tps[1], tps[2], m.threads_per_rank["1proc"], m.threads_per_rank["2proc"])
+    if reasons:
+        raise CheckWarning(disturbance_note(reasons))
+    return (f"the repeats agree: 1 process {min(tps[1]):,.0f}-{max(tps[1]):,.0f} tokens/s, "
+            f"2 processes {min(tps[2]):,.0f}-{max(tps[2]):,.0f}")
+
+
 def check_ddp_tests() -> str:
     """Condition 5: tests/minitrain/test_ddp.py (Block A's grader) passes, in a child pytest; the student
     edition's skip of a blank TODO is not a pass (-rs shows its line)."""
@@ -236,17 +257,21 @@ def run_check(name: str, check: Callable[[], str]) -> CheckResult:
         return CheckResult(name, True, check())
     except CheckFailed as e:
         return CheckResult(name, False, str(e))
+    except CheckWarning as e:
+        return CheckResult(name, True, str(e), warning=True)
     except Exception as e:  # a checker bug or an input nobody foresaw: still a row, not a traceback
         return CheckResult(name, False, f"check crashed: {type(e).__name__}: {e}")
 
 
 def check_artifacts(folder: Path) -> list[CheckResult]:
-    """Conditions 1-4, on the experiment folder's files; one result per condition."""
+    """Conditions 1-4, on the experiment folder's files, and the repeats' disturbance (a warning at most);
+    one result each."""
     folder = Path(folder)
     return [run_check("files", lambda: check_files(folder)),
             run_check("equivalence", lambda: check_equivalence(folder)),
             run_check("allreduce timing", lambda: check_timing(folder)),
-            run_check("lesson notes", lambda: check_lesson_notes(folder))]
+            run_check("lesson notes", lambda: check_lesson_notes(folder)),
+            run_check("quiet machine", lambda: check_disturbance(folder))]
 
 
 def check_tests(run_tests: bool = True) -> CheckResult:

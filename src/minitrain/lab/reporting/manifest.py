@@ -3,7 +3,7 @@
 minitrain.lab.reporting.report builds and writes it; the checker and the notebooks read it with Manifest.read.
 """
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from minitrain.artifacts import field_problems, read_json_object, write_json
@@ -64,6 +64,9 @@ class Manifest:
     run_commands: dict[str, str]
     beyond_findings: dict[str, dict]  # the deeper measurements' findings, by name (minitrain.lab.reporting.report)
     lesson_notes: str  # the learner's paragraph, Block G (stop condition 4); empty until they write it in notebook 06
+    # why the repeats look disturbed by other programs (minitrain.lab.reporting.disturbance), [] when quiet;
+    # manifests written before the field lack it and read as []: the checker recomputes it from the repeats
+    disturbed: list[str] = field(default_factory=list)
 
     def write(self, path: Path) -> None:
         """Write manifest.json atomically: a reader never sees a half-written one."""
@@ -76,6 +79,6 @@ class Manifest:
         path = Path(path)
         fix = f"re-make it with python -m minitrain.lab.experiment --out {path.parent}"
         data = read_json_object(path, ManifestError, path.name, fix, fix)
-        if found := field_problems(cls, data):
+        if found := field_problems(cls, data, optional=("disturbed",)):
             raise ManifestError(f"{path.name} {found}; {fix}")
         return cls(**data)

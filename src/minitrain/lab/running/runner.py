@@ -2,19 +2,23 @@
 
     python -m minitrain.lab [--skip-tests]     # what `make lab` runs
 
-First the runs whose timings the lab reports, one at a time with nothing else running: `run.ipynb`
-for 1 and for 2 processes with papermill (the sheet's runs), then the alternating repeats of the
-1-vs-2 comparison (their jobs start up once rank 0 of the 2-process run has put its run.json in place:
-every step done, every rank's files staged; its notebook ends meanwhile, and their first turn waits for
-that end). Then the report notebook, with the checker's DDP tests beside it (they read no run), then
-the rest of the sheet's path (02-05), `--workers` at a time, with the checker of the artifacts beside
-them (a notebook whose parameters cell has `live_run` runs with it off: it reads the runs just made).
-The optional notebooks 07-15 show their own committed measurements, not these runs: `--all-notebooks`
-executes them too. Once they have all run, the seconds each took go to notebook-times.json in the output
-folder, and 01 runs last, so that its path table shows this lab run's times (minitrain.lab.running.notebook_times);
-its own time is added after. When everything passed and the runs went to experiments/35-ddp-cpu/, the
-executed notebooks replace those in notebooks/, so that the notebooks show the run beside them. Exits
-non-zero when anything failed.
+First the runs whose timings the lab reports, one at a time with nothing else running: `run.ipynb` for 1
+and for 2 processes with papermill (the sheet's runs), then the alternating repeats of the 1-vs-2
+comparison (their jobs start up once rank 0 of the 2-process run has put its run.json in place: every
+step done, every rank's files staged; its notebook ends meanwhile, and their first turn waits for that
+end). Runs already in the output folder, complete and of the same configuration, are reused
+(minitrain.lab.running.reuse; --remeasure and --commit measure them all again), so a paragraph written
+from them in notebook 06 still matches; before measuring, the lab waits a little for a busy machine to
+calm down (minitrain.lab.running.load; --busy-ok goes on at once, with a warning). Then the report
+notebook, with the checker's DDP tests beside it (they read no run), then the rest of the sheet's path
+(02-05), `--workers` at a time, with the checker of the artifacts beside them (a notebook whose
+parameters cell has `live_run` runs with it off: it reads the runs just made). The optional notebooks
+07-15 show their own committed measurements, not these runs: `--all-notebooks` executes them too. Once
+they have all run, the seconds each took go to notebook-times.json in the output folder, and 01 runs
+last, so that its path table shows this lab run's times (minitrain.lab.running.notebook_times); its own
+time is added after. When everything passed and the runs went to experiments/35-ddp-cpu/, the executed
+notebooks replace those in notebooks/, so that the notebooks show the run beside them. Exits non-zero
+when anything failed, naming where the executed notebooks are and the one next step.
 
 Where the runs go (lab_out): in the reference edition build/35-ddp-cpu/, so that `make lab` leaves the
 committed artifacts alone (`--commit`, which `make measurements` passes, writes experiments/35-ddp-cpu/
@@ -40,8 +44,11 @@ from minitrain.lab.reporting.check import CheckResult, check_artifacts, check_te
 from minitrain.lab.reporting.runs import output_dir, run_dir_in
 from minitrain.lab.running.execute import without_iri_grammar
 from minitrain.lab.running.experiment import REPEATS, STEPS, WARMUP
+from minitrain.lab.running.load import NEXT_STEP as QUIET_FIRST
+from minitrain.lab.running.load import MachineBusy, wait_until_quiet
 from minitrain.lab.running.notebook_times import ENTRY_NOTEBOOK, LAST_ON_THE_PATH, lab_run, numbered_notebooks, write_times
 from minitrain.lab.running.repeats import POLL_S, run_repeats
+from minitrain.lab.running.reuse import plan_runs, remove_stale_repeats
 from minitrain.launch import LaunchError, stop_process_tree
 from minitrain.paths import BUILD_DIR, EXPERIMENT_DIR, NOTEBOOKS_DIR, STUDENT_EDITION, relative
 
@@ -120,6 +127,33 @@ def not_done(text: str) -> str | None:
     return None
 
 
+AGAIN = "run make lab again: it reuses your complete runs and measures only what is missing"
+REMEASURE = ".venv/bin/python -m minitrain.lab --remeasure"
+NOTEBOOK_STEP = f"fix the cell the error above names (the executed copy shows it), save the notebook, then {AGAIN}"
+# the next step for the checker's first FAIL row, by its name (minitrain.lab.reporting.check.check_artifacts)
+ROW_STEPS = {
+    "files": f"measure every run again and rewrite every file: {REMEASURE}",
+    "equivalence": f"the ranks' weights differ: make grade names the mistake in Blocks A and C; fix it, then "
+                   f"{REMEASURE}",
+    "allreduce timing": f"make grade names the mistake in Block D (src/minitrain/timing.py); fix it, then {REMEASURE}",
+    "lesson notes": ("edit my_paragraph in notebook 06's cell under \"Block G: your paragraph\" to your manifest's "
+                     "figures, run it and the cell after it until stop condition 4 says PASS, save the notebook, then "
+                     ".venv/bin/python -m minitrain.lab --notebooks-only"),
+    "quiet machine": f"the manifest lacks the repeats' figures: {AGAIN}",
+    "ddp tests": (f"fix what .venv/bin/python -m pytest tests/minitrain/test_ddp.py names (Block A: "
+                  f"src/minitrain/ddp.py), then {AGAIN}"),
+}
+
+
+def failed(what: str, next_step: str, out: Path) -> int:
+    """Report a failed lab run on stderr: what failed, where the executed notebooks are, then the one next
+    step that fixes it; return the exit status, 1."""
+    runs = [run_dir_in(out, n) / f"run-{n}proc.ipynb" for n in (1, 2)]
+    print(f"FAILED: {what}\nexecuted notebooks: {relative(EXECUTED_DIR)}/ (the runs': "
+          f"{', '.join(relative(r) for r in runs)})\nnext: {next_step}", file=sys.stderr, flush=True)
+    return 1
+
+
 class NotebookFailed(RuntimeError):
     """A notebook raised; the message names it, the executed copy, and the error."""
 
@@ -130,29 +164,50 @@ def _error_of(stderr: str) -> str:
     return "\n".join(lines[-6:])
 
 
-def measured_phase(out: Path, repeats: int) -> None:
-    """The runs whose timings the lab reports, one at a time with nothing else on the machine:
-    run.ipynb for 1 and 2 processes (the sheet's runs), then the alternating repeats, whose jobs start
-    up once the 2-process run's run.json is in place (every step done; its notebook ends meanwhile) and
-    take their first turn once that notebook has ended."""
+def measured_phase(out: Path, repeats: int, remeasure: bool = True, busy_ok: bool = False, steps: int = STEPS,
+                   warmup: int = WARMUP) -> bool:
+    """The runs whose timings the lab reports, one at a time with nothing else on the machine, once it is
+    quiet (minitrain.lab.running.load): run.ipynb for 1 and 2 processes (the sheet's runs), then the
+    alternating repeats, whose jobs start up once the 2-process run's run.json is in place (every step
+    done; its notebook ends meanwhile) and take their first turn once that notebook has ended. Without
+    `remeasure`, only the runs missing or unfit for reuse (minitrain.lab.running.reuse). True when the
+    sheet's 2-process run was measured now."""
+    plan = plan_runs(out, steps, warmup, repeats, remeasure)
+    print("\n".join(plan.lines(out, repeats)), flush=True)
+    if plan.nothing_to_measure:
+        print("  nothing to measure (--remeasure measures every run again)", flush=True)
+        return False
+    wait_until_quiet(busy_ok)
+
     def start(nproc: int) -> tuple[Path, Execution]:
         folder = run_dir_in(out, nproc)
         # relative to notebooks/, where the kernel runs: no machine path in the executed copy
-        parameters = {"nproc": nproc, "steps": STEPS, "warmup": WARMUP, "out_dir": os.path.relpath(folder, NOTEBOOKS_DIR)}
+        parameters = {"nproc": nproc, "steps": steps, "warmup": warmup, "out_dir": os.path.relpath(folder, NOTEBOOKS_DIR)}
         return folder, Execution(NOTEBOOKS_DIR / RUN_NOTEBOOK, folder / f"run-{nproc}proc.ipynb", parameters)
 
     def ended(nproc: int, folder: Path, notebook: Execution) -> None:
         print(f"  {RUN_NOTEBOOK} nproc={nproc}: {notebook.wait():.1f} s -> {relative(folder)}", flush=True)
 
-    ended(1, *start(1))
+    if plan.sheet[1] is not None:
+        ended(1, *start(1))
+    if plan.repeats is not None:
+        remove_stale_repeats(out, repeats)
+    if plan.sheet[2] is None:
+        if plan.repeats is not None:
+            run_repeats(out, repeats, steps, warmup)
+        return False
     since = time.time()
     folder, notebook = start(2)
+    if plan.repeats is None:
+        ended(2, folder, notebook)
+        return True
     notebook.wait_for_run(folder, since)
     try:
-        run_repeats(out, repeats, STEPS, WARMUP, before_turns=lambda: ended(2, folder, notebook))
+        run_repeats(out, repeats, steps, warmup, before_turns=lambda: ended(2, folder, notebook))
     finally:
         if notebook.proc.poll() is None:  # run_repeats failed before its first turn: the notebook goes too
             stop_process_tree(notebook.proc)
+    return True
 
 
 def display_phase(names: list[str], run_tests: bool, workers: int, repeats: int,
@@ -263,10 +318,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--all-notebooks", action="store_true",
                    help="after the sheet's path (01-06), execute the optional notebooks 07-15 too (they show their "
                         "own committed measurements, not the runs just made)")
+    p.add_argument("--remeasure", action="store_true",
+                   help="measure every run again (without it, complete runs of the same steps, warm-up and repeats "
+                        "in the output folder are reused, so a paragraph written from them still matches)")
+    p.add_argument("--busy-ok", action="store_true",
+                   help="measure even though other programs keep the machine busy (without it the lab waits up to "
+                        "a minute and a half for the machine to calm down)")
     p.add_argument("--commit", action="store_true",
-                   help=f"write into {relative(EXPERIMENT_DIR)}/ and, when everything passed, replace notebooks/ with "
-                        "the executed copies: the committed artifacts (make measurements)")
+                   help=f"write into {relative(EXPERIMENT_DIR)}/, measuring every run again, and, when everything "
+                        "passed, replace notebooks/ with the executed copies: the committed artifacts (make measurements)")
     args = p.parse_args(argv)
+    if args.notebooks_only and (args.remeasure or args.commit):
+        p.error("--notebooks-only makes no runs, --remeasure and --commit measure them all: choose one")
     try:
         out = lab_out(args.commit).resolve()  # a bad MINITRAIN_LAB_OUT stops here, before any run
     except SettingError as e:
@@ -281,12 +344,15 @@ def main(argv: list[str] | None = None) -> int:
     run_record = lab_run(" ".join(["python -m minitrain.lab", *(sys.argv[1:] if argv is None else argv)]), args.workers)
     print("measured runs, alone on the machine:" if not args.notebooks_only
           else "no new runs (--notebooks-only): the notebooks read the runs in the output folder", flush=True)
+    measured_2proc = False
     try:
         if not args.notebooks_only:
-            measured_phase(out, args.repeats)
+            measured_2proc = measured_phase(out, args.repeats, args.remeasure or args.commit, args.busy_ok)
+    except MachineBusy as e:
+        return failed(str(e), QUIET_FIRST, out)
     except (NotebookFailed, LaunchError, TimeoutError) as e:
-        print(f"FAILED: {not_done(str(e)) or e}", file=sys.stderr)
-        return 1
+        blank = not_done(str(e))
+        return failed(blank or str(e), AGAIN if blank else f"fix what the error above names, then {AGAIN}", out)
     measured = time.perf_counter() - total
     names = numbered_notebooks(args.all_notebooks)
     print(f"measured runs: {measured:.1f} s\nnotebooks {names[0][:2]}-{names[-1][:2]} ({args.workers} side by side) "
@@ -297,14 +363,16 @@ def main(argv: list[str] | None = None) -> int:
     print(f"lab total: {time.perf_counter() - total:.1f} s (measured runs {measured:.1f} s, then "
           f"{time.perf_counter() - total - measured:.1f} s)", flush=True)
     if failures:
-        print("FAILED:\n" + "\n".join(not_done(f) or f for f in failures), file=sys.stderr)
-        return 1
-    if not all(r.passed for r in results):
-        print("FAILED: the checker found a problem (FAIL rows above)", file=sys.stderr)
-        return 1
+        blank = [line for f in failures if (line := not_done(f))]
+        return failed("\n" + "\n".join(not_done(f) or f for f in failures), AGAIN if blank else NOTEBOOK_STEP, out)
+    if bad := [r for r in results if not r.passed]:
+        return failed(f"the checker found a problem (FAIL rows above: {', '.join(r.name for r in bad)})",
+                      ROW_STEPS.get(bad[0].name, f"fix what the {bad[0].name} row names, then {AGAIN}"), out)
     if out == EXPERIMENT_DIR.resolve():  # the lab's own artifacts: the notebooks show this run now
-        print(f"notebooks/ now shows this run: {', '.join(commit_notebooks(names, stamps, not args.notebooks_only))}")
+        print(f"notebooks/ now shows this run: {', '.join(commit_notebooks(names, stamps, measured_2proc))}")
+    warned = [r.name for r in results if r.warning]
     print(f"lab complete: notebooks {names[0][:2]}-{names[-1][:2]} ran and every check passed"
+          + (f" (read the WARN row above: {', '.join(warned)})" if warned else "")
           + ("" if args.all_notebooks else " (07-15 show their own committed measurements: --all-notebooks runs them)"))
     return 0
 
