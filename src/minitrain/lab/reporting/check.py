@@ -209,7 +209,7 @@ def check_lesson_notes(folder: Path) -> str:
         problems.append(f"verdict is {m.verdict!r}, the repeats' tokens/s give {verdict!r}")
     problems += paragraph_problems(m.lesson_notes, replace(m, verdict=verdict))
     if problems:
-        raise CheckFailed("; ".join(problems))
+        raise CheckFailed("\n".join(problems))  # one a line: each names what it found, what it expected, the fix
     lo, hi = m.speedup_2proc_range
     return (f"states {m.speedup_2proc:.2f}x (repeats {lo:.2f}-{hi:.2f}x, {verdict}), the tokens/s and the "
             f"all-reduce's {m.allreduce_share_of_step:.0%} of a step, {len(m.lesson_notes.split())} words; "

@@ -24,27 +24,17 @@ class Facts:
     forward_ratio: float  # a rank's forward over the single process's
     backward_ratio: float
     fb_share: float  # forward + backward over a 2-process step
-    fb_drives: bool  # forward and backward grew by over half of what a 2-process step adds to a 1-process one
     steps: dict[int, list[float]]  # process count -> the repeats' median steps, ms
-    spread_in: int | None  # the process count whose repeats spread over twice as much as the other's
     free_step: float  # a 2-process step with a free all-reduce, ms
     free_ratio: float  # 2 vs 1 process with that step
     overlap: float | None  # overlapped_share_default of the buckets measurement, when measured
     not_hidden: str | None  # why "DDP hides the all-reduce" is false here; None when nothing shows it
-
-    def phases(self, alike: str, apart: str) -> str:
-        """`alike` with the phases' common ratio, or `apart` with forward's and backward's ({f}, {b})."""
-        f, b = f"{self.forward_ratio:.1f}x", f"{self.backward_ratio:.1f}x"
-        return alike.format(f) if f == b else apart.format(f=f, b=b)
 
 
 def facts(m: Manifest) -> Facts:
     """The derived figures and the rules' choices for `m`."""
     one, two = m.step_breakdown_ms["1proc"], m.step_breakdown_ms["2proc"]
     steps = {n: [r["step_p50_ms"] for r in m.repeats[f"{n}proc"]] for n in (1, 2)}
-    spread = {n: max(s) / min(s) - 1 for n, s in steps.items()}
-    wide, narrow = sorted(spread, key=spread.__getitem__, reverse=True)
-    fb_growth = two["forward"] + two["backward"] - one["forward"] - one["backward"]
     free_step = m.step_p50_ms_2proc * (1 - m.allreduce_share_of_step)
     found = m.beyond_findings.get("buckets", {}).get("findings", [])
     overlap = next((f["value"] for f in found if f["name"] == "overlapped_share_default"), None)
@@ -55,8 +45,7 @@ def facts(m: Manifest) -> Facts:
     return Facts(step_ratio=m.step_p50_ms_2proc / m.step_p50_ms_1proc,
                  forward_ratio=two["forward"] / one["forward"], backward_ratio=two["backward"] / one["backward"],
                  fb_share=(two["forward"] + two["backward"]) / m.step_p50_ms_2proc,
-                 fb_drives=fb_growth > 0.5 * (m.step_p50_ms_2proc - m.step_p50_ms_1proc) > 0,
-                 steps=steps, spread_in=wide if spread[wide] > 2 * spread[narrow] else None,
+                 steps=steps,
                  free_step=free_step, free_ratio=2 * m.step_p50_ms_1proc / free_step,
                  overlap=overlap, not_hidden=not_hidden)
 
@@ -77,15 +66,6 @@ def buckets(m: Manifest) -> str:
 def at_end(m: Manifest, f: Facts) -> bool:
     """One bucket, and no measurement showing its all-reduce overlapping backward: it runs at backward's end."""
     return len(m.buckets) == 1 and f.not_hidden is not None
-
-
-def spread(f: Facts, located: str, both: str) -> str:
-    """`located` filled with where the repeats' spread is ({n}, {wide}, {narrow}), or, when neither process
-    count's repeats spread clearly more, `both` filled with the two ranges ({one}, {two})."""
-    if f.spread_in is None:
-        return both.format(one=ms_range(f.steps[1]), two=ms_range(f.steps[2]))
-    n = f.spread_in
-    return located.format(n=n, wide=ms_range(f.steps[n]), narrow=ms_range(f.steps[3 - n]))
 
 
 def figures(m: Manifest, f: Facts) -> list[str]:
@@ -152,45 +132,37 @@ def nccl(m: Manifest, f: Facts, cause: str, arithmetic: str) -> str:
 
 
 def criteria(m: Manifest, f: Facts) -> list[str]:
-    """The ten points' criteria, then the causes the manifest shows false."""
+    """The ten points' criteria, one for each thing notebook 06's Block G asks for, then the causes the
+    manifest shows false."""
     share, t1, t2, cores = m.allreduce_share_of_step, m.threads_per_rank["1proc"], m.threads_per_rank["2proc"], m.cores
-    place = "here at its end since there is one bucket" if at_end(m, f) else "each bucket once it is ready"
-    rest = (f"Most of a 2-process step ({f.fb_share:.0%}) is forward and backward" if f.fb_share > 0.5
-            else f"Forward and backward are {f.fb_share:.0%} of a 2-process step")
-    near = "near 2x" if abs(f.step_ratio - 2) < 0.25 else f"to {f.step_ratio:.2f}x"
-    cause = ("The paragraph need not explain why a rank is slower by this much (it was not measured); it must not "
-             "claim a cause for it as a fact." if min(f.forward_ratio, f.backward_ratio) > 1 else
-             "The paragraph must not claim a cause for these times as a fact: none was measured.")
-    verdict = ("The repeats' ranges overlap, so no clear winner" if m.verdict == "no clear winner" else
+    (lo, hi), tps = m.speedup_2proc_range, {n: [r["tokens_per_sec"] for r in m.repeats[f"{n}proc"]] for n in (1, 2)}
+    ranges = (f"1 process {min(tps[1]):,.0f}-{max(tps[1]):,.0f} tokens/s, 2 processes "
+              f"{min(tps[2]):,.0f}-{max(tps[2]):,.0f}")
+    verdict = (f"The repeats' tokens/s overlap ({ranges}), so no clear winner" if m.verdict == "no clear winner" else
                f"Every 2-process repeat ran {'more' if m.verdict == 'faster' else 'fewer'} tokens/s than every "
-               f"1-process one, so {CLAIMED[m.verdict]}")
+               f"1-process one ({ranges}), so {CLAIMED[m.verdict]}")
     items = [
-        f"1. **What was compared** (2). Each rank trains on a whole batch of its own ({m.batch_size_per_rank} x "
+        f"1. **The figures** (2). The tokens/s of 1 process ({m.tokens_per_sec_1proc:,.0f}) and of 2 "
+        f"({m.tokens_per_sec_2proc:,.0f}), the median ratio ({m.speedup_2proc:.2f}x) and its range over the repeats "
+        f"({lo:.2f}-{hi:.2f}x), the all-reduce's share of a 2-process step ({share:.0%}), rounded as written. Stop "
+        "condition 4 checks them: a paragraph that passes it has these 2 points.",
+        f"2. **The verdict** (2). {verdict}. (1 point for the verdict, 1 for its reason: the repeats' tokens/s lie "
+        "apart or overlap.)",
+        f"3. **The per-rank step** (2). Each rank trains on a whole batch of its own ({m.batch_size_per_rank} x "
         f"{m.block_size} tokens), the same as the single process, so 2 processes do twice the tokens per step and win "
         f"only while their step takes less than twice the 1-process step; here it took {f.step_ratio:.2f}x. (1 point "
         f"for the twice-the-work comparison, 1 for the break-even at 2x with the measured {f.step_ratio:.2f}x.)",
-        f"2. **Threads against processes on the same machine** (2). Both runs use the same "
-        f"{plural(cores, 'logical CPU')}: 1 process with {plural(t1, 'thread')} against 2 processes with "
-        f"{plural(t2, 'thread')} each. A paragraph saying 2 processes had more hardware, or "
-        f"{'one CPU each' if cores == 2 else 'CPUs of their own'} as a fact (nothing pins a rank to a CPU), loses "
-        "these points.",
-        f"3. **The all-reduce, its size and its place** (2). gloo's all-reduce of the gradients "
-        f"({m.gradient_bytes / 1e6:.2f} MB, in {buckets(m)}) runs from DDP's comm hook during backward, {place}, and "
-        f"its time includes waiting for the other rank: {share:.0%} of a 2-process step, "
-        f"{'a part of the cost, not most of it' if share < 0.5 else 'most of the cost'}. (1 point for the "
-        "mechanism, 1 for the measured weight.)",
-        f"4. **Where the rest of the step goes** (2). {rest}, "
-        + f.phases("each about {} the single process's",
-                   "forward about {f} the single process's and backward about {b}")
-        + f", computed on {plural(t2, 'thread')} per rank with the other rank on the same {plural(cores, 'CPU')}, "
-        f"against {plural(t1, 'thread')} in the single process."
-        + (f" That, not the all-reduce, brings the step {near}." if f.fb_drives else "") + f" {cause}",
-        f"5. **The verdict and the spread** (1). {verdict}; "
-        + spread(f, "the spread is in the {n}-process repeats ({wide} ms steps against {narrow} ms)",
-                 "the repeats' median steps ranged {one} ms for 1 process and {two} ms for 2")
-        + ". Naming a cause of the spread as fact (other load, clock speed) loses the point: none was measured.",
-        "6. **No false cause** (1). None of the claims below, or another that the manifest contradicts. A false "
-        "cause also costs the point of the criterion it contradicts.",
+        f"4. **The threads** (2). Both runs use the same {plural(cores, 'logical CPU')}: 1 process with "
+        f"{plural(t1, 'thread')} against 2 processes with {plural(t2, 'thread')} each. A paragraph saying 2 "
+        f"processes had more hardware, or {'one CPU each' if cores == 2 else 'CPUs of their own'} as a fact (nothing "
+        "pins a rank to a CPU), loses these points.",
+        f"5. **The all-reduce** (1). Its share, {share:.0%} of a 2-process step, waiting for the other rank "
+        f"included: {'a part of the cost, not most of it' if share < 0.5 else 'most of the cost'}. A paragraph that "
+        "makes it weigh more or less than that loses the point.",
+        "6. **No cause beyond the measurements** (1). Causes only from what was measured (the threads, the per-rank "
+        "step, the all-reduce); none of the claims below, nor another that the manifest contradicts, nor an "
+        "unmeasured cause stated as fact (of the spread, or of why a rank's step is longer). A false cause also costs "
+        "the point of the criterion it contradicts.",
     ]
     false = [nccl(m, f, '"NCCL (or a faster backend) would make 2 processes about twice as fast": NCCL is for CUDA '
                         'tensors, not CPU ones',
@@ -220,50 +192,38 @@ def answers(m: Manifest, f: Facts) -> list[str]:
     (lo, hi), share, cores = m.speedup_2proc_range, m.allreduce_share_of_step, m.cores
     t1, t2 = m.threads_per_rank["1proc"], m.threads_per_rank["2proc"]
     tps1, tps2, ratio = f"{m.tokens_per_sec_1proc:,.0f}", f"{m.tokens_per_sec_2proc:,.0f}", f"{f.step_ratio:.2f}x"
-    two = m.step_breakdown_ms["2proc"]
-    ranged = (f"{m.speedup_2proc:.2f}x, but the repeats ranged from {lo:.2f}x to {hi:.2f}x and overlap"
-              if m.verdict == "no clear winner" else
-              f"{m.speedup_2proc:.2f}x, and the repeats ranged from {lo:.2f}x to {hi:.2f}x without overlapping")
     mb = f"{m.gradient_bytes / 1e6:.2f} MB"
     hook = (f"of the one {mb} gradient bucket, launched from DDP's hook at the end of backward" if at_end(m, f)
             else f"of the {mb} of gradients in {buckets(m)}, launched from DDP's hook during backward")
-    rest_of_step = m.step_p50_ms_2proc * (1 - share)
-    rest = ("Most of the rest is forward and backward" if two["forward"] + two["backward"] > 0.5 * rest_of_step
-            else "The rest includes forward and backward")
+    read = {"faster": "every 2-process repeat above every 1-process one in tokens/s",
+            "slower": "every 2-process repeat below every 1-process one in tokens/s",
+            "no clear winner": "the repeats' tokens/s overlap"}[m.verdict]
+    part = "a part of the cost, not most of it" if share < 0.5 else "most of the cost"
     a = (f"Each of the 2 processes trains on a whole {m.batch_size_per_rank} x {m.block_size} token batch, so 2 "
          "processes do twice the tokens of 1 per step and come out ahead only if their step takes less than twice as "
-         f"long. Here 2 processes reached {tps2} tokens/s against {tps1} for 1 process: {ranged}, so "
-         f"{CLAIMED[m.verdict]}. Both runs share the same {plural(cores, 'logical CPU')}: 1 process with "
-         f"{plural(t1, 'thread')}, or 2 processes with {plural(t2, 'thread')} each. A 2-process step took "
-         f"{m.step_p50_ms_2proc:.1f} ms against {m.step_p50_ms_1proc:.1f} ms, {ratio}. The gloo all-reduce {hook}, "
-         f"took {share:.0%} of a 2-process step, waiting for the other rank included. {rest}: with "
-         f"{plural(t2, 'thread')} each, the ranks needed about "
-         + f.phases("{} the single process's time for them",
-                    "{f} the single process's time for forward and {b} for backward") + ". "
-         + spread(f, "The spread is in the {n}-process repeats ({wide} ms steps); what caused it was not measured.",
-                  "The repeats' median steps ranged {one} ms for 1 process and {two} ms for 2; what caused the "
-                  "spread was not measured."))
-    located = "located" if f.spread_in else "given"
+         f"long; here it took {ratio}. 2 processes reached {tps2} tokens/s against {tps1} for 1 process: "
+         f"{m.speedup_2proc:.2f}x, repeats {lo:.2f}-{hi:.2f}x, {read}, so {CLAIMED[m.verdict]}. Both runs share the "
+         f"same {plural(cores, 'logical CPU')}: 1 process with {plural(t1, 'thread')}, or 2 processes with "
+         f"{plural(t2, 'thread')} each. The gloo all-reduce {hook}, took {share:.0%} of a 2-process step, waiting for "
+         f"the other rank included: {part}. These runs do not measure why a rank's step took {ratio} the single "
+         "process's.")
     verdict = m.verdict if m.verdict == "no clear winner" else f"2 processes {m.verdict}"
-    a_grade = (f"Passes stop condition 4. Criteria 1-6 all met: the twice-the-work comparison with {ratio} (2), the "
-               f"same {plural(cores, 'CPU')} as threads against processes (2), the all-reduce's mechanism and its "
-               f"{share:.0%} (2), forward and backward at about " + f.phases("{}", "{f} and {b}")
-               + (" as the larger part" if f.fb_share > 0.5 else "") + f" (2), {verdict} with the spread {located} and "
-               "no invented cause (1), no false cause (1).")
+    a_grade = (f"Passes stop condition 4. Criteria 1-6 all met: the figures (2), {verdict} read from the repeats' "
+               f"tokens/s (2), the twice-the-work comparison with {ratio} (2), the same {plural(cores, 'CPU')} as "
+               f"threads against processes (2), the all-reduce's {share:.0%} weighed as {part} (1), no cause beyond "
+               "the measurements (1).")
     b = (f"2 processes trained at {tps2} tokens/s against {tps1} for 1 process, {m.speedup_2proc:.2f}x, with repeats "
          f"from {lo:.2f}x to {hi:.2f}x, so {CLAIMED[m.verdict]}. Each rank trains on a full {m.batch_size_per_rank} x "
          f"{m.block_size} batch, so 2 processes do twice the work per step, but a 2-process step took {ratio} as long. "
          f"The 1-process run used {plural(t1, 'thread')} and each rank {t2}, on the same "
          f"{plural(cores, 'logical CPU')}. The all-reduce took {share:.0%} of a 2-process step. What holds 2 processes "
          "back is gloo, a slow backend: switching to NCCL would make 2 processes twice as fast.")
-    contradicts = ", and the last sentence contradicts its weight" if f.free_ratio < NOT_2X_BELOW else ""
-    blamed = ("the rest of the step is blamed on gloo instead of forward and backward" if f.fb_share > share
-              else "nothing on forward and backward")
-    b_grade = (f"Passes stop condition 4: every number is right. Criterion 1: 2. Criterion 2: 2. Criterion 3: 1 (the "
-               f"{share:.0%} is right; no mechanism{contradicts}). Criterion 4: 0 ({blamed}). Criterion 5: 0 (the "
-               f"verdict is right; it gives the ratios' range but not the repeats' step times"
-               f"{', which locate the spread' if f.spread_in else ''}). "
-               "Criterion 6: 0: "
+    weighed = f.free_ratio >= NOT_2X_BELOW  # else "twice as fast" contradicts the all-reduce's measured share
+    b_score = 7 + weighed
+    b_grade = (f"Passes stop condition 4: every number is right. Criterion 1: 2. Criterion 2: 1 (the verdict is "
+               "right, but read from the ratios' range, not from the repeats' tokens/s). Criterion 3: 2. Criterion 4: "
+               f"2. Criterion 5: {int(weighed)} (the {share:.0%} is right"
+               + ("" if weighed else ", and the last sentence contradicts its weight") + "). Criterion 6: 0: "
                + nccl(m, f, "NCCL does not run on CPU tensors", ", and with the all-reduce at {share} of the step a "
                       "free one would give {ratio}, not 2x."))
     # C claims a verdict the repeats contradict: the median's side when they overlap, else that they overlap
@@ -277,13 +237,12 @@ def answers(m: Manifest, f: Facts) -> list[str]:
     free = (f"neither hidden ({evidence}) nor free" if evidence else "not free") + f" ({share:.0%} of the step)"
     given = m.verdict if m.verdict == "no clear winner" else f'"{m.verdict}"'
     c_grade = (f'Fails stop condition 4: it states the verdict "{wrong}" where the repeats give {given}, and leaves '
-               "out the repeats' range and the all-reduce's share. At most 4 points, and it earns none: each rank "
-               f"does a whole batch, not half (criterion 1); nothing on threads and processes (criterion 2); the "
-               f"all-reduce is {free} (criteria 3 and 6); nothing on forward and backward (criterion 4); the wrong "
-               "verdict (criterion 5).")
+               "out the repeats' range and the all-reduce's share (criterion 1). At most 4 points, and it earns none: "
+               "the wrong verdict (criterion 2); each rank does a whole batch, not half (criterion 3); nothing on "
+               f"threads and processes (criterion 4); the all-reduce is {free} (criteria 5 and 6).")
     return ["## Three graded answers",
             "### Answer A: 10 of 10", f"> {a}", wrap(a_grade),
-            "### Answer B: 5 of 10 (a false cause)", f"> {b}", wrap(b_grade),
+            f"### Answer B: {b_score} of 10 (a false cause)", f"> {b}", wrap(b_grade),
             "### Answer C: 0 of 10 (fails)", f"> {c}", wrap(c_grade)]
 
 
