@@ -419,7 +419,8 @@ def test_barrier_timer_graded_in_two_processes(learner_modules, name, before, af
 
 DDP = "src/minitrain/ddp.py"
 REFERENCE_A = learner.solutions(DDP)
-GUARDED_INIT = "if not dist.is_initialized():\n    dist.init_process_group({})\nreturn dist.get_rank(), dist.get_world_size()"
+RETURN = "return dist.get_rank(), dist.get_world_size()"
+GUARDED_INIT = "if not dist.is_initialized():\n    dist.init_process_group({})\n" + RETURN
 
 
 def block_a(**learners: str) -> dict[str, str]:
@@ -427,24 +428,27 @@ def block_a(**learners: str) -> dict[str, str]:
     return {**REFERENCE_A, **{f"Block A: {name}": code for name, code in learners.items()}}
 
 
+ANOTHER_FORM = block_a(  # right: env:// named, the rank read from torchrun's variables
+    init_distributed=GUARDED_INIT.format("backend, init_method='env://', **options").replace(
+        RETURN, "import os\nreturn int(os.environ['RANK']), int(os.environ['WORLD_SIZE'])"),
+    is_main_process="import os\nreturn int(os.environ.get('RANK', '0')) == 0")
+SKELETON = {  # the lab sheet's skeleton taken literally: "Assumes init_distributed already called", and so on
+    "Block A: init_distributed": "dist.init_process_group(backend=backend)\n" + RETURN,
+    "Block A: wrap_for_ddp": "return TorchDDP(model)", "Block A: is_main_process": "return dist.get_rank() == 0",
+    "Block A: barrier": "dist.barrier()", "Block A: cleanup": "dist.destroy_process_group()"}
+
+
 @pytest.mark.parametrize("writes, message", [
     (block_a(), "Block A: correct. Without a process group"),
     ({}, "not done yet: Block A: init_distributed, wrap_for_ddp, is_main_process, barrier, cleanup (each still raises"),
-    (block_a(init_distributed=GUARDED_INIT.format("backend, init_method='env://', **options").replace(
-        "return dist.get_rank(), dist.get_world_size()", "import os\nreturn int(os.environ['RANK']), "
-        "int(os.environ['WORLD_SIZE'])"), is_main_process="import os\nreturn int(os.environ.get('RANK', '0')) == 0"),
-     "Block A: correct."),
+    (ANOTHER_FORM, "Block A: correct."),
     (block_a(is_main_process="return dist.get_rank() == 0"),
      "is_main_process() without a process group (a plain single process, the main one) raised ValueError: Default "
      "process group has not been initialized, please make sure to call init_process_group; check "
      "dist.is_initialized() before dist.get_rank()"),
-    ({"Block A: init_distributed": "dist.init_process_group(backend=backend)\nreturn dist.get_rank(), "
-      "dist.get_world_size()", "Block A: wrap_for_ddp": "return TorchDDP(model)",
-      "Block A: is_main_process": "return dist.get_rank() == 0", "Block A: barrier": "dist.barrier()",
-      "Block A: cleanup": "dist.destroy_process_group()"},
-     "wrap_for_ddp() without a process group must raise RuntimeError naming init_distributed (call it first), but "
+    (SKELETON, "wrap_for_ddp() without a process group must raise RuntimeError naming init_distributed (call it first), but "
      "it raised ValueError: Default process group has not been initialized"),
-    (block_a(init_distributed="dist.init_process_group(backend, **options)\nreturn dist.get_rank(), dist.get_world_size()"),
+    (block_a(init_distributed="dist.init_process_group(backend, **options)\n" + RETURN),
      "init_distributed() called a second time raised ValueError: trying to initialize the default process group "
      "twice!; calling it again must join nothing new: check dist.is_initialized() first"),
     (block_a(init_distributed=GUARDED_INIT.format("backend")),

@@ -233,10 +233,10 @@ def check_disturbance(folder: Path) -> str:
 
 def check_ddp_tests() -> str:
     """Condition 5: tests/minitrain/test_ddp.py (Block A's grader) passes, in a child pytest; the student
-    edition's skip of a blank TODO is not a pass (-rs shows its line)."""
+    edition's skip of a blank TODO is not a pass (-rfEs: pytest's lines of the failures, errors and skips)."""
     output: list[str] = []
     try:
-        run_streaming([sys.executable, "-m", "pytest", "-q", "-rs", *DDP_TESTS_PLUGINS_OFF, str(DDP_TESTS)],
+        run_streaming([sys.executable, "-m", "pytest", "-q", "-rfEs", *DDP_TESTS_PLUGINS_OFF, str(DDP_TESTS)],
                       timeout=DDP_TESTS_TIMEOUT, echo=output.append)
     except TimeoutError as e:
         raise CheckFailed(f"{DDP_TESTS.name} did not finish within {DDP_TESTS_TIMEOUT} s") from e

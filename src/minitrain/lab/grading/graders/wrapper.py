@@ -109,8 +109,7 @@ def _cleanup_without_group(ddp: types.ModuleType) -> None:
         _call(ddp.cleanup, when=NO_GROUP, fix="; leave the group only when dist.is_initialized()")
 
 
-ALONE = {"wrap_for_ddp": _wrap_needs_a_group, "is_main_process": _main_without_group,
-         "barrier": _barrier_without_group, "cleanup": _cleanup_without_group}
+ALONE = (_wrap_needs_a_group, _main_without_group, _barrier_without_group, _cleanup_without_group)  # the stub's order
 
 
 def _alone(ddp: types.ModuleType) -> tuple[list[str], list[str]]:
@@ -120,7 +119,7 @@ def _alone(ddp: types.ModuleType) -> tuple[list[str], list[str]]:
     with patch.dict(os.environ):
         for var in TORCHRUN_VARS:
             os.environ.pop(var, None)
-        for check in ALONE.values():
+        for check in ALONE:
             try:
                 check(ddp)
             except Blank as e:
@@ -144,7 +143,7 @@ def _together(check: Callable[[], object]) -> object:
 
 
 def _joined(ddp: types.ModuleType, rank: int, called: str, fix: str = "") -> None:
-    """init_distributed() `called` has put this rank in a process group with the lab's timeout and returned its place."""
+    """init_distributed() `called` put this rank in a process group with the lab's timeout, and returned its place."""
     got = _call(ddp.init_distributed, "gloo", when=f"{called} ", fix=fix)
     if not dist.is_initialized():
         raise Mistake(f"init_distributed() {called} returned without joining a process group: call "
@@ -152,7 +151,8 @@ def _joined(ddp: types.ModuleType, rank: int, called: str, fix: str = "") -> Non
     if got != (rank, WORLD_SIZE) or not all(type(x) is int for x in got):
         raise Mistake(f"init_distributed() {called} returned {got!r} on rank {rank} of {WORLD_SIZE}: return "
                       f"(rank, world_size), two ints: ({rank}, {WORLD_SIZE})")
-    timeout, lab = dist.group.WORLD._get_backend(torch.device("cpu")).options._timeout, collective_timeout() + GLOO_GRACE
+    timeout = dist.group.WORLD._get_backend(torch.device("cpu")).options._timeout
+    lab = collective_timeout() + GLOO_GRACE
     if timeout != lab:
         raise Mistake(f"the process group's timeout is {timeout}, not the {lab} that prepare_rank's options set: pass "
                       "them on, dist.init_process_group(backend, **options)")
@@ -202,7 +202,8 @@ def _wrapped(ddp: types.ModuleType, model: torch.nn.Module, *bucket_cap_mb: floa
         if getattr(wrapped, name) != defaults[name].default:
             raise Mistake(f"{shown} sets {name}={getattr(wrapped, name)!r}; the sheet asks for PyTorch's defaults "
                           f"({name}={defaults[name].default!r}): pass only the model and bucket_cap_mb")
-    caps = f"{wrapped._bucket_config.first_bucket_bytes_cap / MIB:g} MiB first, then {wrapped.bucket_bytes_cap / MIB:g} MiB"
+    first, cap = wrapped._bucket_config.first_bucket_bytes_cap / MIB, wrapped.bucket_bytes_cap / MIB
+    caps = f"{first:g} MiB first, then {cap:g} MiB"
     if not bucket_cap_mb and not wrapped.bucket_bytes_cap_default:
         raise Mistake(f"{shown} changed DDP's own bucket caps ({caps}): with bucket_cap_mb=None, pass "
                       "bucket_cap_mb=None on (1 MiB first, then 25 MiB)")
