@@ -9,6 +9,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from minitrain.lab.reporting.disturbance import disturbance
+from minitrain.lab.reporting.manifest import Manifest
 from minitrain.lab.reporting.results_file import read_results_file
 from minitrain.lab.reporting.runs import REPEATS_DIR, SINGLE_DIR, read_run
 from minitrain.lab.reporting.sittings import BEFORE_SITTINGS, committed_sittings
@@ -62,6 +64,15 @@ def test_the_manifest_names_the_committed_runs():
     repeats = {r["run_id"] for n in ("1proc", "2proc") for r in manifest["repeats"][n]}
     assert repeats == committed_run_ids() - set(manifest["run_ids"].values())
     assert manifest["repeats"]["count"] >= REPEATS
+
+
+def test_the_committed_run_is_not_disturbed():
+    """Its repeats agree (minitrain.lab.reporting.disturbance), and the manifest records it."""
+    manifest = Manifest.read(EXPERIMENT_DIR / "manifest.json")
+    tps = [[r["tokens_per_sec"] for r in manifest.repeats[f"{n}proc"]] for n in (1, 2)]
+    threads = manifest.threads_per_rank
+    assert manifest.disturbed == [] == disturbance(*tps, threads["1proc"], threads["2proc"]), \
+        "the committed repeats look disturbed: re-make them on a quiet machine (make measurements)"
 
 
 def test_committed_commands_hold_no_machine_path():

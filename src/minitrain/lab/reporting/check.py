@@ -56,6 +56,10 @@ class CheckWarning(Exception):
     """Not a failure, but the learner must know: the message says what and what to do."""
 
 
+class CheckSkipped(Exception):
+    """Nothing to judge, and another row names why; the message says which."""
+
+
 def is_number(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
@@ -219,10 +223,12 @@ def check_lesson_notes(folder: Path) -> str:
 def check_disturbance(folder: Path) -> str:
     """Not a stop condition: the repeats look disturbed by other programs (minitrain.lab.reporting.disturbance),
     recomputed from the manifest's repeats, so a manifest written before the field is checked too."""
-    m = load_manifest(folder)
-    bad = [name for name in figures_missing(m) if name.startswith("repeats.")]
-    if bad:
-        raise CheckFailed(f"manifest has no number for {', '.join(bad)}")
+    try:
+        m = load_manifest(folder)
+    except CheckFailed as e:
+        raise CheckSkipped("no manifest to read (the rows above say why)") from e
+    if bad := [name for name in figures_missing(m) if name.startswith("repeats.")]:
+        raise CheckSkipped(f"the manifest has no number for {', '.join(bad)} (the lesson notes row names them)")
     tps = {n: [r["tokens_per_sec"] for r in m.repeats[f"{n}proc"]] for n in (1, 2)}
     reasons = disturbance(tps[1], tps[2], m.threads_per_rank["1proc"], m.threads_per_rank["2proc"])
     if reasons:
@@ -259,6 +265,8 @@ def run_check(name: str, check: Callable[[], str]) -> CheckResult:
         return CheckResult(name, False, str(e))
     except CheckWarning as e:
         return CheckResult(name, True, str(e), warning=True)
+    except CheckSkipped as e:
+        return CheckResult(name, True, str(e), skipped=True)
     except Exception as e:  # a checker bug or an input nobody foresaw: still a row, not a traceback
         return CheckResult(name, False, f"check crashed: {type(e).__name__}: {e}")
 

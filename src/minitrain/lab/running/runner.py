@@ -139,7 +139,6 @@ ROW_STEPS = {
     "lesson notes": ("edit my_paragraph in notebook 06's cell under \"Block G: your paragraph\" to your manifest's "
                      "figures, run it and the cell after it until stop condition 4 says PASS, save the notebook, then "
                      ".venv/bin/python -m minitrain.lab --notebooks-only"),
-    "quiet machine": f"the manifest lacks the repeats' figures: {AGAIN}",
     "ddp tests": (f"fix what .venv/bin/python -m pytest tests/minitrain/test_ddp.py names (Block A: "
                   f"src/minitrain/ddp.py), then {AGAIN}"),
 }
