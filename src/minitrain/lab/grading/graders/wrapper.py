@@ -50,8 +50,8 @@ def _gpu_habit(name: str, error: Exception) -> str | None:
         return (f"{name}() uses the nccl backend, which needs NVIDIA GPUs; this lab runs on CPUs: pass the backend "
                 f"argument (\"gloo\") to dist.init_process_group ({type(error).__name__}: {text})")
     if "device_ids" in text:
-        return (f"{name}() passes device_ids to DistributedDataParallel, which is for a model on GPUs; on CPUs wrap "
-                "it with PyTorch's defaults: DistributedDataParallel(model, bucket_cap_mb=bucket_cap_mb)")
+        return (f"{name}() passes device_ids to DistributedDataParallel, which is for a model on GPUs; on CPUs drop "
+                "it (PyTorch's defaults)")
     if "cuda" in text.lower():
         return (f"{name}() makes a CUDA call (torch.cuda.set_device, .cuda(), .to(rank)) and this machine has no GPU: "
                 f"the lab runs on CPUs, drop it ({type(error).__name__}: {text})")
