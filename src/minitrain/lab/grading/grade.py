@@ -30,13 +30,11 @@ from minitrain.cli import LabArgumentParser, positive_float, positive_int
 from minitrain.hang_report import named_hang
 from minitrain.lab.grading.forkserver import Forkserver
 from minitrain.lab.grading.todos import BY_KEY, EXERCISES, EXPERIMENT, RUN_FILES, RUN_FOLDERS, TODO_FILES, TODOS, Todo
-from minitrain.launch import LaunchError, run_streaming
 from minitrain.parent_watch import WATCH_PID
 from minitrain.paths import REPO, relative
 
 RESULT = "grade-result: "  # the child's last line: this, then {"status": ..., "detail": ...}
 NOT_DONE = "not done yet"
-SHORT_RUN = ["--steps", "6", "--warmup", "2"]  # train.py's own run for Block C: a few steps
 
 
 @dataclass
@@ -109,36 +107,8 @@ def _grade_check_shards(repo: Path) -> str:
 
 
 def _grade_train(repo: Path) -> str:
-    from minitrain.lab.grading.by_hand import judge_run
-    from minitrain.lab.reporting.check import CheckFailed, validated_timings
-    from minitrain.verify import StateFileError, compare_state_files, load_state
-    output: list[str] = []
-    with tempfile.TemporaryDirectory(prefix="minitrain-grade-") as tmp:
-        out = Path(tmp) / "run"
-        command = [sys.executable, "-m", "minitrain.launch", "--nproc-per-node=2", str(repo / EXPERIMENT / "train.py"),
-                   *SHORT_RUN, "--out", str(out)]
-        try:
-            run_streaming(command, echo=output.append)
-        except LaunchError as e:
-            blank = [line for line in output if NOT_DONE in line]
-            if blank:
-                raise NotDone(blank[0][blank[0].index(NOT_DONE):].strip(" \"')")) from e
-            raise Failed("train.py's 2-process run failed: " + " | ".join(str(e).splitlines()[-3:])) from e
-        try:
-            comparison = compare_state_files(out / "state-rank-0.pt", out / "state-rank-1.pt")
-            records = validated_timings(out / "timings.jsonl")
-            states = [load_state(out / f"state-rank-{rank}.pt") for rank in (0, 1)]
-        except (StateFileError, CheckFailed) as e:
-            raise Failed(f"after train.py's 2-process run: {e}") from e
-    steps = int(SHORT_RUN[1])
-    if len(records) != steps:
-        raise Failed(f"train.py --steps {steps} wrote {len(records)} lines to timings.jsonl: one per step")
-    mistake = judge_run(states, steps, _corpus(repo))  # DDP's arithmetic by hand, in this process
-    if mistake:
-        raise Failed(f"after train.py's {steps}-step 2-process run {mistake} (largest |rank 0 - rank 1| "
-                     f"{comparison.max_abs_diff:.1e})")
-    return (f"a real 2-process run of train.py ({steps} steps): both ranks' weights are bit for bit those of "
-            f"DDP's arithmetic done by hand in one process (minitrain.lab.grading.by_hand), {len(records)} timed steps")
+    from minitrain.lab.grading.graders.training import grade_train_script
+    return _graded(lambda: grade_train_script(repo / EXPERIMENT / "train.py", _corpus(repo)))
 
 
 def _grade_scratch_ddp() -> str:

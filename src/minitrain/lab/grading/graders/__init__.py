@@ -9,6 +9,7 @@ cell calls an exercise's grader; `python -m minitrain.lab.grade` calls them all:
     grade_check_shards(check_shards)                        data.py: Block B's checks, in 3 gloo processes
     grade_barrier_timer(BarrierTimer)                       timing.py: Block D variant A, in 2 gloo processes
     grade_block_a()                                         03-wrapping and ddp.py: Block A, alone and in 2 gloo processes
+    grade_train_script(train_script, corpus_dir)            04-launch-and-timing and train.py: Block C, a real 2-process run
 """
 
 from minitrain.lab.grading.graders.running import _leave, _log_tails, _silence  # noqa: F401 (scratch_graders' imports)
@@ -16,8 +17,9 @@ from minitrain.lab.grading.graders.running import ExerciseError, join_group
 from minitrain.lab.grading.graders.sharding import grade_check_shards, grade_make_shard, grade_shard_indices
 from minitrain.lab.grading.graders.states import grade_rank1_holds_rank0_init, grade_states_equivalent
 from minitrain.lab.grading.graders.timing import grade_barrier_timer, grade_timing_hook, hook_module_source
+from minitrain.lab.grading.graders.training import grade_train_script
 from minitrain.lab.grading.graders.wrapper import grade_block_a
 
 __all__ = ["ExerciseError", "grade_barrier_timer", "grade_block_a", "grade_check_shards", "grade_make_shard",
            "grade_rank1_holds_rank0_init", "grade_shard_indices", "grade_states_equivalent", "grade_timing_hook",
-           "hook_module_source", "join_group"]
+           "grade_train_script", "hook_module_source", "join_group"]

@@ -1,0 +1,46 @@
+"""Block C's grader: a real 2-process run of the learner's train.py, whose ranks must end with DDP's
+arithmetic done by hand in one process (minitrain.lab.grading.by_hand), bit for bit."""
+
+import sys
+import tempfile
+from pathlib import Path
+
+from minitrain.corpus import DEFAULT_CORPUS_DIR
+from minitrain.lab.grading.by_hand import judge_run
+from minitrain.lab.grading.graders.running import ExerciseError
+from minitrain.lab.reporting.check import CheckFailed, validated_timings
+from minitrain.launch import LaunchError, run_streaming
+from minitrain.verify import StateFileError, compare_state_files, load_state
+
+STEPS, WARMUP = 6, 2  # a few steps: by hand they take one process a few seconds
+NOT_DONE = "not done yet"
+
+
+def grade_train_script(script: Path, corpus_dir: Path = DEFAULT_CORPUS_DIR) -> str:
+    """Run `script` (train.py) for STEPS steps in 2 processes under the lab's torchrun; its ranks' final
+    weights must be DDP's arithmetic by hand, bit for bit, with one timings.jsonl line per step."""
+    output: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="minitrain-grade-") as tmp:
+        out = Path(tmp) / "run"
+        command = [sys.executable, "-m", "minitrain.launch", "--nproc-per-node=2", str(script), "--steps", str(STEPS),
+                   "--warmup", str(WARMUP), "--corpus-dir", str(corpus_dir), "--out", str(out)]
+        try:
+            run_streaming(command, echo=output.append)
+        except LaunchError as e:
+            if blank := [line for line in output if NOT_DONE in line]:
+                raise ExerciseError(blank[0][blank[0].index(NOT_DONE):].strip(" \"')")) from e
+            raise ExerciseError("train.py's 2-process run failed: " + " | ".join(str(e).splitlines()[-3:])) from e
+        try:
+            comparison = compare_state_files(out / "state-rank-0.pt", out / "state-rank-1.pt")
+            records = validated_timings(out / "timings.jsonl")
+            states = [load_state(out / f"state-rank-{rank}.pt") for rank in (0, 1)]
+        except (StateFileError, CheckFailed) as e:
+            raise ExerciseError(f"after train.py's 2-process run: {e}") from e
+    if len(records) != STEPS:
+        raise ExerciseError(f"train.py --steps {STEPS} wrote {len(records)} lines to timings.jsonl: one per step")
+    if mistake := judge_run(states, STEPS, corpus_dir):
+        raise ExerciseError(f"after train.py's {STEPS}-step 2-process run {mistake} (largest |rank 0 - rank 1| "
+                            f"{comparison.max_abs_diff:.1e})")
+    return (f"Block C: correct. A real 2-process run of train.py ({STEPS} steps): both ranks' weights are bit for "
+            f"bit those of DDP's arithmetic done by hand in one process (minitrain.lab.grading.by_hand), "
+            f"{len(records)} timed steps")
