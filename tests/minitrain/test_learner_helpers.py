@@ -71,3 +71,7 @@ def test_make_lab_names_a_blank_todo_in_one_line():
     assert not_done(log) == ("not done yet: Block C: the setup (experiments/35-ddp-cpu/train.py:68): "
                              "write it, then run make lab again")
     assert not_done("error: the run failed") is None
+    stopped = ("---> 1 your_todo(...)\nTodoNotDone: Block B: make_shard's split is blank: write it in src/minitrain/data.py at "
+               "line 129 (shown above), save the file, then run this cell again\n")  # papermill's report of a notebook's stop
+    assert not_done(stopped) == ("Block B: make_shard's split is blank: write it in src/minitrain/data.py at line 129, "
+                                 "then run make lab again")

@@ -119,6 +119,8 @@ def not_done(text: str) -> str | None:
     """A TODO still blank, in one line: what, where (the stub's file and line), and what to do."""
     lines = text.splitlines()
     for i, line in enumerate(lines):
+        if stop := re.search(r"TodoNotDone: (.+ is blank: write it in .+?), save the file", line):  # a notebook's stop
+            return f"{stop[1].replace(' (shown above)', '')}, then run make lab again"
         if "NotImplementedError: not done yet: " in line:
             what = line[line.index("not done yet: "):]
             where = [re.search(r'File "([^"]+)", line (\d+)', earlier) for earlier in lines[:i]]
