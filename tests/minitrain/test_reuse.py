@@ -107,7 +107,7 @@ def test_notebooks_only_and_remeasure_exclude_each_other(capsys):
     with pytest.raises(SystemExit) as e:
         runner.main(["--notebooks-only", "--remeasure"])
     assert e.value.code == 2
-    assert "--notebooks-only makes no runs, --remeasure and --commit measure them all: choose one" in capsys.readouterr().err
+    assert "--notebooks-only makes no runs, --remeasure measures them all: choose one" in capsys.readouterr().err
 
 
 def test_every_failure_ends_with_the_executed_notebooks_and_the_next_step(out, capsys):

@@ -7,8 +7,7 @@ from pathlib import Path
 from minitrain.lab.reporting.check import check_lesson_notes, run_check
 from minitrain.lab.reporting.disturbance import disturbance_note
 from minitrain.lab.reporting.manifest import Manifest
-from minitrain.lab.reporting.report import findings_table, set_lesson_notes
-from minitrain.lab.reporting.results_file import Finding
+from minitrain.lab.reporting.report import set_lesson_notes
 from minitrain.timing import VARIANTS, summarize
 
 
@@ -110,12 +109,6 @@ def disturbance_warning(manifest: Manifest) -> str:
                 "run as disturbed by other programs")
     return (f"WARNING, {disturbance_note(manifest.disturbed)}\nThe verdict above still reads these repeats as they "
             "are; after re-measuring, write your paragraph from the new manifest.")
-
-
-def beyond_table(beyond: dict[str, dict]) -> str:
-    """The deeper measurements' findings, each under the file, date and command it came from."""
-    return "\n\n".join(f"{name} ({entry['file']}, {entry['date']})\n  {entry['command']}\n"
-                        + findings_table([Finding(**r) for r in entry["findings"]]) for name, entry in beyond.items())
 
 
 def a_against_b(timings: list[dict], warmup: int) -> str:

@@ -11,7 +11,6 @@ from minitrain.lab.reporting.manifest import Manifest
 from minitrain.lab.reporting.results_file import Finding, holds_results, typed_results
 from minitrain.lab.reporting.runs import (PHASES, REPEATS_DIR, SINGLE_DIR, output_dir, phase_medians, read_repeats,
                                           read_run, throughput)
-from minitrain.lab.reporting.sittings import sitting_note
 from minitrain.lab.reporting.verdict import verdict_over_repeats
 from minitrain.paths import BEYOND_DIR, relative
 from minitrain.run_record import RunRecord
@@ -52,12 +51,6 @@ def manifest_records(folder: Path | None = None) -> list[dict]:
     level], or [] while no lab run has written it (a student tree before `make lab`)."""
     path = Path(folder or output_dir()) / "manifest.json"
     return [asdict(Manifest.read(path))] if path.exists() else []
-
-
-def sittings_of_report(m: Manifest, beyond: Path = BEYOND_DIR) -> str:
-    """Whether the sheet's runs and the deeper measurements in `beyond` share one sitting, as a sentence."""
-    return (sitting_note(asdict(m), *beyond_results(beyond).values())
-            or "The sheet's runs and the deeper measurements come from one sitting: their numbers compare directly.")
 
 
 def findings_table(records: list[Finding]) -> str:

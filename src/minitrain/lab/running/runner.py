@@ -326,11 +326,12 @@ def main(argv: list[str] | None = None) -> int:
                    help="measure even though other programs keep the machine busy (without it the lab waits up to "
                         "a minute and a half for the machine to calm down)")
     p.add_argument("--commit", action="store_true",
-                   help=f"write into {relative(EXPERIMENT_DIR)}/, measuring every run again, and, when everything "
-                        "passed, replace notebooks/ with the executed copies: the committed artifacts (make measurements)")
+                   help=f"write into {relative(EXPERIMENT_DIR)}/, measuring every run again (none with --notebooks-only), "
+                        "and, when everything passed, replace notebooks/ with the executed copies: the committed "
+                        "artifacts (make measurements)")
     args = p.parse_args(argv)
-    if args.notebooks_only and (args.remeasure or args.commit):
-        p.error("--notebooks-only makes no runs, --remeasure and --commit measure them all: choose one")
+    if args.notebooks_only and args.remeasure:
+        p.error("--notebooks-only makes no runs, --remeasure measures them all: choose one")
     try:
         out = lab_out(args.commit).resolve()  # a bad MINITRAIN_LAB_OUT stops here, before any run
     except SettingError as e:
