@@ -86,7 +86,7 @@ def train(args: argparse.Namespace) -> None:
 
     for step in range(start, args.steps):
         fault.kill_if_due(args.fail_at, step, rank)  # --fail-at
-        # One step: next(shard), forward (model(batch).loss), timed_backward(loss, timers) in place of
+        # One step: next(shard), forward (model(batch).loss), timed_backward(loss, list(timers.values())) in place of
         # loss.backward(), optimizer step, zero_grad. Forward and backward go inside
         # `with controls.maybe_no_sync(model, args.no_sync):` (--no-sync, notebook 09). Then `record`, one line of
         # timings.jsonl: {"step": step, "loss": a float, "forward_ms", "backward_ms", "optimizer_ms": each phase,

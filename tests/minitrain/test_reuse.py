@@ -134,7 +134,7 @@ def test_each_checker_row_has_its_next_step(tmp_path):
 ])
 def test_busy_when_the_load_average_and_the_sample_both_say_so(load, busy):
     assert load.busy is busy
-    assert str(load).endswith(f"idle is below {IDLE_LOAD}")
+    assert str(load).endswith(f"busy only when both exceed {IDLE_LOAD}")
 
 
 def test_the_load_is_measured_and_said(capsys):

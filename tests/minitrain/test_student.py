@@ -374,3 +374,32 @@ def test_each_stub_states_what_its_grader_checks(student_tree, path, name, said)
     text = _stub_text(student_tree, path, name)
     assert "not done yet" in text  # the blank stub, not the reference
     assert not [s for s in said if s not in text], f"{path}:{name}'s stub does not say: {[s for s in said if s not in text]}"
+
+
+FIRST_BLANK = {  # notebook -> the first blank TODO its Run All meets in a blank tree
+    "02-sharding": "Block B: make_shard's split", "03-wrapping": "Block A: init_distributed",
+    "04-launch-and-timing": "Block C: the setup (init gloo, seed 35000 + rank, model, shard, wrap, AdamW)",
+    "05-verification": "Block B: make_shard's split", "06-scaling-and-report": "Block B: make_shard's split"}
+STARTS_A_PROCESS = ("run_streaming", "torchrun", "grade_", "ensure_runs", "run_training", "spawn")
+
+
+def test_a_blank_tree_s_run_all_stops_at_the_first_blank_todo_in_one_line(student_tree, tmp_path, monkeypatch):
+    """Each core notebook of a blank tree, executed top to bottom as Run All does: it stops at its first blank TODO
+    with one line naming it and its file, before any cell that starts a process."""
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError
+    monkeypatch.setenv("PYTHONPATH", str(student_tree / "src"))  # the kernels import the tree's minitrain
+    monkeypatch.setenv("MINITRAIN_LAB_OUT", str(tmp_path / "out"))
+    monkeypatch.setenv("MINITRAIN_LAB_SCRATCH", str(tmp_path / "scratch"))
+    for name, todo in FIRST_BLANK.items():
+        nb = nbformat.read(student_tree / "notebooks" / f"{name}.ipynb", as_version=4)
+        with pytest.raises(CellExecutionError):
+            NotebookClient(nb, timeout=240, kernel_name="python3",
+                           resources={"metadata": {"path": str(student_tree / "notebooks")}}).execute()
+        stop, error = next((i, o) for i, cell in enumerate(nb.cells) for o in cell.get("outputs", [])
+                           if o.output_type == "error")
+        assert error.traceback == [f"TodoNotDone: {error.evalue}"], (name, error.traceback)
+        assert error.evalue.startswith(f"{todo} is blank: write it in ") and "run this cell again" in error.evalue
+        started = [i for i, cell in enumerate(nb.cells[:stop]) if cell.cell_type == "code"
+                   and any(call in cell.source for call in STARTS_A_PROCESS)]
+        assert not started, f"{name}: cells {started} start a process before the stop at cell {stop}"

@@ -105,8 +105,8 @@ def repeats_table(manifest: Manifest) -> str:
 def disturbance_warning(manifest: Manifest) -> str:
     """Whether the repeats look disturbed by other programs (the manifest's `disturbed`), and what to do then."""
     if not manifest.disturbed:
-        return ("quiet machine: the repeats of each configuration agree with each other, and nothing marks this "
-                "run as disturbed by other programs")
+        return ("quiet machine: no repeat is under half the fastest of its configuration, and 2 processes stayed "
+                "within twice one process: nothing marks these repeats as disturbed")
     return (f"WARNING, {disturbance_note(manifest.disturbed)}\nThe verdict above still reads these repeats as they "
             "are; after re-measuring, write your paragraph from the new manifest.")
 

@@ -2,7 +2,7 @@
 
 A warning beside the verdict, never a verdict (minitrain.lab.reporting.verdict): the repeats of one
 configuration that disagree with each other far beyond a quiet machine's spread, or 2 processes
-above twice one process where the two ranks had no more threads than the single process.
+above twice one process where the single process had no more threads than the two ranks together.
 """
 
 from collections.abc import Sequence
@@ -26,9 +26,9 @@ def disturbance(tps_1proc: Sequence[float], tps_2proc: Sequence[float], threads_
         above = [(i + 1, b / a) for i, (a, b) in enumerate(zip(tps_1proc, tps_2proc)) if b > 2 * a]
         if above:
             shown = ", ".join(f"{ratio:.2f}x in repeat {i}" for i, ratio in above)
-            reasons.append(f"2 processes came out above twice one process ({shown}), which 2 ranks cannot reach "
-                           f"against one process with no more threads than theirs ({threads_1proc} against "
-                           f"{threads_2proc} each) unless other work slowed the single process")
+            reasons.append(f"2 processes came out above twice one process ({shown}): each rank does the single "
+                           f"process's whole batch, with no more threads between them ({threads_2proc} each against "
+                           f"{threads_1proc}), so about 2x is the most this setup gives on a quiet machine")
     return reasons
 
 
@@ -36,5 +36,5 @@ def disturbance_note(reasons: list[str]) -> str:
     """The warning for disturbed repeats, with the command that measures them again; '' when quiet."""
     if not reasons:
         return ""
-    return (f"disturbed: {'; '.join(reasons)}. Other programs were using the CPUs while the repeats ran, so these "
-            f"numbers measure them too; close them and re-measure on a quiet machine: {RERUN}")
+    return (f"disturbed: {'; '.join(reasons)}. Such repeats most often come from other programs using the CPUs "
+            f"while they ran, and then measure those programs too: close them and re-measure: {RERUN}")

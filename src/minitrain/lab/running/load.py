@@ -34,7 +34,7 @@ class Load:
 
     def __str__(self) -> str:
         return (f"load average {self.average_1min:.1f} over the last minute, other programs using "
-                f"{self.others_now:.1f} CPUs over the last {SAMPLE_S:g} s; idle is below {IDLE_LOAD}")
+                f"{self.others_now:.1f} CPUs over the last {SAMPLE_S:g} s; busy only when both exceed {IDLE_LOAD}")
 
 
 def _busy_seconds() -> float:

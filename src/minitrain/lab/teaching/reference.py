@@ -10,7 +10,7 @@ from minitrain.lab.reporting.verdict import chance_of_separation
 
 
 def reference_paragraph(m: Manifest) -> str:
-    """The "why are 2 processes slower (or not) here" paragraph, from the manifest's numbers alone:
+    """Block G's paragraph (1 process against 2, and why), from the manifest's numbers alone:
     the reference edition's Block G (notebook 06), which stop condition 4 must accept."""
     speedup, share, (lo, hi) = m.speedup_2proc, m.allreduce_share_of_step, m.speedup_2proc_range
     t1, t2, cores = m.threads_per_rank["1proc"], m.threads_per_rank["2proc"], m.cores
@@ -44,21 +44,18 @@ def reference_paragraph(m: Manifest) -> str:
                     f"{min(tps[2]):,.0f}-{max(tps[2]):,.0f} ({min(steps[2]):.1f}-{max(steps[2]):.1f} ms), so these "
                     "repeats cannot tell them apart. The sheet expected 2 processes to be slower.")
     elif m.verdict == "faster":
-        text.append(f"On the same logical CPUs, 2 single-threaded processes gained more than one process with {t1} "
-                    "threads, and the all-reduce did not take that gain away; these runs do not measure why. The "
-                    "sheet expected the opposite." if t1 > 1 else
-                    "The single process ran 1 thread, so a second process could use compute the first left "
-                    "unused, at the price of the all-reduce. The sheet expected the opposite.")
+        text.append(f"On the same logical CPUs, 2 processes of {plural(t2, 'thread')} each gained more than one "
+                    f"process with {plural(t1, 'thread')}, and the all-reduce did not take that gain away; these runs "
+                    "do not measure why. The sheet expected the opposite.")
     elif m.world_size * t2 > cores:
         text.append("As the sheet expected: the ranks' threads outnumber the logical CPUs, so the processes "
                     "contend for them and pay the all-reduce on top.")
     elif share >= 0.3:
         text.append("As the sheet expected for a tiny model: the all-reduce, waiting included, is a large "
-                    "part of a 2-process step, time the single process never spends.")
+                    "part of a 2-process step, time the single process spends almost none of.")
     else:
         text.append(f"As the sheet expected, though the all-reduce is the smaller part: the rest of a rank's "
                     f"step alone took longer than the single process's whole step, computed with {plural(t2, 'thread')} per "
-                    f"rank against {t1}, the two ranks sharing caches and memory bandwidth (and the CPUs with other "
-                    "programs).")
+                    f"rank against {t1}, the two ranks sharing caches and memory bandwidth.")
     text.append("Notebook 08 measures when each side wins: model size, threads, pinning.")
     return " ".join(text)

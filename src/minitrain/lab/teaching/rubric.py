@@ -71,7 +71,7 @@ def at_end(m: Manifest, f: Facts) -> bool:
 def figures(m: Manifest, f: Facts) -> list[str]:
     """The table of manifest fields, then the figures derived from them."""
     (lo, hi), one, two = m.speedup_2proc_range, m.step_breakdown_ms["1proc"], m.step_breakdown_ms["2proc"]
-    torchrun = (" (torchrun sets `OMP_NUM_THREADS=1` for more than 1 process)"
+    torchrun = (" (torchrun sets `OMP_NUM_THREADS=1` when it starts more than 1 process and the variable is unset)"
                 if m.threads_per_rank["2proc"] == 1 else "")
     verdict = {"no clear winner": "the repeats' tokens/s ranges overlap",
                "faster": "every 2-process repeat's tokens/s above every 1-process one's",
@@ -247,7 +247,7 @@ def answers(m: Manifest, f: Facts) -> list[str]:
 
 
 INTRO = [
-    '# Rubric: the "why are 2 processes slower (or not) here" paragraph (Block G)',
+    "# Rubric: Block G's paragraph (1 process against 2, and why)",
     wrap("Stop condition 4 (`python -m minitrain.lab.check`, `minitrain.lab.reporting.paragraph`) already checks what a "
          "program can: the paragraph states the manifest's tokens/s of 1 and of 2 processes, the median 2-vs-1 ratio "
          "and the repeats' range, the all-reduce's share of a 2-process step, the verdict the repeats give (and no "

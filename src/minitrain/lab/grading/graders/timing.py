@@ -318,7 +318,8 @@ def _timer_alone(timer_cls: type) -> float | None:
     except NotImplementedError as e:
         raise ExerciseError(f"{e}: BarrierTimer still raises NotImplementedError") from e
     except Exception as e:
-        raise ExerciseError(f"without a process group (a plain process: BarrierTimer's docstring says it still measures there) BarrierTimer "
+        raise ExerciseError(f"without a process group (a plain process: BarrierTimer's docstring says it still "
+                            f"measures there) BarrierTimer "
                             f"raised {type(e).__name__}: {e}; call dist.barrier() only when "
                             "dist.is_initialized()") from e
 

@@ -322,8 +322,8 @@ def _verdict(ranks: list[dict], output: list[str], failed: LaunchError | None) -
             "nothing and wrap_for_ddp() raises RuntimeError naming init_distributed; in a real 2-process gloo run "
             "init_distributed() returns (rank, world_size) with the lab's timeout and, called again, joins nothing "
             f"new, is_main_process() is True on rank 0 only, barrier() waited {barrier_s:.2f} s for the late rank, "
-            "wrap_for_ddp() (PyTorch's defaults) broadcast rank 0's weights and averaged the gradients, and "
-            f"cleanup() waited {cleanup_s:.2f} s for every rank, then left the group")
+            "wrap_for_ddp() (PyTorch's defaults) returned a DistributedDataParallel whose gradients came out "
+            f"averaged, and cleanup() waited {cleanup_s:.2f} s for every rank, then left the group")
 
 
 if __name__ == "__main__":
