@@ -37,4 +37,5 @@ def disturbance_note(reasons: list[str]) -> str:
     if not reasons:
         return ""
     return (f"disturbed: {'; '.join(reasons)}. Such repeats most often come from other programs using the CPUs "
-            f"while they ran, and then measure those programs too: close them and re-measure: {RERUN}")
+            f"while they ran, and then measure those programs too: close them and re-measure on a quiet machine: "
+            f"{RERUN}")

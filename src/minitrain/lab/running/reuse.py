@@ -6,15 +6,25 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+import torch
+
+from minitrain.corpus import DEFAULT_CORPUS_DIR
 from minitrain.lab.reporting.disturbance import disturbance
 from minitrain.lab.reporting.runs import REPEATS_DIR, read_repeats, repeat_dir, run_dir_in, throughput
 from minitrain.model import MiniGPTConfig
+from minitrain.provenance import file_sha256
 from minitrain.run_record import RunRecord, RunRecordError
 from minitrain.timing import BY_NAME
 from minitrain.train import TrainConfig
 
 SHEET_TIMING = list(BY_NAME)  # the sheet's runs time the all-reduce both ways (train.py's default)
 REPEAT_TIMING = ["hook"]  # the repeats, the comm hook only (minitrain.lab.running.repeats)
+
+
+def _corpus_sha256() -> str:
+    """The hash of the corpus the lab's runs read ('' before it is generated: then no run can match)."""
+    path = DEFAULT_CORPUS_DIR / "train.jsonl"
+    return file_sha256(path) if path.is_file() else ""
 
 
 def run_problem(folder: Path, nproc: int, steps: int, warmup: int, timing: list[str], states: bool) -> str | None:
@@ -38,7 +48,8 @@ def run_problem(folder: Path, nproc: int, steps: int, warmup: int, timing: list[
     wanted = {"world_size": nproc, "steps": steps, "warmup_steps": warmup, "timing": timing, "launcher": "torchrun",
               "batch_size_per_rank": TrainConfig.batch_size, "block_size": TrainConfig.block_size, "lr": TrainConfig.lr,
               "model_config": {k: getattr(MiniGPTConfig, k) for k in ("n_layer", "n_head", "n_embd")},
-              "comm": "allreduce", "no_sync": False, "restart": None}
+              "comm": "allreduce", "no_sync": False, "restart": None, "torch": torch.__version__,
+              "corpus_sha256": _corpus_sha256()}
     if differs := [f"{key} {getattr(run, key)!r}, not {value!r}" for key, value in wanted.items()
                    if getattr(run, key) != value]:
         return f"another configuration: {'; '.join(differs)}"
