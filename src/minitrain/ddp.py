@@ -17,7 +17,7 @@ def init_distributed(backend: str = "gloo", timeout: timedelta | None = None) ->
     again in the same process joins nothing new (the same group) and returns the same pair."""
     if backend != "gloo":
         raise ValueError(f"this lab runs on CPUs with the gloo backend only, got {backend!r}")
-    options = prepare_rank(timeout)  # init_process_group's other arguments: the timeout (Windows: the store)
+    options = prepare_rank(timeout)  # init_process_group's keyword arguments, a dict: the timeout (Windows: the store)
     ### BEGIN SOLUTION: Block A: init_distributed
     if not dist.is_initialized():
         dist.init_process_group(backend=backend, **options)
@@ -27,8 +27,9 @@ def init_distributed(backend: str = "gloo", timeout: timedelta | None = None) ->
 
 def wrap_for_ddp(model: torch.nn.Module, bucket_cap_mb: float | None = None) -> TorchDDP:
     """Return `model` wrapped in DistributedDataParallel with PyTorch's defaults (no device_ids on CPUs, no
-    find_unused_parameters, gradient_as_bucket_view or static_graph). bucket_cap_mb None: DDP's own caps (1 MiB for the first bucket, 25 MiB after); a number sets
-    every cap, in MiB. Without a process group raise RuntimeError, its message naming init_distributed()."""
+    find_unused_parameters, gradient_as_bucket_view or static_graph). bucket_cap_mb None: DDP's own caps (1 MiB
+    for the first bucket, 25 MiB after); a number sets every cap, in MiB. Without a process group raise
+    RuntimeError, its message naming init_distributed()."""
     ### BEGIN SOLUTION: Block A: wrap_for_ddp
     if not dist.is_initialized():
         raise RuntimeError("wrap_for_ddp() needs a process group: call init_distributed() first")

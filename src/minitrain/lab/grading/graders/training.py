@@ -1,6 +1,7 @@
 """Block C's grader: a real 2-process run of the learner's train.py, whose ranks must end with DDP's
 arithmetic done by hand in one process (minitrain.lab.grading.by_hand), bit for bit."""
 
+import re
 import sys
 import tempfile
 from pathlib import Path
@@ -14,6 +15,14 @@ from minitrain.verify import StateFileError, compare_state_files, load_state
 
 STEPS, WARMUP = 6, 2  # a few steps: by hand they take one process a few seconds
 NOT_DONE = "not done yet"
+RANK_ERROR = re.compile(r"\s*(?:\[rank\d+\]:\s*)?[\w.]*(?:Error|Exception)\b.*: ")  # "AttributeError: 'str' object ..."
+LAUNCHER_ERROR = re.compile(r"ChildFailedError|LaunchError|torch\.distributed\.elastic")
+
+
+def _rank_error(output: list[str]) -> str | None:
+    """The first exception a rank printed (its traceback's last line), not the launcher's lines after it."""
+    found = [line.strip() for line in output if RANK_ERROR.match(line) and not LAUNCHER_ERROR.search(line)]
+    return found[0] if found else None
 
 
 def grade_train_script(script: Path, corpus_dir: Path = DEFAULT_CORPUS_DIR) -> str:
@@ -31,7 +40,8 @@ def grade_train_script(script: Path, corpus_dir: Path = DEFAULT_CORPUS_DIR) -> s
         except LaunchError as e:
             if blank := [line for line in output if NOT_DONE in line]:
                 raise ExerciseError(blank[0][blank[0].index(NOT_DONE):].strip(" \"')")) from e
-            raise ExerciseError("train.py's 2-process run failed: " + " | ".join(str(e).splitlines()[-3:])) from e
+            why = _rank_error(output) or str(e).splitlines()[-1]
+            raise ExerciseError(f"train.py's 2-process run failed: {why}") from e
         try:
             comparison = compare_state_files(out / "state-rank-0.pt", out / "state-rank-1.pt")
             records = validated_timings(out / "timings.jsonl")
