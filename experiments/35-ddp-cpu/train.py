@@ -89,9 +89,10 @@ def train(args: argparse.Namespace) -> None:
         # One step: next(shard), forward (model(batch).loss), timed_backward(loss, list(timers.values())) in place of
         # loss.backward(), optimizer step, zero_grad. Forward and backward go inside
         # `with controls.maybe_no_sync(model, args.no_sync):` (--no-sync, notebook 09). Then `record`, one line of
-        # timings.jsonl: {"step": step, "loss": a float, "forward_ms", "backward_ms", "optimizer_ms": each phase,
-        # "step_ms": from next(shard) to after zero_grad, all in milliseconds (time.perf_counter() x 1e3),
-        # "tokens": tokens} (tokens is set above: every rank's tokens in one step).
+        # timings.jsonl: {"step": step, "loss": a float, "forward_ms": next(shard) and the forward, "backward_ms":
+        # timed_backward, "optimizer_ms": the optimizer step and zero_grad, "step_ms": the three together, all in
+        # milliseconds (time.perf_counter() x 1e3), "tokens": tokens} (tokens is set above: every rank's tokens
+        # in one step).
         ### BEGIN SOLUTION: Block C: one training step and its record
         t0 = time.perf_counter()
         batch = next(shard)
