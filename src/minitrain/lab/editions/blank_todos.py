@@ -18,6 +18,7 @@ NOT_DONE = (  # the stub's exception line; a notebook's stop (yourcode.TodoNotDo
     re.compile(r"NotImplementedError: not done yet: (.+)$", re.M), re.compile(r"TodoNotDone: (.+?) is blank: "),
     re.compile(r"TODO not done yet: (.+?) \(write it"), re.compile(r"not done yet: ([^\"\\\n]+)"))
 UNREAD = re.compile(r"[{}]|\.\.\.")  # a source line's f-string, or pytest's cut of a long repr: not a TODO's name
+GRADERS_TAIL = re.compile(r"\s*\(?(?:each )?still raises NotImplementedError.*")  # graders.running.STILL_BLANK
 HINT = "(write it; `make grade` gives its points)"
 _blank_notebooks: dict[str, str] = {}  # a notebook's node id -> the TODO its run stopped at
 _left: set[str] = set()  # the TODOs the skips named (with xdist: in the controller, from the workers' reports)
@@ -26,7 +27,7 @@ _left: set[str] = set()  # the TODOs the skips named (with xdist: in the control
 def blank_todo(text: str) -> str | None:
     """The TODO a failure's text (or a skip's message) says is still blank, or None."""
     text = ANSI.sub("", text).replace("\\'", "'")
-    names = [m[1].strip().rstrip(".:'") for pattern in NOT_DONE for m in pattern.finditer(text)]
+    names = [GRADERS_TAIL.sub("", m[1]).strip().rstrip(".:'") for pattern in NOT_DONE for m in pattern.finditer(text)]
     whole = [name for name in names if not UNREAD.search(name)]
     return (whole or [UNREAD.split(name)[0].strip() or "a TODO" for name in names] or [None])[0]
 
