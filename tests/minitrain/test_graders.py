@@ -405,7 +405,7 @@ def test_check_shards_graded_in_three_processes(learner_modules, name, checks, m
      "no barrier before stopping the clock: rank 1 finished backward 500 ms late"),
     ("seconds", REFERENCE_BEFORE, REFERENCE_AFTER.replace(" * 1e3", ""), "seconds, not milliseconds"),
     ("unguarded", "dist.barrier()\nself.start = time.perf_counter()", REFERENCE_AFTER,
-     "without a process group (one process, as train.py runs with 1 rank) BarrierTimer raised"),
+     "without a process group (a plain process: BarrierTimer's docstring says it still measures there) BarrierTimer raised"),
     ("blank", 'raise NotImplementedError("not done yet: Block D: BarrierTimer.before_backward")', REFERENCE_AFTER,
      "not done yet: Block D: BarrierTimer.before_backward"),
 ])
