@@ -545,3 +545,12 @@ def test_a_number_is_right_at_the_precision_it_is_written_in(written, true, righ
     """Rounded to the digits written, not cut off: 6.82% is 7% (or 6.8%), not 6%."""
     [claim] = claims(written)
     assert claim.matches(true) is right
+
+
+def test_completion_names_each_row_that_is_not_a_pass():
+    from minitrain.lab.reporting.check import CheckResult, completion
+    passed, skipped, failed = CheckResult("files", True, ""), CheckResult("ddp tests", True, "", skipped=True), \
+        CheckResult("lesson notes", False, "")
+    assert completion([passed]) == "lab complete"
+    assert completion([passed, skipped, failed]) == \
+        "not complete: ddp tests SKIPPED, lesson notes FAIL (the full check: make lab)"

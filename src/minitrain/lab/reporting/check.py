@@ -295,6 +295,12 @@ def check_folder(folder: Path, run_tests: bool = True) -> list[CheckResult]:
     return check_artifacts(folder) + [check_tests(run_tests)]
 
 
+def completion(results: list[CheckResult]) -> str:
+    """One line: the lab is complete, or which rows keep it from being so."""
+    open_rows = [f"{r.name} {r.status}" for r in results if not r.passed or r.skipped]
+    return "lab complete" if not open_rows else f"not complete: {', '.join(open_rows)} (the full check: make lab)"
+
+
 def format_table(results: list[CheckResult], details: bool = True) -> str:
     """One line per condition: name, PASS/FAIL/SKIPPED, and (with `details`) what was found."""
     width = max(len(r.name) for r in results)
