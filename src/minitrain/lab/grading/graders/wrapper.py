@@ -101,7 +101,7 @@ def _main_without_group(ddp: types.ModuleType) -> None:
 
 
 def _barrier_without_group(ddp: types.ModuleType) -> None:
-    _call(ddp.barrier, when=NO_GROUP, fix="; call dist.barrier() only when dist.is_initialized()")
+    _call(ddp.barrier, when=NO_GROUP, fix="; without a process group there is no one to wait for")
 
 
 def _cleanup_without_group(ddp: types.ModuleType) -> None:
@@ -240,7 +240,7 @@ def _cleanup_leaves(ddp: types.ModuleType, rank: int) -> float:
     if rank == 0 and waited < LATE_S / 2:
         raise Mistake(f"cleanup() did not wait for every rank: rank 1 called it {LATE_S} s late and rank 0 left "
                       f"after {waited:.3f} s; a rank that leaves while a peer is mid-collective makes the peer abort "
-                      "at exit: dist.barrier(), then dist.destroy_process_group()")
+                      "at exit: wait for every rank before leaving the group")
     _call(ddp.cleanup, when="called a second time, after leaving the group, ",
           fix="; it must do nothing then: leave the group only when dist.is_initialized()")
     return waited
@@ -314,7 +314,7 @@ def _verdict(ranks: list[dict], output: list[str], failed: LaunchError | None) -
     text = "\n".join(output)
     if failed or len(ranks) < WORLD_SIZE or "terminate called" in text:
         why = named_hang(text) or ("a rank aborted at exit ('terminate called'): cleanup() must wait for every rank "
-                                   "(dist.barrier()) before dist.destroy_process_group()" if "terminate called" in text
+                                   "before it leaves the group" if "terminate called" in text
                                    else " | ".join(line for line in output[-3:] if line.strip()))
         raise ExerciseError(f"the 2-process run of Block A failed: {why}")
     barrier_s, cleanup_s = (ranks[0]["measured"][k] for k in ("barrier_s", "cleanup_s"))
