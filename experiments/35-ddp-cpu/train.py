@@ -4,27 +4,32 @@
     torchrun --standalone --nproc-per-node=1 experiments/35-ddp-cpu/train.py --out build/one
     python experiments/35-ddp-cpu/train.py --launcher spawn --nproc 2               # the sheet's fallback
 
-Every rank seeds itself with 35000 + rank and trains on its own shard; DDP averages the gradients
-inside loss.backward(). Rank 0 writes timings.jsonl and run.json, every rank its state-rank-{rank}.pt,
+The learner writes Block C's two functions, `setup` and `train_step`; the lab's measurements (minitrain.rank)
+train through them too. Every rank seeds itself with 35000 + rank and trains on its own shard; DDP averages
+the gradients inside loss.backward(). Rank 0 writes timings.jsonl and run.json, every rank its state-rank-{rank}.pt,
 into --out (by default this folder, over the committed artifacts). The extras (controls, snapshots,
 faults) are one call each and do nothing without their flags.
 """
 
 import argparse
 import time
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import torch
+import torch.nn as nn
 
 from minitrain import controls, fault, snapshot
 from minitrain.cli import LabArgumentParser, exit_on_bad_input, nonnegative_int, output_folder, positive_float, positive_int
 from minitrain.corpus import DEFAULT_CORPUS_DIR
-from minitrain.data import SEED_BASE, check_shards, load_corpus, make_shard
+from minitrain.data import SEED_BASE, Shard, check_shards, load_corpus, make_shard
 from minitrain.ddp import cleanup, init_distributed, is_main_process, unwrap, wrap_for_ddp
 from minitrain.launch import spawn_workers
 from minitrain.model import MiniGPTConfig
 from minitrain.run_record import write_run_files
-from minitrain.timing import BY_NAME, VARIANTS, attach_instrumented_hook, timed_backward
+from minitrain.script import run_setup, run_step
+from minitrain.timing import BY_NAME, VARIANTS, StepTimer, attach_instrumented_hook, timed_backward
 from minitrain.train import TrainConfig, build_model_for_corpus, log_step, seed_everything
 
 HERE = Path(__file__).resolve().parent
@@ -37,6 +42,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--batch-size", type=positive_int, default=TrainConfig.batch_size, help="sequences per rank per step")
     p.add_argument("--block-size", type=positive_int, default=TrainConfig.block_size, help="tokens per sequence")
     p.add_argument("--lr", type=positive_float, default=TrainConfig.lr)
+    p.add_argument("--seed", type=int, default=SEED_BASE, help="rank r seeds itself with SEED + r (the sheet: 35000)")
+    p.add_argument("--bucket-cap-mb", type=positive_float, default=None,
+                   help="DDP's bucket cap in MiB (default: DDP's own, 1 MiB first, then 25 MiB)")
     for name in ("n_layer", "n_head", "n_embd"):
         p.add_argument(f"--{name.replace('_', '-')}", type=positive_int, default=getattr(MiniGPTConfig, name))
     p.add_argument("--out", type=output_folder, default=HERE, help="output folder (default: this folder)")
@@ -61,53 +69,75 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def train(args: argparse.Namespace) -> None:
-    """One rank of the run: the sheet's setup, the steps, the files, cleanup."""
-    # The setup, as the sheet says: join the group (init_distributed), seed with SEED_BASE + rank (35000 + rank),
-    # build the model (build_model_for_corpus) and this rank's shard (make_shard) from args, wrap the model
-    # (wrap_for_ddp), AdamW at args.lr. The code below needs: rank, world_size, model (wrapped), shard, optimizer.
-    ### BEGIN SOLUTION: Block C: the setup (init gloo, seed 35000 + rank, model, shard, wrap, AdamW)
+def setup(args: argparse.Namespace, wrap: Callable[[nn.Module], nn.Module] = wrap_for_ddp
+          ) -> tuple[int, int, nn.Module, Shard, torch.optim.Optimizer]:
+    """Block C's setup on one rank: (rank, world_size, the wrapped model, this rank's shard, the optimizer).
+
+    Join the group with init_distributed("gloo"); seed = args.seed + rank (35000 + rank by default: the sheet's
+    rule), passed to seed_everything and to make_shard (seed=); build the model with build_model_for_corpus and
+    the shard with make_shard from args (corpus_dir, block_size, batch_size, n_layer, n_head, n_embd); wrap the
+    model with `wrap` (wrap_for_ddp unless the lab passes another: --bucket-cap-mb, the deeper measurements,
+    notebook 15's wrappers); AdamW over the wrapped model's parameters at args.lr. The grader reads each rank's
+    seed from the run (run.json's ranks), runs with --bucket-cap-mb to see `wrap` used, and holds the weights
+    to DDP's arithmetic bit for bit."""
+    ### BEGIN SOLUTION: Block C: setup
     rank, world_size = init_distributed("gloo")
-    seed_everything(SEED_BASE + rank)  # different per rank; DDP broadcasts rank 0's weights anyway
-    with exit_on_bad_input(f"rank {rank}"):  # a missing or broken corpus: one line, exit 2
-        model, _ = build_model_for_corpus(args.corpus_dir, args.block_size, n_layer=args.n_layer,
-                                          n_head=args.n_head, n_embd=args.n_embd)
-        shard = make_shard(rank, world_size, args.corpus_dir, batch_size=args.batch_size,
-                           block_size=args.block_size)
-    model = wrap_for_ddp(model)
+    seed = args.seed + rank  # different per rank; DDP broadcasts rank 0's weights anyway
+    seed_everything(seed)
+    model, _ = build_model_for_corpus(args.corpus_dir, args.block_size, n_layer=args.n_layer, n_head=args.n_head,
+                                      n_embd=args.n_embd)
+    shard = make_shard(rank, world_size, args.corpus_dir, batch_size=args.batch_size, block_size=args.block_size,
+                       seed=seed)
+    model = wrap(model)
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)
     ### END SOLUTION
-    shards = check_shards(shard, rank, world_size, len(load_corpus(args.corpus_dir / "train.jsonl")))
+    return rank, world_size, model, shard, optimizer
+
+
+def train_step(model: nn.Module, shard: Shard, optimizer: torch.optim.Optimizer, timers: list[StepTimer],
+               no_sync: bool = False) -> dict[str, float]:
+    """Block C's step: one training step through the wrapped model; its loss and times.
+
+    batch = next(shard); forward (model(batch).loss); timed_backward(loss, timers) in place of loss.backward()
+    (the timers bracket it; DDP's all-reduce fires in it); optimizer.step(); optimizer.zero_grad(). Forward and
+    backward go inside `with controls.maybe_no_sync(model, no_sync):` (--no-sync, notebook 09: the grader runs it
+    and expects no all-reduce). Return {"loss": a float, "forward_ms": next(shard) and the forward,
+    "backward_ms": timed_backward, "optimizer_ms": step and zero_grad, "step_ms": all three, one clock from
+    before next(shard) to after zero_grad}, times in milliseconds (time.perf_counter() x 1e3)."""
+    ### BEGIN SOLUTION: Block C: train_step
+    t0 = time.perf_counter()
+    batch = next(shard)
+    with controls.maybe_no_sync(model, no_sync):  # --no-sync: no all-reduce at all
+        loss = model(batch).loss
+        t1 = time.perf_counter()
+        timed_backward(loss, timers)  # DDP's all-reduce fires in here
+    t2 = time.perf_counter()
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    t3 = time.perf_counter()
+    return {"loss": loss.item(), "step_ms": (t3 - t0) * 1e3, "forward_ms": (t1 - t0) * 1e3,
+            "backward_ms": (t2 - t1) * 1e3, "optimizer_ms": (t3 - t2) * 1e3}
+    ### END SOLUTION
+
+
+def train(args: argparse.Namespace) -> None:
+    """One rank of the run: Block C's setup, the steps, the files, cleanup."""
+    with exit_on_bad_input("train.py"):  # a missing or broken corpus: one line, exit 2, before any rank joins
+        corpus_total = len(load_corpus(args.corpus_dir / "train.jsonl"))
+    wrap = partial(wrap_for_ddp, bucket_cap_mb=args.bucket_cap_mb)
+    rank, world_size, model, shard, optimizer = run_setup(setup, args, wrap)  # its contract checked, named if broken
+    shards = check_shards(shard, rank, world_size, corpus_total)
     hook = attach_instrumented_hook(model, comm=args.comm)  # DDP's own all-reduce, with a stopwatch
     timers = {v.field: v.attach(hook) for v in VARIANTS if v.name in args.timing}  # Block D's variants
-    tokens = args.batch_size * args.block_size * world_size  # global tokens per step
+    tokens = args.batch_size * args.block_size * world_size  # global tokens per step: every rank's batch
     snapshots = snapshot.Snapshots(args, world_size)  # --snapshot-every; --fail-at goes into run.json
     records, start = snapshots.resume(unwrap(model), optimizer, shard)  # [], 0 without --snapshot-every
 
     for step in range(start, args.steps):
         fault.kill_if_due(args.fail_at, step, rank)  # --fail-at
-        # One step: next(shard), forward (model(batch).loss), timed_backward(loss, list(timers.values())) in place of
-        # loss.backward(), optimizer step, zero_grad. Forward and backward go inside
-        # `with controls.maybe_no_sync(model, args.no_sync):` (--no-sync, notebook 09). Then `record`, one line of
-        # timings.jsonl: {"step": step, "loss": a float, "forward_ms": next(shard) and the forward, "backward_ms":
-        # timed_backward, "optimizer_ms": the optimizer step and zero_grad, "step_ms": the three together, all in
-        # milliseconds (time.perf_counter() x 1e3), "tokens": tokens} (tokens is set above: every rank's tokens
-        # in one step).
-        ### BEGIN SOLUTION: Block C: one training step and its record
-        t0 = time.perf_counter()
-        batch = next(shard)
-        with controls.maybe_no_sync(model, args.no_sync):  # --no-sync: no all-reduce at all
-            loss = model(batch).loss
-            t1 = time.perf_counter()
-            timed_backward(loss, list(timers.values()))  # DDP's all-reduce fires in here
-        t2 = time.perf_counter()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        t3 = time.perf_counter()
-        record = {"step": step, "loss": loss.item(), "step_ms": (t3 - t0) * 1e3, "forward_ms": (t1 - t0) * 1e3,
-                  "backward_ms": (t2 - t1) * 1e3, "optimizer_ms": (t3 - t2) * 1e3, "tokens": tokens}
-        ### END SOLUTION
-        record |= {v.field: timers[v.field].pop_ms() if v.field in timers else None for v in VARIANTS}
+        record = {"step": step} | run_step(train_step, model, shard, optimizer, list(timers.values()), args.no_sync)
+        record |= {"tokens": tokens} | {v.field: timers[v.field].pop_ms() if v.field in timers else None
+                                        for v in VARIANTS}
         records.append(record | controls.drift(unwrap(model), args.track_drift))  # --track-drift
         if is_main_process():
             log_step(step, record["loss"], record["step_ms"] / 1e3,

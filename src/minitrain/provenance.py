@@ -25,8 +25,9 @@ def usable_cores() -> int:
 
 
 def rank_facts() -> dict:
-    """What this process runs on, as the OS and torch see it: pid, CPU affinity, threads."""
-    return {"pid": os.getpid(),
+    """What this process runs on, as the OS and torch see it: pid, CPU affinity, threads, and the seed torch's
+    generator was last seeded with (torch.initial_seed(): the seed rule as the rank ran it)."""
+    return {"pid": os.getpid(), "seed": torch.initial_seed(),
             "affinity": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
             "threads": torch.get_num_threads(),
             "omp_num_threads": os.environ.get("OMP_NUM_THREADS")}

@@ -1,28 +1,26 @@
-"""One DDP rank of the lab's training, as the deeper measurements run it: seed, model, shard, wrap
-(bucket cap and comm hook as arguments, or another wrapper such as notebook 15's levels), the instrumented
-comm hook, AdamW, and a timed step.
-
-experiments/35-ddp-cpu/train.py writes the same setup out line by line (the sheet's Block C);
-this class is that setup once, for every measurement that trains.
+"""One DDP rank of the lab's training, as the deeper measurements and make lab's repeats run it: Block C's
+`setup` and `train_step` from experiments/35-ddp-cpu/train.py (the learner's own, in the student edition:
+the lab keeps no copy of them), with the wrapper (bucket cap, or notebook 15's levels), the seed and the
+instrumented comm hook as arguments.
 """
 
 import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-import torch
 import torch.nn as nn
-from torch.autograd.profiler import record_function
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 from torch.nn.parallel import DistributedDataParallel
 
-from minitrain.data import SEED_BASE, make_shard
+from minitrain.data import SEED_BASE
 from minitrain.ddp import wrap_for_ddp
-from minitrain.timing import StepTimer, allreduce_ms, attach_instrumented_hook, timed_backward
-from minitrain.train import TrainConfig, build_model_for_corpus, seed_everything
+from minitrain.script import run_setup, run_step, train_script
+from minitrain.timing import StepTimer, allreduce_ms, attach_instrumented_hook
+from minitrain.train import TrainConfig
 
 
 @dataclass(frozen=True)
@@ -32,10 +30,10 @@ class StepRecord:
     loss: float
     step_ms: float
     forward_ms: float
-    backward_ms: float  # the all-reduces DDP launches inside backward included
+    backward_ms: float  # the all-reduces DDP launches inside backward included (and a wrapper's finish())
     optimizer_ms: float
     events: list[dict] = field(default_factory=list)  # one per bucket all-reduce: step, bucket, ready, done
-    finish_ms: float | None = None  # the wrapper's finish() after backward (notebook 15's levels); None: no finish()
+    finish_ms: float | None = None  # the wrapper's finish() after backward (notebook 15's levels, inside backward_ms)
 
     @property
     def allreduce_ms(self) -> float | None:
@@ -50,46 +48,59 @@ class StepRecord:
         return (max(e["done"] for e in self.events) - max(e["ready"] for e in self.events)) * 1e3
 
 
+class Finish:
+    """A StepTimer that calls a wrapper's finish() (notebook 15's levels) right after loss.backward(), timed:
+    the gradients are averaged once it returns."""
+
+    def __init__(self, wrapper: nn.Module) -> None:
+        self.wrapper, self.ms = wrapper, None
+
+    def before_backward(self) -> None:
+        pass
+
+    def after_backward(self) -> None:
+        start = time.perf_counter()
+        self.wrapper.finish()
+        self.ms = (time.perf_counter() - start) * 1e3
+
+    def pop_ms(self) -> float | None:
+        ms, self.ms = self.ms, None
+        return ms
+
+
 class DDPRank:
-    """The lab's MiniGPT on one rank of an initialised process group: seeded with seed_base + rank,
-    its shard, DDP (`bucket_cap_mb`), the instrumented hook (`comm`, `comm_hook`, `comm_state`), AdamW.
-    `instrumented=False`: DDP's built-in all-reduce with no Python comm hook (`hook` is None).
+    """The lab's MiniGPT on one rank of an initialised process group, built by train.py's `setup`: seeded with
+    seed_base + rank, its shard, DDP (`bucket_cap_mb`), AdamW; then the instrumented hook (`comm`, `comm_hook`,
+    `comm_state`). `instrumented=False`: DDP's built-in all-reduce with no Python comm hook (`hook` is None).
     `wrap`: another wrapper instead of wrap_for_ddp (bucket_cap_mb unused; instrumented=False unless it
-    returns torch's DDP); one with a finish() (notebook 15's levels) has it called after backward."""
+    returns torch's DDP); one with a finish() (notebook 15's levels) has it called right after backward."""
 
     def __init__(self, rank: int, world_size: int, corpus_dir: Path, *, seed_base: int = SEED_BASE,
                  bucket_cap_mb: float | None = None, wrap: Callable[[nn.Module], nn.Module] | None = None,
                  comm: str = "allreduce", comm_hook: Callable = default_hooks.allreduce_hook, comm_state: Any = None,
                  instrumented: bool = True, config: TrainConfig = TrainConfig()) -> None:
-        seed_everything(seed_base + rank)  # as train.py; DDP broadcasts rank 0's weights anyway
-        self.model, _ = build_model_for_corpus(corpus_dir, config.block_size)
-        self.shard = make_shard(rank, world_size, corpus_dir, batch_size=config.batch_size,
-                                block_size=config.block_size, seed=seed_base + rank)
+        self.train = train_script()
+        args = self.train.parse_args(["--corpus-dir", str(corpus_dir), "--seed", str(seed_base), "--batch-size",
+                                      str(config.batch_size), "--block-size", str(config.block_size), "--lr",
+                                      str(config.lr)])
+        joined = run_setup(self.train.setup, args, wrap or partial(wrap_for_ddp, bucket_cap_mb=bucket_cap_mb))
+        if joined[:2] != (rank, world_size):
+            raise RuntimeError(f"train.py's setup() returned rank {joined[0]} of {joined[1]}, not {rank} of {world_size}")
+        self.ddp, self.shard, self.optimizer = joined[2:]
+        self.model = self.ddp.module  # the plain model inside the wrapper
         self.tokens_per_step = config.batch_size * config.block_size * world_size
-        self.ddp = wrap(self.model) if wrap else wrap_for_ddp(self.model, bucket_cap_mb=bucket_cap_mb)
         self.hook = (attach_instrumented_hook(self.ddp, comm=comm, comm_hook=comm_hook, comm_state=comm_state)
                      if instrumented else None)
-        self.optimizer = torch.optim.AdamW(self.ddp.parameters(), lr=config.lr)
+        self.finish = Finish(self.ddp) if hasattr(self.ddp, "finish") else None
 
     def step(self, timers: list[StepTimer] = ()) -> StepRecord:
-        """One training step (no barriers unless a timer adds them); `timers` bracket backward, the
-        wrapper's finish() (if any) follows it."""
-        t0 = time.perf_counter()
-        loss = self.ddp(next(self.shard)).loss
-        t1 = time.perf_counter()
-        with record_function("backward"):  # a named slice in a profiler trace; costs nothing unprofiled
-            timed_backward(loss, list(timers))
-        t2 = time.perf_counter()
-        finishes = hasattr(self.ddp, "finish")  # notebook 15's levels: the gradients are averaged once it returns
-        if finishes:
-            self.ddp.finish()
-        t3 = time.perf_counter()
-        self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=True)
-        t4 = time.perf_counter()
+        """One training step, train.py's `train_step` (no barriers unless a timer adds them); `timers` bracket
+        backward, the wrapper's finish() (if any) innermost, so backward_ms includes it."""
+        record = run_step(self.train.train_step, self.ddp, self.shard, self.optimizer,
+                          [*timers, *filter(None, [self.finish])])
         events = self.hook.end_step() if self.hook else []
-        return StepRecord(loss.item(), (t4 - t0) * 1e3, (t1 - t0) * 1e3, (t2 - t1) * 1e3, (t4 - t3) * 1e3, events,
-                          (t3 - t2) * 1e3 if finishes else None)
+        return StepRecord(record["loss"], record["step_ms"], record["forward_ms"], record["backward_ms"],
+                          record["optimizer_ms"], events, self.finish.pop_ms() if self.finish else None)
 
     def steps(self, count: int) -> list[StepRecord]:
         """`count` training steps, in turn."""

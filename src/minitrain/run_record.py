@@ -54,7 +54,7 @@ class RunRecord:
     tokens_per_sec: dict[str, float]  # mean, median, p95, min, max over the measured steps
     shard_sentences: list[int]  # per rank
     first_sentences: list[str]  # per rank
-    ranks: list[dict]  # per rank: rank, pid, affinity, threads, omp_num_threads
+    ranks: list[dict]  # per rank: rank, pid, seed, affinity, threads, omp_num_threads
     torch: str
     python: str
     platform: str
@@ -134,7 +134,7 @@ def run_record(args: argparse.Namespace, model: torch.nn.Module, records: list[d
         "model_config": {"n_layer": args.n_layer, "n_head": args.n_head, "n_embd": args.n_embd},
         "comm": args.comm,
         "no_sync": args.no_sync,
-        "seed_base": SEED_BASE,
+        "seed_base": getattr(args, "seed", SEED_BASE),
         "threads_per_rank": torch.get_num_threads(),
         "model_params": count_parameters(model),
         "buckets": [{"index": i, "bytes": b["bytes"]} for i, b in sorted(hook.buckets.items())] or None,

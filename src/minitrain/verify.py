@@ -1,4 +1,5 @@
-"""Block E: are the ranks' final weights the same? Compare two saved state dicts tensor by tensor."""
+"""The lab's own judge of two saved state dicts (the checker, the wrap demo, the measurements): torch.testing
+decides, so the verdict stays independent of the learner's Block E (compare_states.py) and is not its answer."""
 
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,8 +44,18 @@ def load_state(path: str | Path) -> dict[str, torch.Tensor]:
     return state
 
 
+def _close(x: torch.Tensor, y: torch.Tensor, atol: float) -> bool:
+    """torch.allclose's rule (rtol 1e-5, the sheet's call), judged by torch.testing.assert_close."""
+    try:
+        torch.testing.assert_close(x, y, rtol=1e-5, atol=atol)
+    except AssertionError:
+        return False
+    return True
+
+
 def compare_states(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor], atol: float = ATOL) -> Comparison:
-    """Largest absolute difference per tensor, allclose at `atol`, and bitwise equality."""
+    """Largest absolute difference per tensor (for the table), close at `atol` (torch.testing's verdict), and
+    bitwise equality; StateFileError when the two do not hold the same tensors."""
     if a.keys() != b.keys():
         raise StateFileError(f"the state dicts hold different tensors: only in the first "
                              f"{sorted(a.keys() - b.keys())}, only in the second {sorted(b.keys() - a.keys())}")
@@ -56,7 +67,7 @@ def compare_states(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor], atol:
         if not (torch.isfinite(x).all() and torch.isfinite(y).all()):
             raise StateFileError(f"tensor {name!r} holds NaN or infinity")
         per_tensor[name] = (x.double() - y.double()).abs().max().item() if x.numel() else 0.0
-        allclose &= torch.allclose(x, y, atol=atol)
+        allclose &= _close(x, y, atol)
         bitwise &= torch.equal(x, y)
     return Comparison(per_tensor, max(per_tensor.values()), allclose, bitwise)
 

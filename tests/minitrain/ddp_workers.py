@@ -5,11 +5,10 @@ from pathlib import Path
 
 import torch
 
-from minitrain.data import SEED_BASE, make_shard
 from minitrain.ddp import cleanup, init_distributed, unwrap, wrap_for_ddp
 from minitrain.model import build_minigpt
-from minitrain.timing import VARIANTS, attach_instrumented_hook, timed_backward
-from minitrain.train import build_model_for_corpus, seed_everything
+from minitrain.script import run_setup, run_step, train_script
+from minitrain.timing import VARIANTS, attach_instrumented_hook
 
 
 def snapshot(model: torch.nn.Module) -> dict[str, torch.Tensor]:
@@ -17,19 +16,20 @@ def snapshot(model: torch.nn.Module) -> dict[str, torch.Tensor]:
 
 
 def wrap_and_train(rank: int, world_size: int, corpus_dir: str, steps: int) -> dict:
-    """Seed per rank, snapshot before and after wrapping, train on this rank's shard."""
-    seed_everything(SEED_BASE + rank)
-    model, _ = build_model_for_corpus(Path(corpus_dir), block_size=32)
-    before = snapshot(model)
-    model = wrap_for_ddp(model)
+    """train.py's Block C (setup, then `steps` of train_step) at block size 32, snapshots before and after
+    wrapping (the wrapper given to setup sees the plain model)."""
+    train = train_script()
+    args = train.parse_args(["--corpus-dir", corpus_dir, "--block-size", "32", "--batch-size", "4"])
+    seen = {}
+
+    def wrap(model: torch.nn.Module) -> torch.nn.Module:
+        seen["before"] = snapshot(model)
+        return wrap_for_ddp(model)
+    _, _, model, shard, optimizer = run_setup(train.setup, args, wrap)
     after = snapshot(model)
-    shard = make_shard(rank, world_size, corpus_dir, batch_size=4, block_size=32)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4)
     for _ in range(steps):
-        model(next(shard)).loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-    return {"before": before, "after": after, "final": snapshot(model), "first_sentence": shard.first_sentence}
+        run_step(train.train_step, model, shard, optimizer, [])
+    return {"before": seen["before"], "after": after, "final": snapshot(model), "first_sentence": shard.first_sentence}
 
 
 def global_batches(steps: int, batch_size: int, vocab_size: int, block_size: int) -> list:
@@ -44,7 +44,8 @@ TINY = dict(vocab_size=50, block_size=16, n_layer=2, n_head=2, n_embd=32, dropou
 
 def train_reference(batches: list, dtype: torch.dtype, rank: int | None = None, world_size: int = 1,
                     measured: list | None = None) -> dict[str, torch.Tensor]:
-    """Train a tiny MiniGPT (seed 0) with AdamW; under DDP each rank takes its half of each batch.
+    """Train a tiny MiniGPT (seed 0) with AdamW through train.py's train_step (Block C's); under DDP each rank
+    takes its half of each batch.
 
     With a `measured` list (under DDP only), every timing variant of minitrain.timing is attached
     as train.py attaches them, and each step appends {variant name: the ms it measured}."""
@@ -57,14 +58,13 @@ def train_reference(batches: list, dtype: torch.dtype, rank: int | None = None, 
             hook = attach_instrumented_hook(model)
             timers = {v.name: v.attach(hook) for v in VARIANTS}
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    for inputs, targets in batches:
-        if rank is not None:
-            inputs, targets = inputs.chunk(world_size)[rank], targets.chunk(world_size)[rank]
-        timed_backward(model((inputs, targets)).loss, list(timers.values()))
+    if rank is not None:
+        batches = [(inputs.chunk(world_size)[rank], targets.chunk(world_size)[rank]) for inputs, targets in batches]
+    step = train_script().train_step
+    for batch in batches:
+        run_step(step, model, iter([batch]), optimizer, list(timers.values()))
         if measured is not None:
             measured.append({name: timer.pop_ms() for name, timer in timers.items()})
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
     return snapshot(model)
 
 

@@ -2,7 +2,7 @@
 run of ddp_workers.every_run in it, one after another, then the exit) against a single-process reference:
 ranks trained on their own shards stay equal, two half batches are one whole batch, and every timing
 variant attached changes no number; and init_distributed's one line outside torchrun. Block A's own grade,
-alone, is test_ddp.py; these runs need Blocks A, B and D."""
+alone, is test_ddp.py; these runs need Blocks A, B, C (train.py's setup and train_step) and D."""
 
 import subprocess
 from pathlib import Path

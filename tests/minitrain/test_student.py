@@ -25,7 +25,7 @@ EXERCISES = {  # notebook -> (solution cell's grade_id, graded cell's grade_id)
 }
 # The sheet's files whose regions this repository holds, and one `what` each must have
 SHEET_REGIONS = {"src/minitrain/ddp.py": "Block A: init_distributed",
-                 "experiments/35-ddp-cpu/train.py": "Block C: one training step and its record",
+                 "experiments/35-ddp-cpu/train.py": "Block C: train_step",
                  "src/minitrain/data.py": "Block B: make_shard's split",
                  "src/minitrain/timing.py": "Block D: BarrierTimer.before_backward",
                  "experiments/35-ddp-cpu/compare_states.py": "Block E: states_equivalent"}
@@ -336,9 +336,8 @@ def _stub_text(tree, path: str, name: str) -> str:
 
 
 def _record_keys() -> list[str]:
-    from minitrain.run_record import TIMED
-    from minitrain.timing import VARIANTS
-    return ["step", "loss", "tokens", *(k for k in TIMED if k not in {v.field for v in VARIANTS})]
+    from minitrain.script import STEP_KEYS
+    return list(STEP_KEYS)
 
 
 def _shard_keys() -> list[str]:
@@ -360,8 +359,11 @@ CONTRACTS = [  # (file, function or class, what its grader or the lab's code aft
     ("src/minitrain/ddp.py", "cleanup", ["wait for every rank first", "destroy the group", "safe to call twice"]),
     ("src/minitrain/data.py", "make_shard", ["index % world_size == rank", "in corpus order"]),
     ("src/minitrain/data.py", "check_shards", ["RuntimeError, on every rank", *map('"{}"'.format, _shard_keys())]),
-    ("experiments/35-ddp-cpu/train.py", "train", ["SEED_BASE + rank", "args.lr", "controls.maybe_no_sync(model, args.no_sync)",
-                                                  "milliseconds", *map('"{}"'.format, _record_keys())]),
+    ("experiments/35-ddp-cpu/train.py", "setup", ["args.seed + rank", "35000 + rank", "seed=", "with `wrap`", "args.lr",
+                                                  "(rank, world_size, the wrapped model, this rank's shard, the optimizer)"]),
+    ("experiments/35-ddp-cpu/train.py", "train_step", ["timed_backward(loss, timers)", "controls.maybe_no_sync(model, no_sync)",
+                                                       "from before next(shard) to after zero_grad", "milliseconds",
+                                                       "a float", *map('"{}"'.format, _record_keys())]),
     ("src/minitrain/timing.py", "BarrierTimer", ["milliseconds", "Without a process group"]),
     ("experiments/35-ddp-cpu/compare_states.py", "states_equivalent", ["(True, 0.0)", "same shapes", "as sets",
                                                                        "the `atol` given", "whatever the verdict"]),
@@ -378,7 +380,7 @@ def test_each_stub_states_what_its_grader_checks(student_tree, path, name, said)
 
 FIRST_BLANK = {  # notebook -> the first blank TODO its Run All meets in a blank tree
     "02-sharding": "Block B: make_shard's split", "03-wrapping": "Block A: init_distributed",
-    "04-launch-and-timing": "Block C: the setup (init gloo, seed 35000 + rank, model, shard, wrap, AdamW)",
+    "04-launch-and-timing": "Block C: setup",
     "05-verification": "Block B: make_shard's split", "06-scaling-and-report": "Block B: make_shard's split"}
 STARTS_A_PROCESS = ("run_streaming", "torchrun", "grade_", "ensure_runs", "run_training", "spawn")
 

@@ -53,6 +53,8 @@ EXCLUDED = (  # the reference run's artifacts (the learner makes their own), the
     # committed artifacts
     "tests/minitrain/test_student.py", "tests/minitrain/test_graders.py", "tests/minitrain/test_grade.py",
     "tests/minitrain/learner.py", "tests/project/test_committed_artifacts.py", ".ci/front-door",
+    # notebook 15's grader on planted mistakes: each is the reference's class with one method changed
+    "tests/minitrain/test_scratch_ddp.py", "tests/minitrain/scratch_mistakes.py",
     # the tests of the teacher's modules, and the earlier sitting's manifest whose paragraph they quote
     "tests/minitrain/test_check.py", "tests/minitrain/test_report.py", "tests/minitrain/example_manifest.json",
     # the checker's test on paragraphs about the committed manifest (right ones: Block G's answers, in effect)

@@ -2,11 +2,11 @@
 learner's own edits included, never a stale import): the named functions, with the file and lines."""
 
 import ast
-import importlib.util
 import re
 import types
 from pathlib import Path
 
+from minitrain import script
 from minitrain.paths import REPO, relative
 
 BLANK = re.compile(r'raise NotImplementedError\("not done yet: ([^"]+)"\)')  # the student edition's stub
@@ -84,8 +84,4 @@ def ready_to_train() -> None:
 
 def import_script(path: str | Path) -> types.ModuleType:
     """A script of the learner's (compare_states.py, train.py) imported as a module, fresh from disk."""
-    path = _resolved(path)
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return script.import_script(_resolved(path))

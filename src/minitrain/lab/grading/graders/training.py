@@ -1,58 +1,131 @@
-"""Block C's grader: a real 2-process run of the learner's train.py, whose ranks must end with DDP's
-arithmetic done by hand in one process (minitrain.lab.grading.by_hand), bit for bit."""
+"""Block C's grader: real 2-process runs of the learner's train.py. The graded run's ranks must end with
+DDP's arithmetic done by hand in one process (minitrain.lab.grading.by_hand), bit for bit, each rank seeded
+by the sheet's rule, each step timed whole, in milliseconds; a run with --no-sync must do no all-reduce."""
 
+import json
 import re
 import sys
 import tempfile
 from pathlib import Path
 
 from minitrain.corpus import DEFAULT_CORPUS_DIR
+from minitrain.data import SEED_BASE
 from minitrain.lab.grading.by_hand import judge_run
 from minitrain.lab.grading.graders.running import ExerciseError
 from minitrain.lab.reporting.check import CheckFailed, validated_timings
 from minitrain.launch import LaunchError, run_streaming
+from minitrain.timing import BY_NAME
+from minitrain.train import TrainConfig
 from minitrain.verify import StateFileError, compare_state_files, load_state
 
 STEPS, WARMUP = 6, 2  # a few steps: by hand they take one process a few seconds
+NO_SYNC_STEPS = 2
+WORLD_SIZE = 2
 NOT_DONE = "not done yet"
 RANK_ERROR = re.compile(r"\s*(?:\[rank\d+\]:\s*)?[\w.]*(?:Error|Exception)\b.*: ")  # "AttributeError: 'str' object ..."
 LAUNCHER_ERROR = re.compile(r"ChildFailedError|LaunchError|torch\.distributed\.elastic")
+SPAN_SLACK_MS = 0.05  # step_ms may exceed forward + backward + optimizer by clock reads, never fall short of it
 
 
 def _rank_error(output: list[str]) -> str | None:
     """The first exception a rank printed (its traceback's last line), not the launcher's lines after it."""
     found = [line.strip() for line in output if RANK_ERROR.match(line) and not LAUNCHER_ERROR.search(line)]
-    return found[0] if found else None
+    return re.sub(r"^\[rank\d+\]:\s*|^minitrain\.script\.", "", found[0]) if found else None
+
+
+def _run(script: Path, out: Path, corpus_dir: Path, steps: int, *extra: str) -> None:
+    """train.py for `steps` steps in 2 processes under the lab's torchrun, into `out`; a failure named."""
+    output: list[str] = []
+    command = [sys.executable, "-m", "minitrain.launch", f"--nproc-per-node={WORLD_SIZE}", str(script), "--steps",
+               str(steps), "--warmup", str(min(WARMUP, steps - 1)), "--corpus-dir", str(corpus_dir), "--out", str(out),
+               *extra]
+    try:
+        # one thread a rank, as torchrun gives 2 processes when OMP_NUM_THREADS is unset: by_hand's sums are
+        # cut for one thread, and a learner's shell may set more
+        run_streaming(command, echo=output.append, env={"OMP_NUM_THREADS": "1"})
+    except LaunchError as e:
+        if blank := [line for line in output if NOT_DONE in line]:
+            raise ExerciseError(blank[0][blank[0].index(NOT_DONE):].strip(" \"')")) from e
+        why = _rank_error(output) or str(e).splitlines()[-1]
+        if "cuda" in why.lower():  # a GPU tutorial's habit: torch.cuda.synchronize(), .cuda(), .to(rank)
+            why = f"the lab runs on CPUs, drop the CUDA call ({why})"
+        raise ExerciseError(f"train.py's 2-process run{' with ' + ' '.join(extra) if extra else ''} failed: "
+                            f"{why}") from e
+
+
+def _seeds(out: Path) -> str | None:
+    """The seed rule as each rank ran it (run.json's ranks: torch.initial_seed()), or the mistake."""
+    seeds = [rank.get("seed") for rank in json.loads((out / "run.json").read_text())["ranks"]]
+    wanted = [SEED_BASE + rank for rank in range(WORLD_SIZE)]
+    if seeds == wanted:
+        return None
+    if len(set(seeds)) == 1:
+        return (f"both ranks ran with seed {seeds[0]}: seed each rank with args.seed + rank ({', '.join(map(str, wanted))}: "
+                "the sheet's 35000 + rank), so their data order differs")
+    return (f"the ranks ran with seeds {seeds} (torch.initial_seed()), not {wanted}: seed_everything(args.seed + rank) "
+            "in setup(), after init_distributed() gives the rank")
+
+
+def _timing(records: list[dict]) -> str | None:
+    """Each record's step_ms spans forward, backward and optimizer, in milliseconds; tokens are every rank's."""
+    for r in records:
+        parts = r["forward_ms"] + r["backward_ms"] + r["optimizer_ms"]
+        if r["step_ms"] < parts - SPAN_SLACK_MS:
+            return (f"step {r['step']}: step_ms is {r['step_ms']:.2f} but forward_ms + backward_ms + optimizer_ms is "
+                    f"{parts:.2f}: step_ms must span the whole step, from before next(shard) to after zero_grad "
+                    "(the headline tokens/s divides by it)")
+    if all(r["step_ms"] < 1.0 for r in records):
+        return (f"every step_ms is under 1 ({max(r['step_ms'] for r in records):.3g}): these look like seconds; "
+                "record milliseconds, (t1 - t0) * 1e3")
+    tokens = TrainConfig.batch_size * TrainConfig.block_size * WORLD_SIZE
+    if any(r["tokens"] != tokens for r in records):
+        return (f"a record counts {records[0]['tokens']} tokens, not {tokens} (batch_size x block_size x world_size): "
+                "a step trains on every rank's batch")
+    if all(r.get(BY_NAME["barrier"].field) is None for r in records):
+        return ("no timer measured backward: call timed_backward(loss, timers) in place of loss.backward() in "
+                "train_step (it puts Block D's timer around the backward)")
+    if all(r.get(BY_NAME["hook"].field) is None for r in records):
+        return ("no all-reduce ran in any step: train_step's forward must go through the model setup() returned "
+                "(model(batch)), not the model inside it (model.module), or DDP never averages the gradients")
+    return None
+
+
+def _no_sync_obeyed(script: Path, out: Path, corpus_dir: Path) -> str | None:
+    """With --no-sync, train_step must do no all-reduce (notebook 09's control): the mistake, or None."""
+    _run(script, out, corpus_dir, NO_SYNC_STEPS, "--no-sync")
+    records = [json.loads(line) for line in (out / "timings.jsonl").read_text().splitlines()]
+    if any(r.get(BY_NAME["hook"].field) is not None for r in records):
+        return ("with --no-sync an all-reduce still ran: put the forward and the backward inside "
+                "`with controls.maybe_no_sync(model, no_sync):` in train_step (DDP decides in forward)")
+    return None
 
 
 def grade_train_script(script: Path, corpus_dir: Path = DEFAULT_CORPUS_DIR) -> str:
-    """Run `script` (train.py) for STEPS steps in 2 processes under the lab's torchrun; its ranks' final
-    weights must be DDP's arithmetic by hand, bit for bit, with one timings.jsonl line per step."""
-    output: list[str] = []
+    """Run `script` (train.py) for STEPS steps in 2 processes under the lab's torchrun, then for NO_SYNC_STEPS
+    with --no-sync; one PASS line, or an ExerciseError naming the first mistake."""
     with tempfile.TemporaryDirectory(prefix="minitrain-grade-") as tmp:
         out = Path(tmp) / "run"
-        command = [sys.executable, "-m", "minitrain.launch", "--nproc-per-node=2", str(script), "--steps", str(STEPS),
-                   "--warmup", str(WARMUP), "--corpus-dir", str(corpus_dir), "--out", str(out)]
-        try:
-            # one thread a rank, as torchrun gives 2 processes when OMP_NUM_THREADS is unset: by_hand's sums are
-            # cut for one thread, and a learner's shell may set more
-            run_streaming(command, echo=output.append, env={"OMP_NUM_THREADS": "1"})
-        except LaunchError as e:
-            if blank := [line for line in output if NOT_DONE in line]:
-                raise ExerciseError(blank[0][blank[0].index(NOT_DONE):].strip(" \"')")) from e
-            why = _rank_error(output) or str(e).splitlines()[-1]
-            raise ExerciseError(f"train.py's 2-process run failed: {why}") from e
+        _run(script, out, corpus_dir, STEPS)
         try:
             comparison = compare_state_files(out / "state-rank-0.pt", out / "state-rank-1.pt")
-            records = validated_timings(out / "timings.jsonl")
             states = [load_state(out / f"state-rank-{rank}.pt") for rank in (0, 1)]
-        except (StateFileError, CheckFailed) as e:
+            records = [json.loads(line) for line in (out / "timings.jsonl").read_text().splitlines()]
+        except (StateFileError, OSError, json.JSONDecodeError) as e:
             raise ExerciseError(f"after train.py's 2-process run: {e}") from e
-    if len(records) != STEPS:
-        raise ExerciseError(f"train.py --steps {STEPS} wrote {len(records)} lines to timings.jsonl: one per step")
-    if mistake := judge_run(states, STEPS, corpus_dir):
-        raise ExerciseError(f"after train.py's {STEPS}-step 2-process run {mistake} (largest |rank 0 - rank 1| "
-                            f"{comparison.max_abs_diff:.1e})")
+        if len(records) != STEPS:
+            raise ExerciseError(f"train.py --steps {STEPS} wrote {len(records)} lines to timings.jsonl: one per step")
+        if mistake := _seeds(out) or _timing(records):
+            raise ExerciseError(f"after train.py's {STEPS}-step 2-process run: {mistake}")
+        try:
+            validated_timings(out / "timings.jsonl")
+        except CheckFailed as e:
+            raise ExerciseError(f"after train.py's 2-process run: {e}") from e
+        if mistake := judge_run(states, STEPS, corpus_dir):
+            raise ExerciseError(f"after train.py's {STEPS}-step 2-process run {mistake} (largest |rank 0 - rank 1| "
+                                f"{comparison.max_abs_diff:.1e})")
+        if mistake := _no_sync_obeyed(script, Path(tmp) / "no-sync", corpus_dir):
+            raise ExerciseError(mistake)
     return (f"Block C: correct. A real 2-process run of train.py ({STEPS} steps): rank 0's final weights are, bit "
-            f"for bit, those of DDP's arithmetic done by hand in one process (minitrain.lab.grading.by_hand), and "
-            f"{len(records)} steps were timed")
+            "for bit, those of DDP's arithmetic done by hand in one process (minitrain.lab.grading.by_hand); the "
+            f"ranks ran with seeds {SEED_BASE} and {SEED_BASE + 1}; each step_ms spans the whole step, in ms; and "
+            f"a run with --no-sync did no all-reduce")
