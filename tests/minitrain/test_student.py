@@ -5,10 +5,14 @@ the reference notebooks keep nbgrader's metadata."""
 import ast
 import fnmatch
 import json
+import math
 import os
 import shutil
 import subprocess
 import sys
+import textwrap
+from collections import Counter, defaultdict
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -405,3 +409,120 @@ def test_a_blank_tree_s_run_all_stops_at_the_first_blank_todo_in_one_line(studen
         started = [i for i, cell in enumerate(nb.cells[:stop]) if cell.cell_type == "code"
                    and any(call in cell.source for call in STARTS_A_PROCESS)]
         assert not started, f"{name}: cells {started} start a process before the stop at cell {stop}"
+
+
+# ------------------------------------------------------------------------------------------------
+# No answer elsewhere: a solution region's logic does not stand anywhere else in the student tree.
+# How: each region, and each function (or notebook cell) of the student tree, is reduced to the names of the
+# calls it makes, in the order Python makes them (`(x.double() - y.double()).abs().max()`: double, double, abs,
+# max). A unit holds a region's logic when it makes the region's calls in the same order: the longest common
+# subsequence of the two, each call weighted by how rare it is in the tree (log of units over units using it:
+# `wrap` and `timed_backward` count, `item` and `perf_counter` barely), over the region's weight. Regions of
+# fewer than 4 calls are the API itself (`if dist.is_initialized(): dist.barrier()`) and are not looked for.
+# Renaming variables does not hide a copy; rewriting it in other calls does (the fresh reader's search covers that).
+SAME_LOGIC = 0.7
+NOT_ANSWERS = {  # a unit the detector flags -> why it is not the answer (each seen flagged; a stale entry fails)
+    ("src/minitrain/lab/grading/by_hand.py", "ddp_by_hand"):
+        "the grader's expected value: one process, no process group, no DDP (it adds the halves itself)",
+    ("src/minitrain/train.py", "train"): "the single-process loop the sheet assumes the course provides (no DDP)",
+    ("notebooks/02-sharding.ipynb", "cell 15"): "02 teaches the calls on a group of one (HashStore) before Block A",
+    ("src/minitrain/verify.py", "compare_states"): "the checker's judge: it raises on other keys, torch.testing gives "
+                                                   "the verdict and the bytes the bitwise one (not ex03's keys and torch.equal)",
+}
+
+
+def _calls(node: ast.AST) -> list[str]:
+    calls: list[str] = []
+
+    class Calls(ast.NodeVisitor):
+        def visit_Call(self, call: ast.Call) -> None:
+            self.generic_visit(call)  # the function's own calls and the arguments' first, as Python runs them
+            calls.append(call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", "?"))
+    Calls().visit(node)
+    return calls
+
+
+def _parsed(source: str) -> ast.Module | None:
+    lines = [line for line in textwrap.dedent(source).split("\n") if not line.lstrip().startswith(("%", "!"))]
+    try:
+        return ast.parse("\n".join(lines))
+    except SyntaxError:  # a cell of shell or markdown-like text
+        return None
+
+
+def _solution_regions() -> dict[str, list[str]]:
+    """'FILE: what' -> the calls of that reference solution region."""
+    found: dict[str, str] = {}
+    for rel in student.tracked_files(REPO):
+        if rel.endswith((".py", ".ipynb")) and rel != "src/minitrain/lab/editions/student.py":
+            for n, source in enumerate(_sources(REPO / rel)):
+                what = None
+                for line in source.split("\n"):
+                    if begin := student.BEGIN_LINE.match(line):
+                        what = f"{rel}: {begin['what'] or f'cell {n}'}"
+                        found[what] = ""
+                    elif student.END_LINE.match(line):
+                        what = None
+                    elif what:
+                        found[what] += line + "\n"
+    return {what: _calls(tree) for what, code in found.items() if (tree := _parsed(code))}
+
+
+def _units(tree: Path) -> list[tuple[str, str, list[str]]]:
+    """(file, function or 'cell N', its calls) for every function and notebook code cell of the tree."""
+    units = []
+    for path in sorted(p for p in tree.rglob("*") if p.suffix in (".py", ".ipynb") and ".venv" not in p.parts):
+        sources = ([c.source if c.cell_type == "code" else "" for c in nbformat.read(path, as_version=4).cells]
+                   if path.suffix == ".ipynb" else [path.read_text()])
+        for n, source in enumerate(sources):
+            if (parsed := _parsed(source)) is None:
+                continue
+            rel = str(path.relative_to(tree))
+            units += [(rel, f"cell {n}", _calls(parsed))] if path.suffix == ".ipynb" else []
+            units += [(rel, f.name, _calls(f)) for f in ast.walk(parsed)
+                      if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    return units
+
+
+def _weighted_lcs(region: list[str], unit: list[str], weight: dict[str, float]) -> float:
+    previous = [0.0] * (len(unit) + 1)
+    for call in region:
+        current = [0.0]
+        for j, other in enumerate(unit):
+            current.append(previous[j] + weight[call] if call == other else max(previous[j + 1], current[j]))
+        previous = current
+    return previous[-1]
+
+
+def answers_in(tree: Path) -> dict[tuple[str, str], str]:
+    """(file, unit) -> the region whose logic it holds, over the whole tree."""
+    units, regions = _units(tree), _solution_regions()
+    used = Counter(call for _, _, calls in units for call in set(calls))
+    weight = defaultdict(lambda: math.log(len(units)), {c: math.log(len(units) / (1 + n)) for c, n in used.items()})
+    found = {}
+    for rel, name, calls in units:
+        for what, region in regions.items():
+            if len(region) >= 4 and _weighted_lcs(region, calls, weight) >= SAME_LOGIC * sum(map(weight.__getitem__, region)):
+                found[(rel, name)] = what
+    return found
+
+
+def test_no_solution_region_s_logic_stands_elsewhere_in_the_student_tree(student_tree):
+    found = answers_in(student_tree)
+    assert {unit: what for unit, what in found.items() if unit not in NOT_ANSWERS} == {}
+    assert set(NOT_ANSWERS) <= set(found), f"not flagged any more, drop from NOT_ANSWERS: {set(NOT_ANSWERS) - set(found)}"
+
+
+def test_the_detector_finds_an_answer_written_out_elsewhere(student_tree, tmp_path):
+    """Block C's setup written out with other names in a helper of the tree (as minitrain.rank once did): flagged."""
+    tree = Path(shutil.copytree(student_tree, tmp_path / "tree"))
+    (tree / "src/minitrain/helper.py").write_text(textwrap.dedent('''
+        def build(r, args, corpus):
+            r2, n = init_distributed("gloo")
+            seed_everything(args.seed + r2)
+            net, _ = build_model_for_corpus(corpus, args.block_size)
+            data = make_shard(r2, n, corpus, seed=args.seed + r2)
+            net = wrap_for_ddp(net)
+            return net, data, torch.optim.AdamW(net.parameters(), lr=args.lr)
+        '''))
+    assert answers_in(tree)[("src/minitrain/helper.py", "build")].endswith("Block C: setup")

@@ -6,7 +6,8 @@ a + b = b + a), then the same AdamW step. One process can do exactly that: build
 take each rank's batch from its shard, add the two half-gradients, step. With one thread (a
 torchrun rank of 2 has one) it gives the same bits as the real run, which makes it a grader for
 Block C: a learner's loop that forgets `zero_grad`, or uses another learning rate, still keeps the
-ranks equal, but no longer matches this.
+ranks equal, but no longer matches this. It is the grader's expected value, written without DDP or a
+process group (one process adds the halves itself), so it is not Block C's answer to copy.
 """
 
 from pathlib import Path
@@ -16,6 +17,7 @@ import torch
 from minitrain.corpus import DEFAULT_CORPUS_DIR
 from minitrain.data import SEED_BASE, make_shard
 from minitrain.train import TrainConfig, build_model_for_corpus, seed_everything
+from minitrain.verify import state_bytes
 
 WORLD_SIZE = 2  # at 2 ranks the order of the sum cannot matter; at 3 it can (notebook 15's question)
 
@@ -46,7 +48,9 @@ def ddp_by_hand(steps: int, corpus_dir: Path = DEFAULT_CORPUS_DIR, zero_grad: bo
 
 
 def same_bits(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> bool:
-    return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    """The two state dicts bit for bit, judged on their bytes (minitrain.verify): the grader's own test, not
+    notebook 03's exercise answer."""
+    return state_bytes(a) == state_bytes(b)
 
 
 def judge_run(states: list[dict[str, torch.Tensor]], steps: int, corpus_dir: Path = DEFAULT_CORPUS_DIR) -> str:
