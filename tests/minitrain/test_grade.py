@@ -1,6 +1,7 @@
 """The grade command on real student trees, every TODO in a process of its own: the blank tree is "not
-done" everywhere, the reference put back passes, a mistake is named, a hang is graded "hangs" and
-leaves no process, and a class folder gets its table and grades.csv."""
+done" everywhere (C "blocked" by the TODOs it needs), the reference put back passes, a mistake is named, a
+hang is graded "hangs", leaves no process and blocks the TODO that needs it, the sheet's points are summed
+apart from the exercises', and a class folder gets its table and grades.csv."""
 
 import ast
 import csv
@@ -8,6 +9,7 @@ import json
 import os
 import re
 import shutil
+import textwrap
 from concurrent.futures import ThreadPoolExecutor
 
 import psutil
@@ -32,13 +34,17 @@ def processes_of(tree) -> list[psutil.Process]:
     return psutil.wait_procs(found, timeout=5)[1]
 
 
-def test_a_blank_tree_is_not_done_everywhere(student_tree, tmp_path):
+def test_a_blank_tree_is_not_done_everywhere_and_not_started(student_tree, tmp_path):
+    """Every row "not done" but C, which needs A, B and D: "blocked" by them, never run; each part "not started"."""
     tree = learner.copy_tree(student_tree, tmp_path / "blank")
     grades = grade.grade_repo(tree, timeout_s=BLANK_TIMEOUT_S, jobs=3)
     assert [g.todo.key for g in grades] == [t.key for t in grade.TODOS]
-    summary = {g.todo.key: (g.status, g.detail) for g in grades}
-    assert all(status == "not done" and "not done yet" in detail for status, detail in summary.values()), summary
-    assert summary["ex15"][1].startswith("not done yet: NaiveDDP"), summary["ex15"]  # its own stubs, not Block B's
+    rows = {g.todo.key: (g.status, g.detail) for g in grades}
+    assert rows.pop("C") == ("blocked", "needs A, B1, B2 and D (not done yet)")
+    assert all(status == "not done" and "not done yet" in detail for status, detail in rows.values()), rows
+    assert rows["ex15"][1].startswith("not done yet: NaiveDDP"), rows["ex15"]  # its own stubs, not Block B's
+    assert grade.summary(grades) == ("the sheet not started 0/15, exercises beyond it not started 0/3, "
+                                     "optional (notebook 15) not started 0/3")
     assert processes_of(tree) == []
 
 
@@ -51,17 +57,19 @@ def test_ex15_is_graded_on_its_own(student_tree, tmp_path):
     assert processes_of(tree) == []
 
 
-def test_the_reference_put_back_passes(student_tree, tmp_path):
-    """Every TODO but A and ex15, whose graders this suite runs on the reference itself (tests/minitrain/test_ddp.py,
-    test_scratch_ddp.py; A and ex15 in a tree are the tests around this one)."""
-    tree = learner.copy_tree(student_tree, tmp_path / "reference")
+def solved_tree(student_tree, out):
+    """A learner's tree with every solution pasted and the committed run as theirs: full marks."""
+    tree = learner.copy_tree(student_tree, out)
     learner.put_back_the_reference(tree, grade.TODO_FILES)
     learner.put_back_the_committed_run(tree)
-    keys = [t.key for t in grade.TODOS if t.key not in ("A", "ex15")]
-    grades = grade.grade_repo(tree, keys, jobs=2)
+    return tree
+
+
+def test_the_reference_put_back_passes_and_each_part_is_summed_apart(student_tree, tmp_path):
+    grades = grade.grade_repo(solved_tree(student_tree, tmp_path / "reference"), jobs=2)
     failed = {g.todo.key: (g.status, g.detail) for g in grades if g.status != "PASS"}
     assert failed == {}
-    assert sum(g.points for g in grades) == sum(t.points for t in grade.TODOS if t.key in keys)
+    assert grade.summary(grades) == "the sheet 15/15, exercises beyond it 3/3, optional (notebook 15) 3/3"
 
 
 def with_function(path, name: str, code: str) -> None:
@@ -208,6 +216,34 @@ def test_a_submission_past_its_timeout_is_graded_hangs_and_leaves_no_process(han
     assert left == []
 
 
+CHECK_SHARDS_HANGS = "def check_shards(shard, rank, world_size, corpus_total):\n" + textwrap.indent(HANG, "    ")
+
+
+def test_a_hang_costs_its_own_points_once(student_tree, tmp_path):
+    """A solved tree whose check_shards hangs: B2 "hangs", C (which needs it) "blocked" in one line and never
+    run, every other row graded on its own; grading C alone grades what it needs first, and shows it. A
+    collective timeout short enough for a fast hang report, long enough for A's and D's real runs."""
+    tree = solved_tree(student_tree, tmp_path / "tree")
+    with_function(tree / "src/minitrain/data.py", "check_shards", CHECK_SHARDS_HANGS)
+    grades = grade.grade_repo(tree, ["C", "E", "F", "G"], jobs=2, env={"MINITRAIN_COLLECTIVE_TIMEOUT": "15"})
+    rows = {g.todo.key: g for g in grades}
+    assert list(rows) == ["A", "B1", "B2", "C", "D", "E", "F", "G"]
+    hang = re.fullmatch(r"hangs at data\.py:\d+ on rank [02] \(waits in all_gather_object\)", rows["B2"].detail)
+    assert rows["B2"].status == "hangs" and hang, rows["B2"]
+    assert (rows["C"].status, rows["C"].detail) == ("blocked", f"needs B2 ({rows['B2'].detail})")
+    assert rows["C"].seconds == 0  # never run: no train.py launched
+    others = {k: (g.status, g.detail) for k, g in rows.items() if k not in ("B2", "C") and g.status != "PASS"}
+    assert others == {}
+    assert grade.summary(grades) == "the sheet 11/15"
+    assert processes_of(tree) == []
+    grade.write_csv(tmp_path / "grades.csv", {"hangs": grades})
+    with open(tmp_path / "grades.csv") as f:
+        [row] = csv.DictReader(f)
+    assert (row["B2 status"], row["C status"], row["C points"], row["sheet"], row["sheet out of"]) == (
+        "hangs", "blocked", "0", "11", "15")
+    assert "blocked" in grade.class_table({"hangs": grades}).splitlines()[1]
+
+
 def test_a_class_is_graded_into_a_table_and_a_csv(student_tree, tmp_path):
     """Two submissions: one learner's notebooks only, another's tree; each in a fresh student tree."""
     folder = tmp_path / "class"
@@ -221,8 +257,12 @@ def test_a_class_is_graded_into_a_table_and_a_csv(student_tree, tmp_path):
     assert statuses == {"ana": {"E": "not done", "ex03": "PASS"}, "ben": {"E": "PASS", "ex03": "not done"}}
     with open(folder / "grades.csv") as f:
         rows = list(csv.DictReader(f))
-    assert [(r["submission"], r["E status"], r["ex03 status"], r["total"], r["out of"]) for r in rows] == [
-        ("ana", "not done", "PASS", "1", "2"), ("ben", "PASS", "not done", "1", "2")]
+    assert list(rows[0])[-4:] == ["sheet", "sheet out of", "beyond", "beyond out of"]  # each part apart, no total
+    assert [(r["submission"], r["E status"], r["ex03 status"], r["sheet"], r["sheet out of"], r["beyond"],
+             r["beyond out of"]) for r in rows] == [("ana", "not done", "PASS", "0", "1", "1", "1"),
+                                                    ("ben", "PASS", "not done", "1", "1", "0", "1")]
     assert "--- ana" in lines and "--- ben" in lines
     assert sorted(os.listdir(folder)) == ["ana", "ben", "grades.csv"]
-    assert "PASS" in grade.class_table(grades)
+    table = grade.class_table(grades).splitlines()
+    assert table[0].split() == ["submission", "E", "ex03", "sheet", "beyond"]
+    assert table[1].split() == ["ana", "not", "done", "PASS", "not", "started", "0/1", "1/1"]

@@ -5,9 +5,11 @@
 
 Each row of TODOS is graded by this module's `--todo KEY REPO` mode in a child forked from a process that
 imported torch once (minitrain.lab.grading.forkserver), REPO/src first on PYTHONPATH, its tree stopped at the timeout:
-PASS, FAIL (the mistake named), "not done" (a stub still raises "not done yet: ..."), or "hangs". A
-submission is a student tree, or any folder holding its notebooks: only the learner's files (TODO_FILES,
-the notebooks, the run's artifacts) go into a fresh student tree: its own graders and tests never run.
+PASS, FAIL (the mistake named), "not done" (a stub still raises "not done yet: ..."), or "hangs". A row whose
+`needs` did not all pass is not run: "blocked", naming them. The points are summed apart for each part of the
+lab (PARTS: the sheet, the exercises beyond it, the optional one). A submission is a student tree, or any folder
+holding its notebooks: only the learner's files (TODO_FILES, the notebooks, the run's artifacts) go into a fresh
+student tree: its own graders and tests never run.
 """
 
 import argparse
@@ -22,31 +24,41 @@ import time
 import traceback
 import types
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 
 from minitrain.cli import LabArgumentParser, positive_float, positive_int
 from minitrain.hang_report import named_hang
 from minitrain.lab.grading.forkserver import Forkserver
-from minitrain.lab.grading.todos import BY_KEY, EXERCISES, EXPERIMENT, RUN_FILES, RUN_FOLDERS, TODO_FILES, TODOS, Todo
+from minitrain.lab.grading.todos import (BY_KEY, EXERCISES, EXPERIMENT, PARTS, RUN_FILES, RUN_FOLDERS, TODO_FILES,
+                                         TODOS, Todo)
 from minitrain.parent_watch import WATCH_PID
 from minitrain.paths import REPO, relative
 
 RESULT = "grade-result: "  # the child's last line: this, then {"status": ..., "detail": ...}
 NOT_DONE = "not done yet"
+SHORT = 72  # characters of a prerequisite's verdict in the row it blocks: one line, never a launcher's log
 
 
 @dataclass
 class Grade:
     todo: Todo
-    status: str  # PASS, FAIL, not done, hangs
+    status: str  # PASS, FAIL, not done, hangs, blocked (a TODO in todo.needs did not pass: not run)
     detail: str
     seconds: float = 0.0
+    blocked_by: tuple["Grade", ...] = ()
 
     @property
     def points(self) -> int:
         return self.todo.points if self.status == "PASS" else 0
+
+    @property
+    def started(self) -> bool:
+        """Whether grading saw the learner's work here: not "not done", nor blocked only by TODOs not started."""
+        if self.status == "blocked":
+            return any(g.started for g in self.blocked_by)
+        return self.status != "not done"
 
 
 class NotDone(Exception):
@@ -197,7 +209,7 @@ def _grade_exercise(repo: Path, todo: Todo) -> str:
 
 
 def grade_todo(repo: Path, key: str) -> tuple[str, str]:
-    """(status, detail) of one TODO, graded in this process."""
+    """(status, detail) of one TODO, graded in this process whatever it needs (grade_repo blocks it first)."""
     todo = BY_KEY[key]
     graders: dict[str, Callable[[], str]] = {
         "A": _grade_block_a, "B1": lambda: _grade_make_shard(repo),
@@ -209,9 +221,7 @@ def grade_todo(repo: Path, key: str) -> tuple[str, str]:
     try:
         return "PASS", graders[todo.key]()
     except NotDone as e:
-        block = todo.what.split(":")[0]  # "Block A", "exercise", ...
-        other = "Block " in str(e) and block not in str(e)
-        return "not done", f"waits for another TODO: {e}" if other else str(e)
+        return "not done", str(e)
     except Failed as e:
         return "FAIL", str(e)
     except NotImplementedError as e:
@@ -261,31 +271,102 @@ def run_todo(server: Forkserver, repo: Path, todo: Todo, timeout_s: float | None
     return Grade(todo, result["status"], result["detail"], seconds)
 
 
+def _with_needs(keys: list[str] | None) -> list[Todo]:
+    """The TODOs in `keys` (every one if None) and those they need, in TODOS' order."""
+    wanted = set(BY_KEY if keys is None else keys)
+    while needed := {n for k in wanted for n in BY_KEY[k].needs} - wanted:
+        wanted |= needed
+    return [t for t in TODOS if t.key in wanted]
+
+
+def _in_short(g: Grade) -> str:
+    """A needed TODO's verdict in one short line, for the row it blocks: "not done yet", "hangs at ...", "FAIL: ..."."""
+    if g.status == "not done":
+        return NOT_DONE
+    line = (g.detail if g.detail.startswith(g.status) else f"{g.status}: {g.detail}").splitlines()[0]
+    return line if len(line) <= SHORT else line[:SHORT].rsplit(" ", 1)[0] + " ..."
+
+
+def blocked(todo: Todo, unmet: list[Grade]) -> Grade:
+    """`todo`, not run: the TODOs it needs that did not pass, each with its verdict in short, on one line:
+    "needs A and B1 (not done yet), B2 (hangs at data.py:145 on rank 0 (waits in all_gather_object))"."""
+    reasons: dict[str, list[str]] = {}  # one verdict, the keys it stops: "A and B1 (not done yet)"
+    for g in unmet:
+        reasons.setdefault(_in_short(g), []).append(g.todo.key)
+    listed = ", ".join(f"{_listed(keys)} ({why})" for why, keys in reasons.items())
+    return Grade(todo, "blocked", f"needs {listed}", blocked_by=tuple(unmet))
+
+
+def _listed(keys: list[str]) -> str:
+    """"A", "A and B1", "A, B1 and D"."""
+    return f"{', '.join(keys[:-1])} and {keys[-1]}" if len(keys) > 1 else keys[0]
+
+
 def grade_repo(repo: Path, keys: list[str] | None = None, timeout_s: float | None = None,
                echo: Callable[[str], None] | None = None, jobs: int = 1, env: dict[str, str] | None = None) -> list[Grade]:
-    """Every TODO of `repo` (or those in `keys`), each in a process of its own, `jobs` at a time (1 by default:
-    the timing graders measure waits, which a busy machine blurs), forked from one that imported torch once,
-    `repo`/src first on PYTHONPATH, `env` added (e.g. MINITRAIN_COLLECTIVE_TIMEOUT; minitrain.lab.grading.forkserver)."""
+    """Every TODO of `repo` (or those in `keys`, and those they need), each in a process of its own, `jobs` at a
+    time (1 by default: the timing graders measure waits, which a busy machine blurs), a TODO's needs first (one
+    that does not pass blocks it: not run), forked from one that imported torch once, `repo`/src first on
+    PYTHONPATH, `env` added (e.g. MINITRAIN_COLLECTIVE_TIMEOUT; minitrain.lab.grading.forkserver)."""
     repo = Path(repo).resolve()
-    todos = [t for t in TODOS if keys is None or t.key in keys]
+    waiting = _with_needs(keys)
+    order = [t.key for t in waiting]
     pythonpath = os.pathsep.join([str(repo / "src"), *filter(None, [os.environ.get("PYTHONPATH")])])
     server = Forkserver({"PYTHONPATH": pythonpath, WATCH_PID: str(os.getpid()), **(env or {})}, cwd=repo)
+    grades: dict[str, Grade] = {}
+    running: dict[Future, Todo] = {}
 
-    def graded(todo: Todo) -> Grade:
-        grade = run_todo(server, repo, todo, timeout_s)
+    def done(grade: Grade) -> None:
+        grades[grade.todo.key] = grade
         if echo:
             echo(format_row(grade))
-        return grade
     try:
         with ThreadPoolExecutor(max_workers=jobs) as pool:
-            return list(pool.map(graded, todos))
+            while waiting or running:
+                for todo in [t for t in waiting if all(k in grades for k in t.needs)]:  # in TODOS' order
+                    if unmet := [grades[k] for k in todo.needs if grades[k].status != "PASS"]:
+                        waiting.remove(todo)
+                        done(blocked(todo, unmet))
+                    elif len(running) < jobs:  # no more in flight than `jobs`: a TODO ready next goes first
+                        waiting.remove(todo)
+                        running[pool.submit(run_todo, server, repo, todo, timeout_s)] = todo
+                if running:
+                    finished, _ = wait(running, return_when=FIRST_COMPLETED)
+                    for future in finished:
+                        running.pop(future)
+                        done(future.result())
+            return [grades[k] for k in order]
     finally:
         server.close()
 
 
 def format_row(g: Grade) -> str:
-    return (f"{g.todo.key:<5} {g.todo.file:<40} {g.points}/{g.todo.points}  {g.status:<8}  {g.todo.what}: {g.detail} "
-            f"({g.seconds:.0f} s)")
+    """A TODO's line of the table; a blocked one, never run, has no time."""
+    seconds = "" if g.status == "blocked" else f" ({g.seconds:.0f} s)"
+    return (f"{g.todo.key:<5} {g.todo.file:<40} {g.points}/{g.todo.points}  {g.status:<8}  {g.todo.what}: {g.detail}"
+            + seconds)
+
+
+def _by_part(row: list[Grade]) -> dict[str, list[Grade]]:
+    """The grades of each part of the lab that `row` holds, in PARTS' order."""
+    return {part: [g for g in row if g.todo.part == part] for part in PARTS if any(g.todo.part == part for g in row)}
+
+
+def _points(grades: list[Grade]) -> tuple[int, int]:
+    """The points `grades` earned, and out of how many."""
+    return sum(g.points for g in grades), sum(g.todo.points for g in grades)
+
+
+def part_score(grades: list[Grade]) -> str:
+    """One part's points, "12/15", or "not started 0/3" when grading saw no work in any of its TODOs."""
+    score = "{}/{}".format(*_points(grades))
+    return score if any(g.started for g in grades) else f"not started {score}"
+
+
+def summary(row: list[Grade]) -> str:
+    """make grade's last line, each part apart: "the sheet 15/15, exercises beyond it 3/3, optional (notebook 15)
+    not started 0/3"."""
+    return ", ".join(f"{PARTS[part]} {part_score(grades)}" for part, grades in _by_part(row).items())
 
 
 def submission_tree(submission: Path, fresh: Path, out: Path) -> Path:
@@ -313,7 +394,7 @@ def submission_tree(submission: Path, fresh: Path, out: Path) -> Path:
 def grade_class(folder: Path, keys: list[str] | None = None, timeout_s: float | None = None,
                 echo: Callable[[str], None] = print, jobs: int = 1) -> dict[str, list[Grade]]:
     """Every submission (a subfolder) of `folder`, graded in a fresh student tree of its own; writes
-    folder/grades.csv (one row per submission: each TODO's status and points, the total)."""
+    folder/grades.csv (one row per submission: each TODO's status and points, each part's points)."""
     from minitrain.lab.editions.student import write_student_edition
     folder = Path(folder)
     submissions = sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
@@ -335,23 +416,27 @@ def grade_class(folder: Path, keys: list[str] | None = None, timeout_s: float | 
 
 
 def write_csv(path: Path, grades: dict[str, list[Grade]]) -> None:
-    """One row per submission: each TODO's status and points, then the total."""
-    keys = [g.todo.key for g in next(iter(grades.values()))]
+    """One row per submission: each TODO's status and points, then each part's points and out of (sheet 15, ...)."""
+    first = next(iter(grades.values()))
+    parts = list(_by_part(first))
     with open(path, "w", newline="") as f:
         writer = csv.writer(f)
-        writer.writerow(["submission", *(f"{k} {c}" for k in keys for c in ("status", "points")), "total", "out of"])
+        writer.writerow(["submission", *(f"{g.todo.key} {c}" for g in first for c in ("status", "points")),
+                         *(f"{p}{c}" for p in parts for c in ("", " out of"))])
         for name, row in grades.items():
-            writer.writerow([name, *(x for g in row for x in (g.status, g.points)),
-                             sum(g.points for g in row), sum(g.todo.points for g in row)])
+            totals = (x for part in _by_part(row).values() for x in _points(part))
+            writer.writerow([name, *(x for g in row for x in (g.status, g.points)), *totals])
 
 
 def class_table(grades: dict[str, list[Grade]]) -> str:
-    keys = [g.todo.key for g in next(iter(grades.values()))]
+    """Each submission's statuses, a column per TODO, then each part's score (part_score)."""
+    first = next(iter(grades.values()))
     width = max(map(len, grades))
-    lines = [f"{'submission':<{width}}  " + "  ".join(f"{k:<8}" for k in keys) + "  total"]
+    lines = [f"{'submission':<{width}}  " + "  ".join(f"{g.todo.key:<8}" for g in first)
+             + "".join(f"  {p:<16}" for p in _by_part(first)).rstrip()]
     for name, row in grades.items():
         lines.append(f"{name:<{width}}  " + "  ".join(f"{g.status:<8}" for g in row)
-                     + f"  {sum(g.points for g in row)}/{sum(g.todo.points for g in row)}")
+                     + "".join(f"  {part_score(part):<16}" for part in _by_part(row).values()).rstrip())
     return "\n".join(lines)
 
 
@@ -360,7 +445,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("repo", nargs="?", type=Path, default=REPO, help="the tree to grade (default: this one)")
     p.add_argument("--class", dest="class_folder", type=Path, metavar="FOLDER",
                    help="grade every submission folder in FOLDER; writes FOLDER/grades.csv")
-    p.add_argument("--only", action="append", choices=list(BY_KEY), help="grade only this TODO (repeatable)")
+    p.add_argument("--only", action="append", choices=list(BY_KEY),
+                   help="grade only this TODO (repeatable), and the TODOs it needs, first (shown too)")
     p.add_argument("--timeout", type=positive_float, default=None, help="seconds per TODO (default: each TODO's own)")
     p.add_argument("--jobs", type=positive_int, default=1, help="TODOs graded at once (default 1: the timing graders "
                    "measure waits, which a busy machine blurs)")
@@ -380,10 +466,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if not (args.repo / "src" / "minitrain").is_dir():
         p.error(f"{args.repo} is not a lab repository (no src/minitrain in it)")
-    print(f"grading {relative(args.repo)}: each TODO in a process of its own")
-    grades = grade_repo(args.repo, args.only, args.timeout, echo=print, jobs=args.jobs)
-    score, total = sum(g.points for g in grades), sum(g.todo.points for g in grades)
-    print(f"score: {score} / {total}")
+    print(f"grading {relative(args.repo)}: each TODO in a process of its own, after the TODOs it needs")
+    print(summary(grade_repo(args.repo, args.only, args.timeout, echo=print, jobs=args.jobs)))
     return 0
 
 

@@ -1,21 +1,25 @@
-"""The learner's TODOs: where each is written, its points, what grades it; and the learner's files."""
+"""The learner's TODOs: where each is written, its points, what grades it, what it needs; and the learner's files."""
 
 from dataclasses import dataclass
 
 EXPERIMENT = "experiments/35-ddp-cpu"
 RUN_FILES = ("timings.jsonl", "run.json", "manifest.json", "scaling.png", "state-rank-0.pt", "state-rank-1.pt")
 RUN_FOLDERS = ("single-process", "repeats")
+PARTS = {"sheet": "the sheet", "beyond": "exercises beyond it", "optional": "optional (notebook 15)"}  # summed apart
 
 
 @dataclass(frozen=True)
 class Todo:
-    """One TODO of the lab: its key (A, B1, ..., ex15), the file the learner writes it in, and its grading."""
+    """One TODO of the lab: its key (A, B1, ..., ex15), the file the learner writes it in, its grading, the part
+    of the lab it belongs to (a key of PARTS) and the TODOs its grader runs."""
     key: str
     file: str  # where the learner writes it, relative to the repository
     what: str
     points: int
     graded_by: str
     timeout_s: float
+    part: str = "sheet"
+    needs: tuple[str, ...] = ()  # graded first; one that does not pass blocks this one (its mistake costs once)
 
 
 TODOS = (
@@ -27,7 +31,7 @@ TODOS = (
          "graders.grade_check_shards: check_shards in a real 3-process gloo run", 120),
     Todo("C", f"{EXPERIMENT}/train.py", "Block C: train.py's setup and loop", 3,
          "a real 2-process run of the learner's train.py (6 steps): both ranks bit for bit DDP's arithmetic by hand "
-         "(lab.by_hand), one timing per step", 300),
+         "(lab.by_hand), one timing per step", 300, needs=("A", "B1", "B2", "D")),  # the imports of train.py
     Todo("D", "src/minitrain/timing.py", "Block D: BarrierTimer (variant A: the barriers and the clock)", 2,
          "graders.grade_barrier_timer: alone and in a real 2-process gloo run", 120),
     Todo("E", f"{EXPERIMENT}/compare_states.py", "Block E: states_equivalent", 1,
@@ -37,11 +41,12 @@ TODOS = (
     Todo("G", "notebooks/06-scaling-and-report.ipynb", "Block G: the paragraph (manifest lesson_notes)", 2,
          "stop condition 4 on the learner's manifest", 120),
     Todo("ex03", "notebooks/03-wrapping.ipynb", "exercise: rank1_holds_rank0_init", 1,
-         "graders.grade_rank1_holds_rank0_init", 120),
+         "graders.grade_rank1_holds_rank0_init", 120, part="beyond"),
     Todo("ex04", "notebooks/04-launch-and-timing.ipynb", "exercise: my_timing_hook (variant B)", 2,
-         "graders.grade_timing_hook: real gloo runs of 3 and 2 processes", 180),
+         "graders.grade_timing_hook: real gloo runs of 3 and 2 processes", 180, part="beyond"),
     Todo("ex15", "src/minitrain/scratch_ddp.py", "exercise: NaiveDDP, OverlappedDDP, BucketedDDP (notebook 15)", 3,
-         "scratch_graders.grade_scratch_ddp: real gloo runs of 2 and 3 processes beside torch's DDP", 240),
+         "scratch_graders.grade_scratch_ddp: real gloo runs of 2 and 3 processes beside torch's DDP", 240,
+         part="optional"),
 )
 BY_KEY = {t.key: t for t in TODOS}
 EXERCISES = {"ex03": "rank1-holds-rank0-init", "ex04": "my-timing-hook"}  # key -> the solution cell's grade_id
