@@ -59,7 +59,7 @@ corpus: $(STAMP)
 student: $(STAMP)
 	$(PY) -m minitrain.lab.student --out build/student
 
-# Every TODO of the lab with its points: PASS / FAIL (the mistake named) / not done / hangs, each graded
+# Every TODO of the lab with its points: PASS / FAIL (the mistake named) / not done / hangs / blocked, each graded
 # in a process of its own with a timeout by the real tests. A class: `$(PY) -m minitrain.lab.grade --class FOLDER`.
 grade: $(STAMP)
 	$(PY) -m minitrain.lab.grade
