@@ -29,9 +29,10 @@ TODOS = (
          "graders.grade_make_shard: make_shard on 7 small corpora, 1-4 ranks", 120),
     Todo("B2", "src/minitrain/data.py", "Block B: the counts check and the first-sentence log", 1,
          "graders.grade_check_shards: check_shards in a real 3-process gloo run", 120),
-    Todo("C", f"{EXPERIMENT}/train.py", "Block C: train.py's setup and loop", 3,
-         "a real 2-process run of the learner's train.py (6 steps): both ranks bit for bit DDP's arithmetic by hand "
-         "(lab.by_hand), one timing per step", 300, needs=("A", "B1", "B2", "D")),  # the imports of train.py
+    Todo("C", f"{EXPERIMENT}/train.py", "Block C: train.py's setup and train_step", 3,
+         "graders.grade_train_script: a real 2-process run of the learner's train.py (6 steps), both ranks bit for bit "
+         "DDP's arithmetic by hand (lab.by_hand), each rank's seed, each step_ms's span; then 2 steps with --no-sync",
+         300, needs=("A", "B1", "B2", "D")),  # the imports of train.py
     Todo("D", "src/minitrain/timing.py", "Block D: BarrierTimer (variant A: the barriers and the clock)", 2,
          "graders.grade_barrier_timer: alone and in a real 2-process gloo run", 120),
     Todo("E", f"{EXPERIMENT}/compare_states.py", "Block E: states_equivalent", 1,
