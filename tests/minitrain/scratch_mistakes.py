@@ -5,7 +5,7 @@ import torch
 import torch.distributed as dist
 import torch.nn as nn
 
-from minitrain.scratch_ddp import MIB, BucketedDDP, NaiveDDP, OverlappedDDP
+from minitrain.scratch_ddp import MIB, BucketedDDP, NaiveDDP, OverlappedDDP, trained_parameters
 
 
 class NoBroadcast(NaiveDDP):
@@ -121,3 +121,40 @@ class MismatchedShapes(NaiveDDP):
         for p in self.module.parameters():
             extra = torch.zeros(dist.get_rank())  # rank 0: none; rank 1: one
             dist.all_reduce(torch.cat([p.grad.reshape(-1), extra]))  # mismatch: the ranks' shapes differ
+
+
+class AverageOp(NaiveDDP):
+    """A GPU tutorial's habit: NCCL's ReduceOp.AVG, which gloo does not have."""
+
+    def finish(self) -> None:
+        for p in self.module.parameters():
+            if p.grad is not None:
+                dist.all_reduce(p.grad, op=dist.ReduceOp.AVG)
+
+
+class TensorHook(OverlappedDDP):
+    """Hooks each parameter with register_hook, which runs before the gradient is accumulated into p.grad."""
+
+    def __init__(self, module: nn.Module) -> None:
+        NaiveDDP.__init__(self, module)
+        self.works = []
+        for p in trained_parameters(module):
+            p.register_hook(lambda grad, p=p: self._launch(p))
+
+
+class AveragedWeights(NaiveDDP):
+    """Averages the weights after backward instead of the gradients: each rank steps with its own gradient."""
+
+    def finish(self) -> None:
+        with torch.no_grad():
+            for p in self.module.parameters():
+                p.div_(self.world_size)
+                dist.all_reduce(p)
+
+
+class CudaSynchronize(OverlappedDDP):
+    """A GPU tutorial's habit: torch.cuda.synchronize() to wait for the all-reduces."""
+
+    def finish(self) -> None:
+        torch.cuda.synchronize()
+        self.works.clear()

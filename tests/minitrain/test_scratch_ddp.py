@@ -27,6 +27,12 @@ MISTAKES = {  # label -> (level, class, the words the grader must name it with)
     "hooked twice": ("overlapped", scratch_mistakes.HookedTwice, "a tied weight hooked twice"),
     "tied counted twice": ("bucketed", scratch_mistakes.TiedCountedTwice, "a tied weight counted twice"),
     "tied double-added": ("bucketed", scratch_mistakes.TiedDoubleAdded, "a tied weight counted twice"),
+    "register_hook": ("overlapped", scratch_mistakes.TensorHook, "OverlappedDDP raised AttributeError"),  # + the hint
+    "weights averaged": ("naive", scratch_mistakes.AveragedWeights, "no all-reduce: after finish()"),
+    "cuda.synchronize": ("overlapped", scratch_mistakes.CudaSynchronize, "OverlappedDDP raised"),  # + the CPU hint
+}
+ANOTHER_FORM = {  # right in another form: gloo has ReduceOp.AVG in torch 2.13 (a GPU tutorial's NCCL habit that works)
+    "ReduceOp.AVG": ("naive", scratch_mistakes.AverageOp),
 }
 
 
@@ -43,6 +49,7 @@ def two_ranks(blank_file, corpus_dir):
     entries = [(f"reference {level}", level, None) for level in LEVELS]
     entries += [(f"blank {level}", level, blank_file) for level in LEVELS]
     entries += [(label, level, cls) for label, (level, cls, _) in MISTAKES.items()]
+    entries += [(label, level, cls) for label, (level, cls) in ANOTHER_FORM.items()]
     return scratch_results(entries, 2, corpus_dir)
 
 
@@ -57,6 +64,11 @@ def test_reference_levels_within_the_tolerance_at_three_ranks(corpus_dir):
         assert "3 ranks: largest |difference|" in verdict(results, level, 3)
         assert max(r[level]["weight_diff"] for r in results) <= WEIGHT_TOL
         assert 0 <= max(r[level]["grad_bound_share"] for r in results) <= 1  # each element within its bound
+
+
+@pytest.mark.parametrize("label", list(ANOTHER_FORM))
+def test_a_right_answer_in_another_form_passes(two_ranks, label):
+    assert "bit for bit" in verdict(two_ranks, label, 2)
 
 
 @pytest.mark.parametrize("level", list(LEVELS))

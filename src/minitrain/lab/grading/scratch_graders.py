@@ -242,6 +242,16 @@ def _level_class(level: str, source: type | str | None) -> type:
     return source
 
 
+def _hint(error: Exception) -> str:
+    """What an exception from a level usually means, when one thing does (else "")."""
+    if isinstance(error, AttributeError) and "'NoneType'" in str(error):
+        return ("; a gradient was None where the level used it: a hook registered with register_hook runs before "
+                "autograd accumulates p.grad, register_post_accumulate_grad_hook after it (its argument is p)")
+    if "cuda" in str(error).lower():
+        return "; the lab runs on CPUs: wait for a gloo all-reduce with work.wait(), drop the CUDA call"
+    return ""
+
+
 def _scratch_rank(folder: str, entries: list[tuple[str, str, type | str | None]], corpus_dir: str) -> None:
     """One rank: torch DDP's run once, then each (label, level, class) in turn, each result saved."""
     rank = int(os.environ["RANK"])
@@ -264,7 +274,7 @@ def _scratch_rank(folder: str, entries: list[tuple[str, str, type | str | None]]
             results[label] = {"status": "not done", "detail": str(e)}
         except Exception as e:
             results[label] = {"status": "fail", "detail": f"{LEVELS[level]} raised {type(e).__name__} on rank {rank} "
-                                                          f"of {world_size}: {e}"}
+                                                          f"of {world_size}: {e}{_hint(e)}"}
         dist.barrier()  # the next class starts together on every rank
     _leave(folder, rank, results)
 
