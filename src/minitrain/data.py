@@ -115,7 +115,9 @@ def make_shard(rank: int, world_size: int, corpus_dir: str | Path = DEFAULT_CORP
                split: str = "train", batch_size: int = 16, block_size: int = 64,
                seed: int | None = None) -> Shard:
     """The shard of rank `rank` among `world_size`: the sentences whose index in the corpus satisfies
-    index % world_size == rank, in corpus order, whatever `world_size` is (the grader tries 1 to 4 ranks)."""
+    index % world_size == rank, in corpus order, whatever `world_size` is (the grader tries 1 to 4 ranks). Split
+    by the `rank` and `world_size` given: the grader calls it for each rank in turn in one plain process (no
+    process group, no LOCAL_RANK), and no DistributedSampler (it shuffles, and pads or drops sentences)."""
     if not isinstance(world_size, int) or world_size < 1:
         raise ValueError(f"world_size must be an integer >= 1, got {world_size!r}")
     if not isinstance(rank, int) or not 0 <= rank < world_size:
@@ -139,7 +141,8 @@ def make_shard(rank: int, world_size: int, corpus_dir: str | Path = DEFAULT_CORP
 def check_shards(shard: Shard, rank: int, world_size: int, corpus_total: int) -> dict[str, list]:
     """Every rank prints its shard's size (`shard.num_sentences`) and first sentence (`shard.first_sentence`),
     then gathers every rank's pair (a collective: all ranks call it) and checks that the sizes add up to
-    `corpus_total` and that no two first sentences are equal: otherwise RuntimeError, on every rank.
+    `corpus_total` and that no two first sentences are equal: otherwise RuntimeError, on every rank (raised: not an
+    assert, which python -O skips, nor another error type).
     Returns {"shard_sentences": [size of rank 0, rank 1, ...], "first_sentences": [first of rank 0, ...]}."""
     ### BEGIN SOLUTION: Block B: the counts check and the first-sentence log
     print(f"[rank {rank}] pid {os.getpid()}, shard: {shard.num_sentences} sentences, "

@@ -12,9 +12,11 @@ from minitrain.gloo_setup import prepare_rank
 
 
 def init_distributed(backend: str = "gloo", timeout: timedelta | None = None) -> tuple[int, int]:
-    """Join the process group that torchrun's environment variables describe, with prepare_rank's `options`
-    passed on to dist.init_process_group (the lab's timeout); return (rank, world_size), two ints. Calling it
-    again in the same process joins nothing new (the same group) and returns the same pair."""
+    """Join the process group that torchrun's environment variables describe (env://, the default: no address of
+    its own), with prepare_rank's `options` passed on to dist.init_process_group (the lab's timeout); return
+    (rank, world_size), two ints, the rank in the whole group (not LOCAL_RANK: the grader runs as on two hosts of
+    one rank each). Calling it again in the same process joins nothing new (the same group) and returns the same
+    pair."""
     if backend != "gloo":
         raise ValueError(f"this lab runs on CPUs with the gloo backend only, got {backend!r}")
     options = prepare_rank(timeout)  # init_process_group's keyword arguments, a dict: the timeout (Windows: the store)
@@ -27,9 +29,9 @@ def init_distributed(backend: str = "gloo", timeout: timedelta | None = None) ->
 
 def wrap_for_ddp(model: torch.nn.Module, bucket_cap_mb: float | None = None) -> TorchDDP:
     """Return `model` wrapped in DistributedDataParallel with PyTorch's defaults (no device_ids on CPUs, no
-    find_unused_parameters, gradient_as_bucket_view or static_graph). bucket_cap_mb None: DDP's own caps (1 MiB
-    for the first bucket, 25 MiB after); a number sets every cap, in MiB. Without a process group raise
-    RuntimeError, its message naming init_distributed()."""
+    find_unused_parameters, gradient_as_bucket_view or static_graph, broadcast_buffers left on). bucket_cap_mb
+    None: DDP's own caps (1 MiB for the first bucket, 25 MiB after: pass the None on); a number sets every cap,
+    in MiB. Without a process group raise RuntimeError, its message naming init_distributed()."""
     ### BEGIN SOLUTION: Block A: wrap_for_ddp
     if not dist.is_initialized():
         raise RuntimeError("wrap_for_ddp() needs a process group: call init_distributed() first")
@@ -43,8 +45,9 @@ def unwrap(model: torch.nn.Module) -> torch.nn.Module:
 
 
 def is_main_process() -> bool:
-    """True on rank 0 only (False on the others), and True in a plain single process with no process group,
-    where dist.get_rank() would raise: it gates logging and files."""
+    """True on rank 0 only (False on the others; rank 0 of the whole group, not each host's LOCAL_RANK 0), and
+    True in a plain single process with no process group, where dist.get_rank() would raise: it gates logging
+    and files."""
     ### BEGIN SOLUTION: Block A: is_main_process
     return not dist.is_initialized() or dist.get_rank() == 0
     ### END SOLUTION

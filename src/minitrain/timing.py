@@ -98,8 +98,9 @@ class StepTimer(Protocol):
 
 class BarrierTimer:
     """Variant A: a barrier, then the clock, `loss.backward()`, a barrier, the clock; pop_ms() gives the
-    milliseconds between the two clock reads. Without a process group (a plain Python process, as a unit
-    test uses it) there is no one to wait for: the timer skips the barriers and still measures."""
+    milliseconds between the two clock reads, of a wall clock (time.perf_counter(): the waits count; on CPUs,
+    no torch.cuda to synchronize). Without a process group (a plain Python process, as a unit test uses it)
+    there is no one to wait for: the timer skips the barriers and still measures."""
 
     def __init__(self, hook: InstrumentedHook | None = None) -> None:  # the hook is not needed here
         self.start, self.ms = 0.0, None

@@ -31,6 +31,7 @@ CASES = {  # name -> ([(reference text, the learner's text)], what the grader mu
     "the loss tensor": ([('{"loss": loss.item(),', '{"loss": loss,')],
                         "ContractError: train.py's train_step() returned loss as a Tensor"),
     "no zero_grad": ([("    optimizer.zero_grad(set_to_none=True)\n", "")], "the gradients pile up"),
+    "lr hard-coded": ([("lr=args.lr", "lr=1e-3")], "the ranks agree, but not with DDP's arithmetic"),
     "no_sync left out": ([(NO_SYNC, "    if True:\n")], "with --no-sync an all-reduce still ran"),
     # the sheet's skeleton taken literally: a clock around forward and backward, loss.backward()
     "step_ms without the optimizer": ([('"step_ms": (t3 - t0) * 1e3', '"step_ms": (t2 - t0) * 1e3')],

@@ -21,14 +21,36 @@ class ExerciseError(AssertionError):
     an AssertionError, so that nbgrader counts the grader's cell as failed."""
 
 
+def _gpu_habit(who: str, detail: str) -> str | None:
+    """The GPU tutorial's habit behind an error `detail` ("Type: message") that `who` raised, named with what to
+    change, or None: on a machine without NVIDIA GPUs it shows only as this error."""
+    text = detail.lower()
+    if "nccl" in text:
+        return (f"{who} uses the nccl backend, which needs NVIDIA GPUs; this lab runs on CPUs: pass the backend "
+                f"argument (\"gloo\") to dist.init_process_group ({detail})")
+    if "device_ids" in text:
+        return (f"{who} passes device_ids to DistributedDataParallel, which is for a model on GPUs; on CPUs drop "
+                "it (PyTorch's defaults)")
+    if "cuda" in text or "accelerator" in text:  # .to(rank) says "Cannot access accelerator device"
+        return (f"{who} makes a CUDA call (torch.cuda.set_device or .synchronize, .cuda(), .to(rank)) and this "
+                f"machine has no GPU: the lab runs on CPUs, drop it ({detail})")
+    if "AVG" in detail:  # gloo has ReduceOp.AVG since 2025 (pytorch#149781); an older torch the lab allows raises
+        return (f"{who} all-reduces with ReduceOp.AVG, which this torch's gloo does not have (NCCL's habit): "
+                f"sum, the default op, and divide by the world size ({detail})")
+    return None
+
+
 def _call(fn: Callable, shown: str, *args):
-    """fn(*args), with the learner's exceptions turned into a message; `shown` names the call."""
+    """fn(*args), with the learner's exceptions turned into a message (a GPU habit named); `shown` names the call."""
     try:
         return fn(*args)
     except NotImplementedError as e:
         raise ExerciseError(f"not done yet: {fn.__name__} {STILL_BLANK}") from e
+    except ExerciseError:
+        raise  # a grader's own check inside fn
     except Exception as e:
-        raise ExerciseError(f"{shown} raised {type(e).__name__}: {e}") from e
+        detail = f"{type(e).__name__}: {e}"
+        raise ExerciseError(_gpu_habit(shown, detail) or f"{shown} raised {detail}") from e
 
 
 def _keys_checked(call: Callable[[], object], shown: str):

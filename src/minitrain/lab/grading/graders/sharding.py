@@ -7,10 +7,14 @@ import shutil
 import tempfile
 import types
 from collections.abc import Callable
+from itertools import product
 from pathlib import Path
 
+from torch.utils.data.distributed import DistributedSampler
+
 from minitrain.data import load_corpus
-from minitrain.lab.grading.graders.running import ExerciseError, _call, _leave, _silence, _spawn, join_group
+from minitrain.lab.grading.graders.running import (ExerciseError, _call, _gpu_habit, _leave, _silence, _spawn,
+                                                   join_group)
 
 
 # 02-sharding: shard_indices(num_sentences, rank, world_size) -> list[int]
@@ -20,6 +24,21 @@ SHARD_CASES = [(10, 2), (11, 2), (24000, 2), (10, 3), (11, 3), (7, 3), (5, 1), (
 
 def _is_block(indices: list[int]) -> bool:
     return len(indices) > 1 and indices == list(range(indices[0], indices[0] + len(indices)))
+
+
+def _sampler_split(got: dict[tuple[int, int, int], list[int]]) -> tuple[str, str] | None:
+    """A split that gave every case a DistributedSampler's indices: its mistake's name (the sampler's when it
+    shuffles) and what it does; or None."""
+    for shuffle, drop_last in product((True, False), repeat=2):
+        if all(indices == list(DistributedSampler(range(n), w, r, shuffle=shuffle, drop_last=drop_last))
+               for (n, r, w), indices in got.items()):
+            name = ("DistributedSampler's split" if shuffle else "equal shards, the rest dropped" if drop_last
+                    else "padded shards")
+            does = ["shuffles the corpus"] * shuffle + ["drops the sentences left over" if drop_last else
+                                                        "pads the last shards with sentences of the first"]
+            sampler = f"DistributedSampler(shuffle={shuffle}, drop_last={drop_last})"
+            return name, f"it {' and '.join(does)}, as {sampler} does"
+    return None
 
 
 def _called(fn: Callable, n: int, r: int, w: int) -> str:
@@ -45,6 +64,17 @@ def grade_shard_indices(fn: Callable[[int, int, int], list[int]], corpus_dir: Pa
         return _shard_verdict(fn, corpus_dir, len(cases))
     n, r, w = wrong[0]
     mine, expected = got[n, r, w], list(range(r, n, w))
+    if sampler := _sampler_split(got):  # a GPU tutorial's habit
+        name, does = sampler
+        raise ExerciseError(f"{name}: {_called(fn, n, r, w)} returned {mine[:8]}: {does}; the sheet's rule is index "
+                            "% world_size == rank, every sentence once, in corpus order (the Shard shuffles them "
+                            "itself, per rank and epoch)")
+    same = [(n, w) for n, r, w in wrong if w > 1 and all(got[n, q, w] == got[n, 0, w] for q in range(w))]
+    if same:  # LOCAL_RANK or a constant read instead of the argument
+        n, w = same[0]
+        raise ExerciseError(f"rank ignored: with {n} sentences and {w} ranks every rank got the same indices "
+                            f"({got[n, 0, w][:6]}...); use the rank argument (the grader calls it for each rank in "
+                            "turn, in one process: no LOCAL_RANK, no process group)")
     blocks = [(n, r, w) for n, r, w in wrong if w > 1 and all(_is_block(got[n, q, w]) for q in range(w))]
     if blocks:  # every rank of a case got one run of consecutive indices
         n, r, w = blocks[0]
@@ -114,6 +144,11 @@ def grade_make_shard(make_shard: Callable, corpus_dir: Path) -> str:
             except ValueError as e:  # CorpusError: make_shard's own check after the split, the split gave nothing
                 if "empty shard" in str(e):
                     return []
+                if "process group" in str(e):  # dist.get_rank() without one: a GPU tutorial's habit
+                    raise ExerciseError(f"make_shard asks the process group for its place (dist.get_rank() or "
+                                        f"get_world_size()), and there is none: the grader calls make_shard({rank}, "
+                                        f"{world_size}) in one plain process, as a unit test would; use its rank "
+                                        "and world_size arguments") from e
                 raise
         make_shard_indices.called = lambda n, r, w: f"make_shard({r}, {w}) on a {n}-sentence corpus"
         make_shard_indices.__name__ = "make_shard"
@@ -168,8 +203,12 @@ def grade_check_shards(check_shards: Callable) -> str:
     for rank, result in enumerate(ranks):
         kind, detail = result["right"]
         if kind == "raised":
-            raise ExerciseError(f"check_shards raised {detail} on rank {rank} for right shards ({reports}, corpus "
-                                f"{total}); with {CHECK_SHARDS_WORLD} ranks, gather one report from each")
+            counts = " + ".join(str(c) for c, _ in reports)
+            raise ExerciseError(_gpu_habit("check_shards", detail) or (
+                f"right shards rejected: for {CHECK_SHARDS_WORLD} ranks of {counts} sentences (corpus {total}, the "
+                f"first sentences all different) check_shards raised {detail} on rank {rank}; add up all "
+                f"{CHECK_SHARDS_WORLD} ranks' counts (the sheet's rank 0 + rank 1 is its 2-rank case) and compare "
+                "all their first sentences"))
         expected = repr({"shard_sentences": [c for c, _ in reports], "first_sentences": [f for _, f in reports]})
         if detail != expected:
             raise ExerciseError(f"check_shards returned {detail:.120} on rank {rank}, expected {expected} "
@@ -189,6 +228,13 @@ def grade_check_shards(check_shards: Callable) -> str:
             raise ExerciseError(f"checked on some ranks only: with {name!r} shards, ranks "
                                 f"{[r for r, x in enumerate(raised) if not x]} went on as if nothing were wrong; "
                                 "gather every rank's report on every rank (all_gather_object) and raise on all")
+        other = [detail for _, detail in (rank[name] for rank in ranks) if not detail.startswith("RuntimeError:")]
+        if other:  # the docstring says RuntimeError
+            detail, error = other[0], other[0].split(":")[0]
+            raise ExerciseError(f"{error} instead of RuntimeError: with {name!r} shards check_shards raised "
+                                f"{detail:.100}; raise RuntimeError(...), as its docstring says"
+                                + (" (an assert is skipped under python -O, and the check with it)"
+                                   if error == "AssertionError" else ""))
     return (f"Block B, check_shards: correct in a real {CHECK_SHARDS_WORLD}-rank gloo run: right shards pass with "
             "every rank's counts and first sentences, logged on each rank; counts that do not add up and two "
             "equal first sentences raise on every rank")

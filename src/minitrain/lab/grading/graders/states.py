@@ -13,12 +13,31 @@ from minitrain.lab.notebooks.wrapdemo import state_path
 from minitrain.verify import ATOL, compare_states, load_state
 
 
+def _answered(fn: Callable, shown: str, instead: str, *args):
+    """fn(*args) through _call, with two mistakes named that show only as what they raise: an assert (the sheet's
+    snippet asserts, but these functions answer: `instead` says how) and == between tensors."""
+    call = f"{fn.__name__}({shown})"
+    try:
+        return _call(fn, call, *args)
+    except ExerciseError as e:
+        cause = e.__cause__
+        if isinstance(cause, AssertionError) and "CUDA" not in str(cause):  # torch's "not compiled with CUDA" is one
+            said = str(cause).strip().splitlines()[0][:100] if str(cause).strip() else ""
+            raise ExerciseError(f"an assert instead of an answer: {call} raised AssertionError{': ' * bool(said)}"
+                                f"{said}; {instead}") from e
+        if isinstance(cause, RuntimeError) and "Boolean value of Tensor" in str(cause):
+            raise ExerciseError(f"tensors compared with ==: {call} raised RuntimeError: {cause}; == between two "
+                                "tensors (or two dicts of them) gives a tensor of booleans, not one: compare each "
+                                "pair with torch.equal (bit for bit) or torch.allclose (within atol)") from e
+        raise
+
+
 # ------------------------------------------------------------------------------------------------
 # 03-wrapping: rank1_holds_rank0_init(before_rank0, after_rank1) -> bool
 
 
 def _expect_bool(fn: Callable, a: dict, b: dict, shown: str) -> bool:
-    result = _call(fn, f"{fn.__name__}({shown})", a, b)
+    result = _answered(fn, shown, "return False when they differ, True when they are the same", a, b)
     if not isinstance(result, bool):
         hint = " (a tensor: use torch.equal, which returns a bool)" if isinstance(result, torch.Tensor) else ""
         raise ExerciseError(f"{fn.__name__} returned {type(result).__name__}{hint}: return True or False")
@@ -43,7 +62,8 @@ def grade_rank1_holds_rank0_init(fn: Callable[[dict, dict], bool], folder: Path)
     if _expect_bool(fn, before0, nudged, "a pair one float step apart"):
         raise ExerciseError(f"tolerance instead of bit for bit: a copy whose {name!r}[0] is one float step "
                             f"({(nudged[name].view(-1)[0] - after1[name].view(-1)[0]).item():.1e}) away passed; "
-                            "the broadcast copies the bytes, so compare with torch.equal, not allclose")
+                            "the broadcast copies the bytes, so compare with torch.equal, not allclose or "
+                            "|x - y| < eps")
     for name in after1:
         changed = dict(after1)
         changed[name] = after1[name] + 1
@@ -73,7 +93,8 @@ def grade_rank1_holds_rank0_init(fn: Callable[[dict, dict], bool], folder: Path)
 
 
 def _pair(fn: Callable, a: dict, b: dict, atol: float, shown: str) -> tuple[bool, float]:
-    result = _call(fn, f"{fn.__name__}({shown})", a, b, atol)
+    result = _answered(fn, shown, "return (False, largest) for a pair that is not equivalent: compare_states.py's "
+                       "main prints both and exits 1", a, b, atol)
     if not (isinstance(result, tuple) and len(result) == 2):
         raise ExerciseError(f"{fn.__name__} returned {result!r:.80}: return a pair (equivalent, largest "
                             "absolute difference), e.g. `return ok, largest`")
@@ -99,6 +120,23 @@ def _with(state: dict, name: str, index: int, delta: float) -> dict:
     return out
 
 
+def _tolerance_mistake(fn: Callable, a: dict, close: dict) -> str:
+    """Why a pair 5e-6 apart came out not equivalent at atol=1e-5: atol given as rtol, bits compared, or no atol."""
+    if _pair(fn, a, close, 0.5, "a pair 5e-6 apart, atol=0.5")[0]:  # as rtol, 0.5 lets the pair through
+        return ("atol passed as rtol: a pair 5e-6 apart came out not equivalent at atol=1e-5, equivalent at 0.5; "
+                "torch.allclose(x, y, atol) sets rtol, its third parameter (a tolerance relative to |y|), "
+                "and leaves atol at 1e-8: pass atol=atol by keyword")
+    step = _with(a, "w2", 5, 0.0)
+    step["w2"].view(-1)[5] = torch.nextafter(a["w2"].view(-1)[5], torch.tensor(math.inf))
+    if not _pair(fn, a, step, 1e-5, "a pair one float step apart, atol=1e-5")[0]:
+        return ("bit for bit instead of within atol: a pair one float step apart came out not equivalent at "
+                "atol=1e-5; torch.equal (or ==) asks for the same bits, the docstring for allclose at the atol "
+                "given: torch.allclose(x, y, atol=atol) per tensor")
+    return ("allclose without a tolerance: a pair 5e-6 apart at atol=1e-5 came out not equivalent; "
+            "torch.allclose's default atol is 1e-8 (and rtol 1e-5), so pass atol=atol (and rtol=0 if you mean an "
+            "absolute tolerance only)")
+
+
 def grade_states_equivalent(fn: Callable[[dict, dict, float], tuple[bool, float]],
                             real: tuple[dict, dict] | None = None) -> str:
     """Right verdicts and largest differences on pairs that catch the common mistakes; with `real`
@@ -110,14 +148,16 @@ def grade_states_equivalent(fn: Callable[[dict, dict, float], tuple[bool, float]
     close = _with(a, "w2", 5, 5e-6)
     ok, largest = _pair(fn, a, close, 1e-5, "a pair 5e-6 apart, atol=1e-5")
     if not ok:
-        raise ExerciseError("allclose without a tolerance: a pair 5e-6 apart at atol=1e-5 came out not "
-                            "equivalent; torch.allclose's default atol is 1e-8 (and rtol 1e-5), so pass "
-                            "atol=atol (and rtol=0 if you mean an absolute tolerance only)")
+        raise ExerciseError(_tolerance_mistake(fn, a, close))
     expected = compare_states(a, close).max_abs_diff
     if not math.isclose(largest, expected, rel_tol=1e-3):
-        raise ExerciseError(f"largest difference not measured: on a pair equal within atol but not bit for bit "
-                            f"(one element {expected:.2e} apart) {name} returned {largest!r}; compute the largest "
-                            "|a - b| over every element of every tensor, whatever the verdict")
+        if largest in (0.0, math.inf) or math.isnan(largest):
+            raise ExerciseError(f"largest difference not measured: on a pair equal within atol but not bit for bit "
+                                f"(one element {expected:.2e} apart) {name} returned {largest!r}; compute the largest "
+                                "|a - b| over every element of every tensor, whatever the verdict")
+        raise ExerciseError(f"not the largest difference: on a pair whose one element {expected:.2e} apart is the "
+                            f"only difference {name} returned {largest:.2e} (a mean or a sum?); take the max of "
+                            "|a - b| over every element of every tensor")
     if _pair(fn, a, close, 1e-6, "a pair 5e-6 apart, atol=1e-6")[0]:
         raise ExerciseError("the atol argument ignored: a pair 5e-6 apart came out equivalent at atol=1e-6; "
                             "use the atol you are given, not a fixed tolerance")

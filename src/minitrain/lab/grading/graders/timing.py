@@ -17,7 +17,8 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-from minitrain.lab.grading.graders.running import STILL_BLANK, ExerciseError, _leave, _silence, _spawn, join_group
+from minitrain.lab.grading.graders.running import (STILL_BLANK, ExerciseError, _gpu_habit, _leave, _silence, _spawn,
+                                                   join_group)
 
 
 def _tiny_model() -> torch.nn.Module:
@@ -117,7 +118,9 @@ def _guarded(hook: Callable, problems: list) -> Callable:
             try:
                 result = f.value()
             except Exception as e:
-                problems.append(("callback raised", str(e).strip().splitlines()[-1][:300]))
+                lines = str(e).strip().splitlines()  # "Got the following error when running the callback: ...", frames
+                where = [line.strip().rsplit("/", 1)[-1] for line in lines if HOOK_MODULE in line][-1:]
+                problems.append(("callback raised", " at ".join([lines[0].split("the callback: ")[-1][:200], *where])))
                 return bucket.buffer()
             if isinstance(result, (list, tuple)):
                 problems.append(("list", ""))
@@ -200,6 +203,8 @@ def _check_hook_problems(fn: Callable, ranks: list[dict], source: str) -> None:
                 continue
             if kind == "blank":
                 raise ExerciseError(f"not done yet: {name} {STILL_BLANK}")
+            if kind in ("raised", "callback raised") and (habit := _gpu_habit(name, detail)):
+                raise ExerciseError(habit)
             messages = {
                 "raised": f"{name} raised {detail} on rank {rank}",
                 "returned": f"{name} returned {detail}, not a torch.futures.Future: return the all-reduce's "
@@ -273,7 +278,8 @@ def _check_hook_gradients(fn: Callable, ranks: list[dict], world_size: int) -> f
 # ------------------------------------------------------------------------------------------------
 # Block D variant A (src/minitrain/timing.py): BarrierTimer's barriers and clock
 
-ALONE_SLEEP_S = 0.05  # the single-process check: the "backward" is a sleep this long
+ALONE_SLEEP_S = 0.2  # the single-process check: the "backward" is a sleep this long (its seconds, 0.2, lie far from
+# the CPU milliseconds a process_time() clock reads around it, so the two mistakes are told apart)
 TIMER_SCENARIOS = ("late start", "late finish")  # rank 1 sleeps TIMER_WAIT_S before before_backward / after backward
 TIMER_WAIT_S = 0.5  # half of it separates a right figure from a wrong one, with room for a busy machine
 
@@ -307,35 +313,46 @@ def _timer_rank(folder: str, timer_cls: type) -> None:
     _leave(folder, rank, results)
 
 
-def _timer_alone(timer_cls: type) -> float | None:
-    """One process, no process group: the timer around a sleep of ALONE_SLEEP_S; its figure."""
+def _timer_alone(timer_cls: type) -> tuple[float | None, float]:
+    """One process, no process group: the timer around a sleep of ALONE_SLEEP_S; its figure, and the seconds from
+    before_backward's call to after_backward's return, by the grader's clock."""
     timer = timer_cls(None)
     try:
+        start = time.perf_counter()
         timer.before_backward()
         time.sleep(ALONE_SLEEP_S)
         timer.after_backward()
-        return timer.pop_ms()
+        return timer.pop_ms(), time.perf_counter() - start
     except NotImplementedError as e:
         raise ExerciseError(f"{e}: BarrierTimer still raises NotImplementedError") from e
     except Exception as e:
-        raise ExerciseError(f"without a process group (a plain process: BarrierTimer's docstring says it still "
-                            f"measures there) BarrierTimer "
-                            f"raised {type(e).__name__}: {e}; call dist.barrier() only when "
-                            "dist.is_initialized()") from e
+        detail = f"{type(e).__name__}: {e}"
+        raise ExerciseError(_gpu_habit("BarrierTimer", detail) or (
+            "without a process group (a plain process: BarrierTimer's docstring says it still measures there) "
+            f"BarrierTimer raised {detail}; call dist.barrier() only when dist.is_initialized()")) from e
 
 
 def grade_barrier_timer(timer_cls: type) -> str:
     """Variant A's timer (a module's class: the workers import it): alone, its milliseconds of a
     sleep; in a real 2-process DDP run, rank 0's time must leave out rank 1's late start and take
     in rank 1's late finish (the barriers), in milliseconds."""
-    ms = _timer_alone(timer_cls)
+    ms, wall_s = _timer_alone(timer_cls)
     if ms is None or isinstance(ms, bool) or not isinstance(ms, (int, float)):
         raise ExerciseError(f"nothing measured: after after_backward, pop_ms() gave {ms!r}; set self.ms to the "
                             "milliseconds from the clock's start to after the second barrier")
-    if ALONE_SLEEP_S / 2 <= ms <= 20 * ALONE_SLEEP_S:
+    if ms < 0:
+        raise ExerciseError(f"a negative time: around a {ALONE_SLEEP_S * 1e3:.0f} ms backward the timer measured "
+                            f"{ms:.4g} ms: * binds before -, so only the clock's start was multiplied by 1e3; "
+                            "multiply the difference of the two readings")
+    if abs(ms - wall_s) <= 0.005 + wall_s / 10:  # the grader's own span around the calls, in seconds
         raise ExerciseError(f"seconds, not milliseconds: around a {ALONE_SLEEP_S * 1e3:.0f} ms backward the timer "
                             f"measured {ms:.3f}; timings.jsonl holds ms: multiply the perf_counter difference by 1e3")
-    if not ALONE_SLEEP_S * 1e3 / 2 <= ms <= 20 * ALONE_SLEEP_S * 1e3:
+    if ms < ALONE_SLEEP_S * 1e3 / 2:
+        raise ExerciseError(f"the clock missed the wait: around a {ALONE_SLEEP_S * 1e3:.0f} ms sleep standing in for "
+                            f"backward the timer measured {ms:.4g}; read a wall clock, time.perf_counter(), in "
+                            "before_backward and again in after_backward (time.process_time() counts only this "
+                            "process's CPU time, which a wait does not use)")
+    if ms > 20 * ALONE_SLEEP_S * 1e3:
         raise ExerciseError(f"around a {ALONE_SLEEP_S * 1e3:.0f} ms backward the timer measured {ms:.3f} ms: start "
                             "the clock in before_backward and stop it in after_backward (time.perf_counter())")
     with tempfile.TemporaryDirectory(prefix="minitrain-grader-") as tmp:
@@ -345,17 +362,20 @@ def grade_barrier_timer(timer_cls: type) -> str:
     for rank, result in enumerate(ranks):
         for kind, detail in result.values():
             if kind != "ms":
-                raise ExerciseError(f"in the 2-process run the timer raised on rank {rank}: {detail}")
+                raise ExerciseError(_gpu_habit("BarrierTimer", detail)
+                                    or f"in the 2-process run the timer raised on rank {rank}: {detail}")
     late_start, late_finish = (ranks[0][scenario][1] for scenario in TIMER_SCENARIOS)
     wait_ms = TIMER_WAIT_S * 1e3
     if late_start > wait_ms / 2:
         raise ExerciseError(f"no barrier before the clock: rank 1 reached backward {wait_ms:.0f} ms late and rank 0 "
                             f"measured {late_start:.0f} ms, its own wait included; call dist.barrier() first, then "
-                            "start the clock (the barrier lines the ranks up)")
+                            "start the clock (the barrier lines the ranks up; a clock started before it times the "
+                            "wait)")
     if late_finish < wait_ms / 2:
         raise ExerciseError(f"no barrier before stopping the clock: rank 1 finished backward {wait_ms:.0f} ms late and "
                             f"rank 0 measured {late_finish:.0f} ms; call dist.barrier() after backward, then stop "
-                            "the clock: the step is done when the slowest rank is")
+                            "the clock: the step is done when the slowest rank is (a clock stopped before the barrier "
+                            "misses it)")
     return (f"Block D variant A: correct. Alone, {ms:.0f} ms around a {ALONE_SLEEP_S * 1e3:.0f} ms sleep; in a real "
             f"2-process run, rank 0 measured {late_start:.0f} ms when rank 1 started {wait_ms:.0f} ms late (left "
             f"out) and {late_finish:.0f} ms when it finished {wait_ms:.0f} ms late (taken in)")

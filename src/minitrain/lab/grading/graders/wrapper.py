@@ -5,7 +5,6 @@ fixed batch: no other TODO). The ranks run this file; notebook 03, `make grade` 
 
 import importlib
 import importlib.util
-import inspect
 import json
 import os
 import sys
@@ -15,6 +14,7 @@ import types
 from collections.abc import Callable
 from pathlib import Path
 from unittest.mock import patch
+from urllib.parse import urlparse
 
 import torch
 import torch.distributed as dist
@@ -22,7 +22,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from minitrain.gloo_setup import TORCHRUN_VARS, collective_timeout
 from minitrain.hang_report import GLOO_GRACE, named_hang
-from minitrain.lab.grading.graders.running import STILL_BLANK, ExerciseError, _leave
+from minitrain.lab.grading.graders.running import STILL_BLANK, ExerciseError, _gpu_habit, _leave
 from minitrain.lab.grading.graders.timing import (GRAD_ATOL, _batch, _gradients, _max_diff, _reference_gradients,
                                                   _tiny_model)
 from minitrain.launch import LaunchError, run_streaming, torchrun_command
@@ -31,7 +31,8 @@ FUNCTIONS = ("init_distributed", "wrap_for_ddp", "is_main_process", "barrier", "
 WORLD_SIZE = 2
 LATE_S = 0.5  # rank 1 calls barrier() and cleanup() this late: rank 0's call must wait for it
 RUN_TIMEOUT_S = 180  # a rank stuck in a collective ends itself after collective_timeout() (60 s) and names where
-DEFAULTS = ("device_ids", "find_unused_parameters", "gradient_as_bucket_view", "static_graph")
+DEFAULTS = {"device_ids": None, "find_unused_parameters": False, "gradient_as_bucket_view": False,  # the sheet's
+            "static_graph": False, "broadcast_buffers": True}  # "PyTorch DDP defaults", as the wrapper holds them
 MIB = 2**20
 
 
@@ -43,21 +44,6 @@ class Mistake(Exception):
     """A contract of Block A broken: the message names it, and what to change."""
 
 
-def _gpu_habit(name: str, error: Exception) -> str | None:
-    """The GPU tutorial's habit behind `error`, named, or None."""
-    text = str(error)
-    if "nccl" in text.lower():
-        return (f"{name}() uses the nccl backend, which needs NVIDIA GPUs; this lab runs on CPUs: pass the backend "
-                f"argument (\"gloo\") to dist.init_process_group ({type(error).__name__}: {text})")
-    if "device_ids" in text:
-        return (f"{name}() passes device_ids to DistributedDataParallel, which is for a model on GPUs; on CPUs drop "
-                "it (PyTorch's defaults)")
-    if "cuda" in text.lower():
-        return (f"{name}() makes a CUDA call (torch.cuda.set_device, .cuda(), .to(rank)) and this machine has no GPU: "
-                f"the lab runs on CPUs, drop it ({type(error).__name__}: {text})")
-    return None
-
-
 def _call(fn: Callable, *args, when: str = "", fix: str = ""):
     """fn(*args): a blank stub as Blank, any exception as the Mistake that names it (`when`: where it was called,
     `fix`: what to change)."""
@@ -65,8 +51,10 @@ def _call(fn: Callable, *args, when: str = "", fix: str = ""):
         return fn(*args)
     except NotImplementedError as e:
         raise Blank(fn.__name__) from e
+    except Mistake:
+        raise  # the grader's spy on init_process_group named it
     except Exception as e:
-        raise Mistake(_gpu_habit(fn.__name__, e)
+        raise Mistake(_gpu_habit(f"{fn.__name__}()", f"{type(e).__name__}: {e}")
                       or f"{fn.__name__}() {when}raised {type(e).__name__}: {str(e).rstrip('.')}{fix}") from e
 
 
@@ -82,6 +70,8 @@ def _wrap_needs_a_group(ddp: types.ModuleType) -> None:
     except Exception as e:
         if isinstance(e, RuntimeError) and "init_distributed" in str(e):
             return
+        if habit := _gpu_habit("wrap_for_ddp()", f"{type(e).__name__}: {e}"):
+            raise Mistake(habit) from e
         did = f"raised {type(e).__name__}: {str(e).rstrip('.')}"
     else:
         did = f"returned a {type(wrapped).__name__}"
@@ -142,15 +132,42 @@ def _together(check: Callable[[], object]) -> object:
     return result
 
 
-def _joined(ddp: types.ModuleType, rank: int, called: str, fix: str = "") -> None:
-    """init_distributed() `called` put this rank in a process group with the lab's timeout, and returned its place."""
-    got = _call(ddp.init_distributed, "gloo", when=f"{called} ", fix=fix)
+def _init_spy(init: Callable) -> Callable:
+    """dist.init_process_group, refusing an address other than torchrun's: the lab's launcher hosts the ranks'
+    store at MASTER_ADDR:MASTER_PORT (env://, the default), and at a hard-coded tcp:// address the ranks would
+    wait a minute for a store no one hosts, then fail where they waited."""
+    def init_process_group(*args, **kwargs):
+        method = kwargs.get("init_method", args[1] if len(args) > 1 else None)
+        torchrun = f"{os.environ['MASTER_ADDR']}:{os.environ['MASTER_PORT']}"
+        if method not in (None, "env://") and urlparse(method).port != int(os.environ["MASTER_PORT"]):
+            raise Mistake(f"init_distributed() joins at an address of its own, init_method={method!r}, not the one "
+                          f"torchrun gives this run (MASTER_ADDR:MASTER_PORT, here {torchrun}): its ranks would wait "
+                          "there for a store no one hosts; leave init_method out (env://, the default, reads "
+                          "torchrun's variables)")
+        return init(*args, **kwargs)
+    return init_process_group
+
+
+def _join(ddp: types.ModuleType) -> object:
+    """init_distributed() under torchrun, which must put this rank in a process group; what it returned."""
+    got = _call(ddp.init_distributed, "gloo", when="under torchrun ")
     if not dist.is_initialized():
-        raise Mistake(f"init_distributed() {called} returned without joining a process group: call "
+        raise Mistake("init_distributed() under torchrun returned without joining a process group: call "
                       "dist.init_process_group(backend, **options)")
+    return got
+
+
+def _its_place(got: object, rank: int) -> None:
+    """init_distributed() returned this rank's place, and joined with prepare_rank's options (the lab's timeout)."""
     if got != (rank, WORLD_SIZE) or not all(type(x) is int for x in got):
-        raise Mistake(f"init_distributed() {called} returned {got!r} on rank {rank} of {WORLD_SIZE}: return "
-                      f"(rank, world_size), two ints: ({rank}, {WORLD_SIZE})")
+        why = ""
+        if isinstance(got, tuple) and any(isinstance(x, str) for x in got):
+            why = " (os.environ's values are strings: int() them)"
+        elif isinstance(got, tuple) and got and got[0] == int(os.environ["LOCAL_RANK"]) != rank:
+            why = (f" ({got[0]} is its LOCAL_RANK, its place on its own host, here as on two hosts of one rank each: "
+                   "the rank is its place in the whole group, dist.get_rank())")
+        raise Mistake(f"init_distributed() under torchrun returned {got!r} on rank {rank} of {WORLD_SIZE}: return "
+                      f"(rank, world_size), two ints: ({rank}, {WORLD_SIZE}){why}")
     timeout = dist.group.WORLD._get_backend(torch.device("cpu")).options._timeout
     lab = collective_timeout() + GLOO_GRACE
     if timeout != lab:
@@ -158,17 +175,24 @@ def _joined(ddp: types.ModuleType, rank: int, called: str, fix: str = "") -> Non
                       "them on, dist.init_process_group(backend, **options)")
 
 
-def _joins_nothing_new(ddp: types.ModuleType, rank: int) -> None:
+def _joins_nothing_new(ddp: types.ModuleType, first: object) -> None:
     group = dist.group.WORLD
-    _joined(ddp, rank, "called a second time", fix="; calling it again must join nothing new: check "
-            "dist.is_initialized() first")
+    got = _call(ddp.init_distributed, "gloo", when="called a second time ",
+                fix="; calling it again must join nothing new: check dist.is_initialized() first")
     if dist.group.WORLD is not group:
         raise Mistake("init_distributed() called a second time made a new process group: when "
                       "dist.is_initialized(), join nothing new, only return (rank, world_size)")
+    if got != first:
+        raise Mistake(f"init_distributed() called a second time returned {got!r}, the first time {first!r}: return "
+                      "the same (rank, world_size)")
 
 
 def _main_on_rank_0(ddp: types.ModuleType, rank: int) -> None:
     main = _call(ddp.is_main_process, when=f"in the process group, on rank {rank}, ")
+    if main is True and rank != 0 and os.environ["LOCAL_RANK"] == "0":
+        raise Mistake(f"is_main_process() returned True on rank {rank}, whose LOCAL_RANK is 0 as on a second host "
+                      "(one rank per host, notebook 14): LOCAL_RANK numbers one host's processes, so every host would "
+                      "have a main process; the main one is rank 0 of the whole group (dist.get_rank())")
     if main is not (rank == 0):
         raise Mistake(f"is_main_process() returned {main!r} on rank {rank}: True on rank 0 only")
 
@@ -197,11 +221,10 @@ def _wrapped(ddp: types.ModuleType, model: torch.nn.Module, *bucket_cap_mb: floa
     if not isinstance(wrapped, DistributedDataParallel):
         raise Mistake(f"{shown} returned a {type(wrapped).__name__}, not the model wrapped in "
                       "DistributedDataParallel")
-    defaults = inspect.signature(DistributedDataParallel).parameters
-    for name in DEFAULTS:
-        if getattr(wrapped, name) != defaults[name].default:
+    for name, default in DEFAULTS.items():
+        if getattr(wrapped, name) != default:
             raise Mistake(f"{shown} sets {name}={getattr(wrapped, name)!r}; the sheet asks for PyTorch's defaults "
-                          f"({name}={defaults[name].default!r}): pass only the model and bucket_cap_mb")
+                          f"({name}={default!r}): pass only the model and bucket_cap_mb")
     first, cap = wrapped._bucket_config.first_bucket_bytes_cap / MIB, wrapped.bucket_bytes_cap / MIB
     caps = f"{first:g} MiB first, then {cap:g} MiB"
     if not bucket_cap_mb and not wrapped.bucket_bytes_cap_default:
@@ -246,31 +269,40 @@ def _cleanup_leaves(ddp: types.ModuleType, rank: int) -> float:
     return waited
 
 
-def _in_group(ddp: types.ModuleType, rank: int) -> dict:
-    """Every contract in the 2-rank process group (init_distributed has joined it); what rank 0 measured."""
-    _together(lambda: _joins_nothing_new(ddp, rank))
-    _together(lambda: _main_on_rank_0(ddp, rank))
-    barrier_s = _together(lambda: _barrier_waits(ddp, rank))
-    _together(lambda: _wraps_and_averages(ddp, rank))
-    return {"barrier_s": barrier_s, "cleanup_s": _cleanup_leaves(ddp, rank)}
+def _in_group(ddp: types.ModuleType, rank: int, first: object, mistakes: list[str]) -> dict:
+    """Every contract in the 2-rank process group that init_distributed() joined (returning `first`), each checked
+    even when an earlier one failed, so that one run names all of Block A's mistakes (added to `mistakes`); what
+    rank 0 measured."""
+    checks = {"place": lambda: _its_place(first, rank), "again": lambda: _joins_nothing_new(ddp, first),
+              "main": lambda: _main_on_rank_0(ddp, rank), "barrier_s": lambda: _barrier_waits(ddp, rank),
+              "wrap": lambda: _wraps_and_averages(ddp, rank), "cleanup_s": lambda: _cleanup_leaves(ddp, rank)}
+    measured = {}
+    for key, check in checks.items():
+        try:  # cleanup leaves the group: its mistakes are each rank's own
+            measured[key] = check() if key == "cleanup_s" else _together(check)
+        except Mistake as e:
+            mistakes.append(str(e))
+    return measured
 
 
 def _rank(ddp_path: str, out: str) -> None:
     """One rank: the learner's module from `ddp_path`, graded; what it found saved to out/rank-RANK.json."""
     rank = int(os.environ["RANK"])
-    spec = importlib.util.spec_from_file_location("learner_ddp", ddp_path)
-    ddp = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(ddp)
-    blanks, mistakes = _alone(ddp)
-    result: dict = {"measured": {}}
-    try:
-        _joined(ddp, rank, "under torchrun")
-        if not blanks and not mistakes:
-            result["measured"] = _in_group(ddp, rank)
-    except Blank as e:
-        blanks.insert(0, str(e))
-    except Mistake as e:
-        mistakes.append(str(e))
+    os.environ["LOCAL_RANK"] = "0"  # as on two hosts of one rank each (notebook 14): LOCAL_RANK is not the rank
+    with patch.object(dist, "init_process_group", _init_spy(dist.init_process_group)):
+        spec = importlib.util.spec_from_file_location("learner_ddp", ddp_path)
+        ddp = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(ddp)
+        blanks, mistakes = _alone(ddp)
+        result: dict = {"measured": {}}
+        try:
+            first = _join(ddp)
+            if not blanks:
+                result["measured"] = _in_group(ddp, rank, first, mistakes)
+        except Blank as e:
+            blanks.insert(0, str(e))
+        except Mistake as e:
+            mistakes.append(str(e))
     result.update(blanks=blanks, mistakes=mistakes)
     if dist.is_initialized():
         _leave(out, rank, result)
@@ -308,9 +340,9 @@ def _verdict(ranks: list[dict], output: list[str], failed: LaunchError | None) -
     blanks = [name for name in FUNCTIONS if any(name in rank["blanks"] for rank in ranks)]
     if blanks:
         raise ExerciseError(f"not done yet: Block A: {', '.join(blanks)} ({'each ' * (len(blanks) > 1)}{STILL_BLANK})")
-    mistakes = [m for rank in ranks for m in rank["mistakes"]]
+    mistakes = list(dict.fromkeys(m for rank in ranks for m in rank["mistakes"]))  # in-group ones: on every rank
     if mistakes:
-        raise ExerciseError(mistakes[0])
+        raise ExerciseError("\nalso: ".join(mistakes))
     text = "\n".join(output)
     if failed or len(ranks) < WORLD_SIZE or "terminate called" in text:
         why = named_hang(text) or ("a rank aborted at exit ('terminate called'): cleanup() must wait for every rank "
