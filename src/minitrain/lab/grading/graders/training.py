@@ -30,7 +30,7 @@ SPAN_SLACK_MS = 0.05  # step_ms may exceed forward + backward + optimizer by clo
 def _rank_error(output: list[str]) -> str | None:
     """The first exception a rank printed (its traceback's last line), not the launcher's lines after it."""
     found = [line.strip() for line in output if RANK_ERROR.match(line) and not LAUNCHER_ERROR.search(line)]
-    return re.sub(r"^\[rank\d+\]:\s*|^minitrain\.script\.", "", found[0]) if found else None
+    return re.sub(r"^(\[rank\d+\]:\s*)?(minitrain\.script\.)?", "", found[0]) if found else None
 
 
 def _run(script: Path, out: Path, corpus_dir: Path, steps: int, *extra: str) -> None:
