@@ -77,9 +77,9 @@ def setup(args: argparse.Namespace, wrap: Callable[[nn.Module], nn.Module] = wra
     rule), passed to seed_everything and to make_shard (seed=); build the model with build_model_for_corpus and
     the shard with make_shard from args (corpus_dir, block_size, batch_size, n_layer, n_head, n_embd); wrap the
     model with `wrap` (wrap_for_ddp unless the lab passes another: --bucket-cap-mb, the deeper measurements,
-    notebook 15's wrappers); AdamW over the wrapped model's parameters at args.lr. The grader reads each rank's
-    seed from the run (run.json's ranks), runs with --bucket-cap-mb to see `wrap` used, and holds the weights
-    to DDP's arithmetic bit for bit."""
+    notebook 15's wrappers); AdamW over the wrapped model's parameters at args.lr. Return the model `wrap`
+    returned (the lab checks that setup called it). The grader reads each rank's seed from the run (run.json's
+    ranks) and holds both ranks' weights to DDP's arithmetic bit for bit."""
     ### BEGIN SOLUTION: Block C: setup
     rank, world_size = init_distributed("gloo")
     seed = args.seed + rank  # different per rank; DDP broadcasts rank 0's weights anyway
@@ -101,9 +101,10 @@ def train_step(model: nn.Module, shard: Shard, optimizer: torch.optim.Optimizer,
     batch = next(shard); forward (model(batch).loss); timed_backward(loss, timers) in place of loss.backward()
     (the timers bracket it; DDP's all-reduce fires in it); optimizer.step(); optimizer.zero_grad(). Forward and
     backward go inside `with controls.maybe_no_sync(model, no_sync):` (--no-sync, notebook 09: the grader runs it
-    and expects no all-reduce). Return {"loss": a float, "forward_ms": next(shard) and the forward,
-    "backward_ms": timed_backward, "optimizer_ms": step and zero_grad, "step_ms": all three, one clock from
-    before next(shard) to after zero_grad}, times in milliseconds (time.perf_counter() x 1e3)."""
+    and expects no all-reduce). Return a dict of exactly these five keys, each a finite float (not a tensor):
+    {"loss": the loss as loss.item(), "forward_ms": next(shard) and the forward, "backward_ms": timed_backward,
+    "optimizer_ms": step and zero_grad, "step_ms": all three, one clock from before next(shard) to after
+    zero_grad}, times in milliseconds (time.perf_counter() x 1e3); the loop adds step and tokens."""
     ### BEGIN SOLUTION: Block C: train_step
     t0 = time.perf_counter()
     batch = next(shard)

@@ -117,7 +117,8 @@ def make_shard(rank: int, world_size: int, corpus_dir: str | Path = DEFAULT_CORP
     """The shard of rank `rank` among `world_size`: the sentences whose index in the corpus satisfies
     index % world_size == rank, in corpus order, whatever `world_size` is (the grader tries 1 to 4 ranks). Split
     by the `rank` and `world_size` given: the grader calls it for each rank in turn in one plain process (no
-    process group, no LOCAL_RANK), and no DistributedSampler (it shuffles, and pads or drops sentences)."""
+    process group, no LOCAL_RANK), and no DistributedSampler (it shuffles, and pads or drops sentences). Name the
+    list of this rank's sentences `mine`: the lines after your region read it."""
     if not isinstance(world_size, int) or world_size < 1:
         raise ValueError(f"world_size must be an integer >= 1, got {world_size!r}")
     if not isinstance(rank, int) or not 0 <= rank < world_size:

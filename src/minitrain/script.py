@@ -43,7 +43,8 @@ def run_setup(setup: Callable, args: Any, wrap: Callable[[torch.nn.Module], torc
         return wrapped[-1]
     got = setup(args, recorded)
     if not (isinstance(got, tuple) and len(got) == 5):
-        raise ContractError(f"train.py's setup() returned {type(got).__name__}: return the tuple "
+        shown = f"a tuple of {len(got)} items" if isinstance(got, tuple) else type(got).__name__
+        raise ContractError(f"train.py's setup() returned {shown}: return the 5-tuple "
                             "(rank, world_size, model, shard, optimizer)")
     if not wrapped:
         raise ContractError("train.py's setup() never called its `wrap` argument: wrap the model with wrap(model), "
@@ -58,15 +59,17 @@ def run_setup(setup: Callable, args: Any, wrap: Callable[[torch.nn.Module], torc
 
 
 def run_step(train_step: Callable, *args: Any) -> dict[str, float]:
-    """train_step(*args): its record, exactly STEP_KEYS, each a finite Python float."""
+    """train_step(*args): its record, exactly STEP_KEYS, each a finite number (an int or a float: not a tensor),
+    returned as floats."""
     record = train_step(*args)
     if not isinstance(record, dict) or set(record) != set(STEP_KEYS):
         got = sorted(record) if isinstance(record, dict) else type(record).__name__
         raise ContractError(f"train.py's train_step() returned {got}: return a dict with exactly the keys "
                             f"{', '.join(STEP_KEYS)} (the loop adds step and tokens)")
-    bad = {k: v for k, v in record.items() if type(v) is not float or not math.isfinite(v)}
+    number = {k: isinstance(v, (int, float)) and not isinstance(v, bool) for k, v in record.items()}
+    bad = {k: v for k, v in record.items() if not number[k] or not math.isfinite(v)}
     if bad:
-        shown = ", ".join(f"{k} = {v}" if type(v) is float else f"{k} as a {type(v).__name__}" for k, v in bad.items())
-        raise ContractError(f"train.py's train_step() returned {shown}: each value must be a finite Python float "
+        shown = ", ".join(f"{k} = {v}" if number[k] else f"{k} as a {type(v).__name__}" for k, v in bad.items())
+        raise ContractError(f"train.py's train_step() returned {shown}: each value must be a finite float "
                             "(loss.item(), not the loss tensor; times as (t1 - t0) * 1e3)")
-    return record
+    return {k: float(v) for k, v in record.items()}

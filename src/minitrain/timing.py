@@ -172,7 +172,7 @@ def timed_backward(loss: torch.Tensor, timers: list[StepTimer]) -> None:
     innermost), named "backward" in a profiler's trace."""
     for timer in timers:
         timer.before_backward()
-    with record_function("backward"):  # a named slice in a profiler trace (the measurements'); costs nothing unprofiled
+    with record_function("backward"):  # a named slice in a profiler trace (the measurements'); a few µs unprofiled
         loss.backward()
     for timer in reversed(timers):
         timer.after_backward()

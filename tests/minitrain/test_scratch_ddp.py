@@ -28,7 +28,7 @@ MISTAKES = {  # label -> (level, class, the words the grader must name it with)
     "tied counted twice": ("bucketed", scratch_mistakes.TiedCountedTwice, "a tied weight counted twice"),
     "tied double-added": ("bucketed", scratch_mistakes.TiedDoubleAdded, "a tied weight counted twice"),
     "register_hook": ("overlapped", scratch_mistakes.TensorHook, "OverlappedDDP raised AttributeError"),  # + the hint
-    "weights averaged": ("naive", scratch_mistakes.AveragedWeights, "no all-reduce: after finish()"),
+    "weights averaged": ("naive", scratch_mistakes.AveragedWeights, "no gradient averaged: after finish()"),
     "cuda.synchronize": ("overlapped", scratch_mistakes.CudaSynchronize, "OverlappedDDP raised"),  # + the CPU hint
 }
 ANOTHER_FORM = {  # right in another form: gloo has ReduceOp.AVG in torch 2.13 (a GPU tutorial's NCCL habit that works)

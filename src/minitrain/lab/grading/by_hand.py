@@ -10,6 +10,8 @@ ranks equal, but no longer matches this. It is the grader's expected value, writ
 process group (one process adds the halves itself), so it is not Block C's answer to copy.
 """
 
+import threading
+from functools import cache
 from pathlib import Path
 
 import torch
@@ -20,11 +22,21 @@ from minitrain.train import TrainConfig, build_model_for_corpus, seed_everything
 from minitrain.verify import state_bytes
 
 WORLD_SIZE = 2  # at 2 ranks the order of the sum cannot matter; at 3 it can (notebook 15's question)
+_ONE_AT_A_TIME = threading.Lock()  # the global RNG and thread count it sets: graders run side by side in threads
 
 
 def ddp_by_hand(steps: int, corpus_dir: Path = DEFAULT_CORPUS_DIR, zero_grad: bool = True) -> dict[str, torch.Tensor]:
     """The state dict a 2-rank DDP run of train.py holds after `steps` steps (the lab's seeds and
     defaults); `zero_grad=False`: the same loop with gradients left to accumulate, a learner's mistake."""
+    with _ONE_AT_A_TIME:
+        corpus = Path(corpus_dir).resolve()
+        written = (corpus / "train.jsonl").stat().st_mtime_ns if (corpus / "train.jsonl").is_file() else 0
+        state = _by_hand(steps, corpus, written, zero_grad)
+    return {name: t.clone() for name, t in state.items()}
+
+
+@cache  # deterministic: a class's submissions, and the two loops judge_run tries, share one computation
+def _by_hand(steps: int, corpus_dir: Path, _written_ns: int, zero_grad: bool) -> dict[str, torch.Tensor]:
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # a torchrun rank of 2 runs on one thread; other counts cut sums otherwise
     try:
@@ -57,7 +69,7 @@ def judge_run(states: list[dict[str, torch.Tensor]], steps: int, corpus_dir: Pat
     """'' when a 2-rank run's final states (one per rank) are DDP's arithmetic bit for bit, else the
     mistake, named as far as the states tell it."""
     if not same_bits(states[0], states[1]):
-        return ("the two ranks end with different weights: is the model wrapped with wrap_for_ddp before "
+        return ("the two ranks end with different weights: is the model wrapped (setup's `wrap`) before "
                 "the first step, and does every step go through the wrapped model?")
     if same_bits(states[0], ddp_by_hand(steps, corpus_dir)):
         return ""

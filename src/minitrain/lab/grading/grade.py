@@ -289,7 +289,7 @@ def _in_short(g: Grade) -> str:
 
 def blocked(todo: Todo, unmet: list[Grade]) -> Grade:
     """`todo`, not run: the TODOs it needs that did not pass, each with its verdict in short, on one line:
-    "needs A and B1 (not done yet), B2 (hangs at data.py:145 on rank 0 (waits in all_gather_object))"."""
+    "needs A and B1 (not done yet), B2 (hangs at data.py:150 on rank 0 (waits in all_gather_object))"."""
     reasons: dict[str, list[str]] = {}  # one verdict, the keys it stops: "A and B1 (not done yet)"
     for g in unmet:
         reasons.setdefault(_in_short(g), []).append(g.todo.key)

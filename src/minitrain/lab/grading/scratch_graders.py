@@ -121,7 +121,8 @@ def _compare_grads(got: list, want: list, local: list, sums: list, world_size: i
         return worst, share
     if all(torch.equal(got[i], local[i]) for i in wrong):
         if len(wrong) == sum(g is not None for g in got):
-            raise Mistake("no all-reduce: after finish() every gradient is still this rank's own")
+            raise Mistake("no gradient averaged: after finish() every gradient is still this rank's own (all-reduce "
+                          "each p.grad, not the weights p)")
         raise Mistake(f"a bucket left unflushed: after finish() {len(wrong)} gradient(s) ({names[wrong[0]]}, ...) "
                       "are still this rank's own; launch every bucket (the last one too) before finish() returns")
     if all(torch.allclose(got[i], world_size * want[i], rtol=1e-5, atol=1e-9) for i in wrong):
@@ -244,10 +245,14 @@ def _level_class(level: str, source: type | str | None) -> type:
 
 def _hint(error: Exception) -> str:
     """What an exception from a level usually means, when one thing does (else "")."""
-    if isinstance(error, AttributeError) and "'NoneType'" in str(error):
+    text = str(error)
+    if isinstance(error, AttributeError) and "'NoneType'" in text and "'wait'" in text:
+        return ("; dist.all_reduce returned None: it returns a work to wait for only with async_op=True (without "
+                "it, it waits on the spot)")
+    if "'NoneType'" in text or "NoneType'>" in text:  # p.grad.something, or a collective given p.grad
         return ("; a gradient was None where the level used it: a hook registered with register_hook runs before "
                 "autograd accumulates p.grad, register_post_accumulate_grad_hook after it (its argument is p)")
-    if "cuda" in str(error).lower():
+    if "cuda" in text.lower():
         return "; the lab runs on CPUs: wait for a gloo all-reduce with work.wait(), drop the CUDA call"
     return ""
 

@@ -60,7 +60,7 @@ REPORT_NOTEBOOK = LAST_ON_THE_PATH  # writes the manifest the others read
 
 def lab_parameters(name: str, repeats: int) -> dict:
     """Parameters `make lab` gives a notebook, where it declares them: `live_run=False` (the runs
-    are made already, alone on the machine) and the number of repeats made."""
+    are made already, with nothing of the lab's beside them) and the number of repeats made."""
     without_iri_grammar()
     import papermill
 
@@ -344,7 +344,7 @@ def main(argv: list[str] | None = None) -> int:
               flush=True)
     total, stamps = time.perf_counter(), notebook_stamps()  # papermill reads the notebooks as they are now
     run_record = lab_run(" ".join(["python -m minitrain.lab", *(sys.argv[1:] if argv is None else argv)]), args.workers)
-    print("measured runs, alone on the machine:" if not args.notebooks_only
+    print("measured runs (nothing of the lab's beside them; other programs: the quiet machine row):" if not args.notebooks_only
           else "no new runs (--notebooks-only): the notebooks read the runs in the output folder", flush=True)
     measured_2proc = False
     try:

@@ -33,8 +33,11 @@ def _gpu_habit(who: str, detail: str) -> str | None:
                 "it (PyTorch's defaults)")
     if "cuda" in text or "accelerator" in text:  # .to(rank) says "Cannot access accelerator device"
         return (f"{who} makes a CUDA call (torch.cuda.set_device or .synchronize, .cuda(), .to(rank)) and this "
-                f"machine has no GPU: the lab runs on CPUs, drop it ({detail})")
-    if "AVG" in detail:  # gloo has ReduceOp.AVG since 2025 (pytorch#149781); an older torch the lab allows raises
+                f"torch has no GPU to use: the lab runs on CPUs, drop it ({detail})")
+    if detail.startswith("KeyError") and any(f"'{v}'" in detail for v in ("LOCAL_RANK", "RANK", "WORLD_SIZE")):
+        return (f"{who} reads a variable only torchrun sets ({detail}): the grader calls it in a plain process too; "
+                "take the rank and world size from the arguments, or from dist.get_rank() in a process group")
+    if "AVG with Gloo" in detail:  # gloo has ReduceOp.AVG since torch 2.8 (pytorch#149781); an older one raises
         return (f"{who} all-reduces with ReduceOp.AVG, which this torch's gloo does not have (NCCL's habit): "
                 f"sum, the default op, and divide by the world size ({detail})")
     return None

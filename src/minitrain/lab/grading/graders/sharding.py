@@ -162,6 +162,11 @@ SHARD_SCENARIOS = {  # name -> (each rank's (sentence count, first sentence), th
 }
 
 
+def _in_key_order(result: object) -> object:
+    """A dict with its keys sorted (the docstring sets no order), anything else as it is: compared as its repr."""
+    return dict(sorted(result.items(), key=lambda item: str(item[0]))) if isinstance(result, dict) else result
+
+
 def _check_shards_rank(folder: str, check_shards: Callable) -> None:
     """One rank of check_shards' run: every scenario in turn, its result or error saved per rank."""
     rank = int(os.environ["RANK"])
@@ -172,8 +177,9 @@ def _check_shards_rank(folder: str, check_shards: Callable) -> None:
         count, first = reports[rank]
         print(f"--- scenario {name}", flush=True)
         try:
-            results[name] = ("returned", repr(check_shards(types.SimpleNamespace(
-                num_sentences=count, first_sentence=first, sentences=[first] * count), rank, world_size, total)))
+            got = check_shards(types.SimpleNamespace(
+                num_sentences=count, first_sentence=first, sentences=[first] * count), rank, world_size, total)
+            results[name] = ("returned", repr(_in_key_order(got)))
         except NotImplementedError as e:
             results[name] = ("blank", str(e))
         except Exception as e:
@@ -202,20 +208,24 @@ def grade_check_shards(check_shards: Callable) -> str:
     reports, total = SHARD_SCENARIOS["right"]
     for rank, result in enumerate(ranks):
         kind, detail = result["right"]
+        if kind == "raised" and not detail.startswith("RuntimeError"):
+            raise ExerciseError(_gpu_habit("check_shards", detail) or
+                                f"check_shards raised {detail} on rank {rank} with right shards")
         if kind == "raised":
             counts = " + ".join(str(c) for c, _ in reports)
-            raise ExerciseError(_gpu_habit("check_shards", detail) or (
+            raise ExerciseError((
                 f"right shards rejected: for {CHECK_SHARDS_WORLD} ranks of {counts} sentences (corpus {total}, the "
                 f"first sentences all different) check_shards raised {detail} on rank {rank}; add up all "
                 f"{CHECK_SHARDS_WORLD} ranks' counts (the sheet's rank 0 + rank 1 is its 2-rank case) and compare "
                 "all their first sentences"))
-        expected = repr({"shard_sentences": [c for c, _ in reports], "first_sentences": [f for _, f in reports]})
+        expected = repr(_in_key_order({"shard_sentences": [c for c, _ in reports],
+                                       "first_sentences": [f for _, f in reports]}))
         if detail != expected:
             raise ExerciseError(f"check_shards returned {detail:.120} on rank {rank}, expected {expected} "
                                 "(every rank's counts and first sentences, gathered in rank order)")
         log = next(part for part in logs[rank] if part.startswith("right"))
         if reports[rank][1] not in log or str(reports[rank][0]) not in log:
-            raise ExerciseError(f"first sentence not logged: rank {rank}'s output does not show its shard's size "
+            raise ExerciseError(f"size and first sentence not logged: rank {rank}'s output does not show its shard's size "
                                 f"({reports[rank][0]}) and first sentence ({reports[rank][1]!r}); print both, on every rank")
     for name, mistake in (("counts off", "counts not checked: shards of 4 + 4 + 3 sentences passed for a corpus of 12; "
                                          "check that the ranks' counts add up to corpus_total"),

@@ -80,9 +80,10 @@ def grade_rank1_holds_rank0_init(fn: Callable[[dict, dict], bool], folder: Path)
             raise ExerciseError(f"wrong keys: {shown} passed; check that both state dicts hold the same names")
     prefixed = {f"module.{k}": v for k, v in after1.items()}
     if _keys_checked(lambda: _expect_bool(fn, before0, prefixed, "a copy with `module.` keys"), "module. keys"):
-        raise ExerciseError("only the common keys compared: against the same tensors under `module.`-prefixed names "
-                            "(a DDP-wrapped model's state_dict) no name is shared, nothing was compared, and it "
-                            "passed; the key sets must be equal, not just overlap")
+        raise ExerciseError("only the common keys compared, or the names rewritten: the same tensors under "
+                            "`module.`-prefixed names (a DDP-wrapped model's state_dict) passed; the names differ, "
+                            "so the answer is False: the key sets must be equal as given (nothing stripped, not "
+                            "merely overlapping)")
     return (f"{fn.__name__}: correct. Rank 1 after wrapping holds rank 0's initial weights, all "
             f"{len(after1)} tensors bit for bit; rank 1's own initial weights do not; and the check catches "
             "one float step, any single tensor, and different key sets")
@@ -130,7 +131,7 @@ def _tolerance_mistake(fn: Callable, a: dict, close: dict) -> str:
     step["w2"].view(-1)[5] = torch.nextafter(a["w2"].view(-1)[5], torch.tensor(math.inf))
     if not _pair(fn, a, step, 1e-5, "a pair one float step apart, atol=1e-5")[0]:
         return ("bit for bit instead of within atol: a pair one float step apart came out not equivalent at "
-                "atol=1e-5; torch.equal (or ==) asks for the same bits, the docstring for allclose at the atol "
+                "atol=1e-5; torch.equal (or ==) asks for the same values, the docstring for allclose at the atol "
                 "given: torch.allclose(x, y, atol=atol) per tensor")
     return ("allclose without a tolerance: a pair 5e-6 apart at atol=1e-5 came out not equivalent; "
             "torch.allclose's default atol is 1e-8 (and rtol 1e-5), so pass atol=atol (and rtol=0 if you mean an "
@@ -156,7 +157,7 @@ def grade_states_equivalent(fn: Callable[[dict, dict, float], tuple[bool, float]
                                 f"(one element {expected:.2e} apart) {name} returned {largest!r}; compute the largest "
                                 "|a - b| over every element of every tensor, whatever the verdict")
         raise ExerciseError(f"not the largest difference: on a pair whose one element {expected:.2e} apart is the "
-                            f"only difference {name} returned {largest:.2e} (a mean or a sum?); take the max of "
+                            f"only difference {name} returned {largest:.2e} (a mean?); take the max of "
                             "|a - b| over every element of every tensor")
     if _pair(fn, a, close, 1e-6, "a pair 5e-6 apart, atol=1e-6")[0]:
         raise ExerciseError("the atol argument ignored: a pair 5e-6 apart came out equivalent at atol=1e-6; "
@@ -183,9 +184,10 @@ def grade_states_equivalent(fn: Callable[[dict, dict, float], tuple[bool, float]
                                 "compare the key sets first (a.keys() == b.keys())")
     prefixed = {f"module.{k}": v for k, v in a.items()}
     if _keys_checked(lambda: _pair(fn, a, prefixed, ATOL, "a copy with `module.` keys"), "module. keys")[0]:
-        raise ExerciseError("only the common keys compared: against the same tensors under `module.`-prefixed names "
-                            "(a state_dict saved from the DDP wrapper, as the sheet's snippet does) no name is "
-                            "shared, nothing was compared, and the pair came out equivalent; the key sets must be equal")
+        raise ExerciseError("only the common keys compared, or the names rewritten: the same tensors under "
+                            "`module.`-prefixed names (a state_dict saved from the DDP wrapper, as the sheet's "
+                            "snippet does) came out equivalent; the names differ, so they are not: the key sets "
+                            "must be equal as given (nothing stripped, not merely overlapping)")
     reshaped = {**a, "b": a["b"].reshape(1, 4)}
     if _pair(fn, a, reshaped, ATOL, "'b' of shape (4,) against (1, 4)")[0]:
         raise ExerciseError("shapes not compared: 'b' is (4,) in one state dict and (1, 4) in the other, and "

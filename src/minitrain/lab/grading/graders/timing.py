@@ -185,6 +185,9 @@ def grade_timing_hook(fn: Callable) -> str:
         raise ExerciseError(f"not done yet: {fn.__name__} {STILL_BLANK}") from e
     except Exception:
         pass  # no process group here: the real runs below say what is wrong
+    if "allreduce_hook" in source:  # right, but the exercise is to write what it does (the lab's variant B calls it)
+        raise ExerciseError(f"{fn.__name__} calls PyTorch's own allreduce_hook: the exercise is to write its "
+                            "all-reduce yourself, from bucket.buffer() with dist.all_reduce and the division")
     for world_size in WORLD_SIZES:
         ranks = _run_hook(fn, source, world_size)
         _check_hook_problems(fn, ranks, source)
@@ -341,9 +344,11 @@ def grade_barrier_timer(timer_cls: type) -> str:
         raise ExerciseError(f"nothing measured: after after_backward, pop_ms() gave {ms!r}; set self.ms to the "
                             "milliseconds from the clock's start to after the second barrier")
     if ms < 0:
+        why = ("the readings subtracted the wrong way round: end - start" if abs(ms + wall_s * 1e3) < wall_s * 1e3 / 2
+               else "* binds before -, so only the clock's start was multiplied by 1e3; multiply the difference of "
+               "the two readings")
         raise ExerciseError(f"a negative time: around a {ALONE_SLEEP_S * 1e3:.0f} ms backward the timer measured "
-                            f"{ms:.4g} ms: * binds before -, so only the clock's start was multiplied by 1e3; "
-                            "multiply the difference of the two readings")
+                            f"{ms:.4g} ms: {why}")
     if abs(ms - wall_s) <= 0.005 + wall_s / 10:  # the grader's own span around the calls, in seconds
         raise ExerciseError(f"seconds, not milliseconds: around a {ALONE_SLEEP_S * 1e3:.0f} ms backward the timer "
                             f"measured {ms:.3f}; timings.jsonl holds ms: multiply the perf_counter difference by 1e3")

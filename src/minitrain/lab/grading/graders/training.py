@@ -61,7 +61,8 @@ def _seeds(out: Path) -> str | None:
         return None
     if len(set(seeds)) == 1:
         return (f"both ranks ran with seed {seeds[0]}: seed each rank with args.seed + rank ({', '.join(map(str, wanted))}: "
-                "the sheet's 35000 + rank), so their data order differs")
+                "the sheet's 35000 + rank), so that each rank shuffles its shard its own way (make_shard's seed) and builds "
+                "its own initial model (the broadcast makes it rank 0's)")
     return (f"the ranks ran with seeds {seeds} (torch.initial_seed()), not {wanted}: seed_everything(args.seed + rank) "
             "in setup(), after init_distributed() gives the rank")
 
@@ -80,13 +81,14 @@ def _timing(records: list[dict]) -> str | None:
     tokens = TrainConfig.batch_size * TrainConfig.block_size * WORLD_SIZE
     if any(r["tokens"] != tokens for r in records):
         return (f"a record counts {records[0]['tokens']} tokens, not {tokens} (batch_size x block_size x world_size): "
-                "a step trains on every rank's batch")
+                "a step trains on every rank's batch: setup() must return the world_size init_distributed() gave")
     if all(r.get(BY_NAME["barrier"].field) is None for r in records):
         return ("no timer measured backward: call timed_backward(loss, timers) in place of loss.backward() in "
                 "train_step (it puts Block D's timer around the backward)")
     if all(r.get(BY_NAME["hook"].field) is None for r in records):
         return ("no all-reduce ran in any step: train_step's forward must go through the model setup() returned "
-                "(model(batch)), not the model inside it (model.module), or DDP never averages the gradients")
+                "(model(batch)), not the model inside it (model.module), and outside no_sync unless its `no_sync` argument is "
+                "True, or DDP never averages the gradients")
     return None
 
 
@@ -125,7 +127,7 @@ def grade_train_script(script: Path, corpus_dir: Path = DEFAULT_CORPUS_DIR) -> s
                                 f"{comparison.max_abs_diff:.1e})")
         if mistake := _no_sync_obeyed(script, Path(tmp) / "no-sync", corpus_dir):
             raise ExerciseError(mistake)
-    return (f"Block C: correct. A real 2-process run of train.py ({STEPS} steps): rank 0's final weights are, bit "
-            "for bit, those of DDP's arithmetic done by hand in one process (minitrain.lab.grading.by_hand); the "
+    return (f"Block C: correct. A real 2-process run of train.py ({STEPS} steps): both ranks' final weights are, "
+            "bit for bit, those of DDP's arithmetic done by hand in one process (minitrain.lab.grading.by_hand); the "
             f"ranks ran with seeds {SEED_BASE} and {SEED_BASE + 1}; each step_ms spans the whole step, in ms; and "
             f"a run with --no-sync did no all-reduce")

@@ -139,7 +139,7 @@ def _init_spy(init: Callable) -> Callable:
     def init_process_group(*args, **kwargs):
         method = kwargs.get("init_method", args[1] if len(args) > 1 else None)
         torchrun = f"{os.environ['MASTER_ADDR']}:{os.environ['MASTER_PORT']}"
-        if method not in (None, "env://") and urlparse(method).port != int(os.environ["MASTER_PORT"]):
+        if method and urlparse(method).scheme == "tcp" and urlparse(method).port != int(os.environ["MASTER_PORT"]):
             raise Mistake(f"init_distributed() joins at an address of its own, init_method={method!r}, not the one "
                           f"torchrun gives this run (MASTER_ADDR:MASTER_PORT, here {torchrun}): its ranks would wait "
                           "there for a store no one hosts; leave init_method out (env://, the default, reads "
@@ -189,10 +189,10 @@ def _joins_nothing_new(ddp: types.ModuleType, first: object) -> None:
 
 def _main_on_rank_0(ddp: types.ModuleType, rank: int) -> None:
     main = _call(ddp.is_main_process, when=f"in the process group, on rank {rank}, ")
-    if main is True and rank != 0 and os.environ["LOCAL_RANK"] == "0":
-        raise Mistake(f"is_main_process() returned True on rank {rank}, whose LOCAL_RANK is 0 as on a second host "
-                      "(one rank per host, notebook 14): LOCAL_RANK numbers one host's processes, so every host would "
-                      "have a main process; the main one is rank 0 of the whole group (dist.get_rank())")
+    if main is True and rank != 0:
+        raise Mistake(f"is_main_process() returned True on rank {rank} too: the main process is rank 0 of the whole "
+                      "group (dist.get_rank()); if you read LOCAL_RANK, every host has a 0 (here each rank runs as on "
+                      "a host of its own, as in notebook 14)")
     if main is not (rank == 0):
         raise Mistake(f"is_main_process() returned {main!r} on rank {rank}: True on rank 0 only")
 
@@ -223,8 +223,9 @@ def _wrapped(ddp: types.ModuleType, model: torch.nn.Module, *bucket_cap_mb: floa
                       "DistributedDataParallel")
     for name, default in DEFAULTS.items():
         if getattr(wrapped, name) != default:
-            raise Mistake(f"{shown} sets {name}={getattr(wrapped, name)!r}; the sheet asks for PyTorch's defaults "
-                          f"({name}={default!r}): pass only the model and bucket_cap_mb")
+            alias = " (or forward_sync_buffers, its newer name)" * (name == "broadcast_buffers")
+            raise Mistake(f"{shown} sets {name}={getattr(wrapped, name)!r}{alias}; the sheet asks for PyTorch's "
+                          f"defaults ({name}={default!r}): pass only the model and bucket_cap_mb")
     first, cap = wrapped._bucket_config.first_bucket_bytes_cap / MIB, wrapped.bucket_bytes_cap / MIB
     caps = f"{first:g} MiB first, then {cap:g} MiB"
     if not bucket_cap_mb and not wrapped.bucket_bytes_cap_default:
