@@ -140,8 +140,9 @@ def make_shard(rank: int, world_size: int, corpus_dir: str | Path = DEFAULT_CORP
 
 
 def check_shards(shard: Shard, rank: int, world_size: int, corpus_total: int) -> dict[str, list]:
-    """Every rank prints its shard's size (`shard.num_sentences`) and first sentence (`shard.first_sentence`),
-    then gathers every rank's pair (a collective: all ranks call it) and checks that the sizes add up to
+    """Every rank prints one line that starts `[rank R] pid PID` (R its rank, PID os.getpid(): the lab's fault tests
+    and notebook 13 find a rank's process there) and holds its shard's size (`shard.num_sentences`) and first
+    sentence (`shard.first_sentence`), then gathers every rank's pair (a collective: all ranks call it) and checks that the sizes add up to
     `corpus_total` and that no two first sentences are equal: otherwise RuntimeError, on every rank (raised: not an
     assert, which python -O skips, nor another error type).
     Returns {"shard_sentences": [size of rank 0, rank 1, ...], "first_sentences": [first of rank 0, ...]}."""

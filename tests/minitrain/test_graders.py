@@ -511,7 +511,7 @@ SPLIT = "Block B: make_shard's split"
 CHECKS = "Block B: the counts check and the first-sentence log"
 BEFORE, AFTER = "Block D: BarrierTimer.before_backward", "Block D: BarrierTimer.after_backward"
 REFERENCE_CHECKS = '''
-print(f"[rank {rank}] shard: {shard.num_sentences} sentences, first: {shard.first_sentence!r}", flush=True)
+print(f"[rank {rank}] pid {os.getpid()}, shard: {shard.num_sentences}, first: {shard.first_sentence!r}", flush=True)
 reports = [None] * world_size
 dist.all_gather_object(reports, (shard.num_sentences, shard.first_sentence))
 counts, firsts = [c for c, _ in reports], [f for _, f in reports]
@@ -582,10 +582,13 @@ def test_make_shard_split_graded(learner_modules, corpus_dir, split, message):
     ("counts_on_cuda", REFERENCE_CHECKS.replace(
         "reports = [None]", "dist.all_reduce(torch.tensor([shard.num_sentences]).cuda())\nreports = [None]"),
      "check_shards makes a CUDA call (torch.cuda.set_device or .synchronize, .cuda(), .to(rank))"),
+    ("no_pid", REFERENCE_CHECKS.replace(" pid {os.getpid()},", ""),
+     "no `[rank R] pid PID` line: rank 0's output has no line starting '[rank 0] pid "),
     ("logs_on_rank_0", REFERENCE_CHECKS.replace("print(", "if rank == 0:\n    print("),
      "size and first sentence not logged: rank 1's output does not show its shard's size (4) and first sentence"),
     ("tensors_then_objects", """
-print(f"rank {rank}: {shard.num_sentences} sentences, the first {shard.first_sentence}", flush=True)
+print(f"[rank {rank}] pid {os.getpid()}: {shard.num_sentences} sentences, the first {shard.first_sentence}",
+      flush=True)
 sizes = [torch.zeros(1, dtype=torch.long) for _ in range(world_size)]
 dist.all_gather(sizes, torch.tensor([shard.num_sentences]))
 counts = [int(size) for size in sizes]

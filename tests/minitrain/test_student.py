@@ -365,7 +365,7 @@ CONTRACTS = [  # (file, function or class, what its grader or the lab's code aft
     ("src/minitrain/data.py", "make_shard", ["index % world_size == rank", "in corpus order",
                                                   "no process group", "no DistributedSampler",
                                                   "`mine`"]),
-    ("src/minitrain/data.py", "check_shards", ["RuntimeError, on every rank", "not an assert", *map('"{}"'.format, _shard_keys())]),
+    ("src/minitrain/data.py", "check_shards", ["RuntimeError, on every rank", "not an assert", "`[rank R] pid PID`", *map('"{}"'.format, _shard_keys())]),
     ("experiments/35-ddp-cpu/train.py", "setup", ["args.seed + rank", "35000 + rank", "seed=", "with `wrap`", "args.lr",
                                                   "the lab checks that setup called it",
                                                   "(rank, world_size, the wrapped model, this rank's shard, the optimizer)"]),
@@ -427,7 +427,7 @@ def test_a_blank_tree_s_run_all_stops_at_the_first_blank_todo_in_one_line(studen
 # Renaming variables does not hide a copy; rewriting it in other calls does (the fresh reader's search covers that).
 SAME_LOGIC = 0.7
 NOT_ANSWERS = {  # a unit the detector flags -> why it is not the answer (each seen flagged; a stale entry fails)
-    ("src/minitrain/lab/grading/by_hand.py", "ddp_by_hand"):
+    ("src/minitrain/lab/grading/by_hand.py", "_by_hand"):
         "the grader's expected value: one process, no process group, no DDP (it adds the halves itself)",
     ("src/minitrain/train.py", "train"): "the single-process loop the sheet assumes the course provides (no DDP)",
     ("notebooks/02-sharding.ipynb", "cell 15"): "02 teaches the calls on a group of one (HashStore) before Block A",

@@ -52,7 +52,7 @@ EXCLUDED = (  # the reference run's artifacts (the learner makes their own), the
     # the reference's own tests: of the editions, the graders and grading (with the near-answers they grade), the
     # committed artifacts
     "tests/minitrain/test_student.py", "tests/minitrain/test_graders.py", "tests/minitrain/test_grade.py",
-    "tests/minitrain/learner.py", "tests/project/test_committed_artifacts.py", ".ci/front-door",
+    "tests/minitrain/test_train_grader.py", "tests/minitrain/learner.py", "tests/project/test_committed_artifacts.py", ".ci/front-door",
     # notebook 15's grader on planted mistakes: each is the reference's class with one method changed
     "tests/minitrain/test_scratch_ddp.py", "tests/minitrain/scratch_mistakes.py",
     # the tests of the teacher's modules, and the earlier sitting's manifest whose paragraph they quote

@@ -184,6 +184,7 @@ def _check_shards_rank(folder: str, check_shards: Callable) -> None:
             results[name] = ("blank", str(e))
         except Exception as e:
             results[name] = ("raised", f"{type(e).__name__}: {e}")
+    results["pid"] = ("pid", str(os.getpid()))
     _leave(folder, rank, results)
 
 
@@ -227,6 +228,11 @@ def grade_check_shards(check_shards: Callable) -> str:
         if reports[rank][1] not in log or str(reports[rank][0]) not in log:
             raise ExerciseError(f"size and first sentence not logged: rank {rank}'s output does not show its shard's size "
                                 f"({reports[rank][0]}) and first sentence ({reports[rank][1]!r}); print both, on every rank")
+        pid_line = f"[rank {rank}] pid {ranks[rank]['pid'][1]}"
+        if not any(line.startswith(pid_line) for line in log.splitlines()):
+            raise ExerciseError(f"no `[rank R] pid PID` line: rank {rank}'s output has no line starting {pid_line!r}; "
+                                "start the line you print with it (the lab's fault tests and notebook 13 find each "
+                                "rank's process there), as check_shards' docstring says")
     for name, mistake in (("counts off", "counts not checked: shards of 4 + 4 + 3 sentences passed for a corpus of 12; "
                                          "check that the ranks' counts add up to corpus_total"),
                           ("same first", "first sentences not compared: ranks 1 and 2 both start with 'a dog runs' and "
