@@ -18,7 +18,8 @@ from minitrain.verify import ATOL, StateFileError, load_state
 def states_equivalent(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor], atol: float) -> tuple[bool, float]:
     """(equivalent, largest): equivalent is True when both hold the same names (as sets, whatever their
     order) with the same shapes and every tensor is allclose at the `atol` given; largest is the largest
-    |a - b| over every element of every tensor, a float, whatever the verdict. An exact copy gives (True, 0.0).
+    |a - b| over every element of every tensor, a float, whatever the verdict (any float when the names or
+    shapes differ: float("inf"), say). An exact copy gives (True, 0.0).
     Both are returned, never asserted: main() prints them and exits 1 when the states are not equivalent."""
     ### BEGIN SOLUTION: Block E: states_equivalent
     if a.keys() != b.keys() or any(a[name].shape != b[name].shape for name in a):

@@ -18,6 +18,7 @@ from minitrain.corpus import DEFAULT_CORPUS_DIR, ensure_corpus
 from minitrain.lab.reporting.manifest import Manifest
 from minitrain.lab.reporting.report import build_manifest, plot_scaling
 from minitrain.lab.reporting.runs import has_run, read_repeats, run_dir_in
+from minitrain.lab.running.load import busy_sentence, measure_load
 from minitrain.lab.running.repeats import run_repeats
 from minitrain.launch import run_streaming, torchrun_command
 from minitrain.paths import EXPERIMENT_DIR, TRAIN_SCRIPT
@@ -50,6 +51,11 @@ def ensure_runs(out: Path, steps: int, warmup: int, repeats: int, live_run: bool
     if (missing or not complete) and not live_run:
         raise FileNotFoundError(f"{out} lacks runs; make them with `python -m minitrain.lab.experiment "
                                 f"--out {out}` or set live_run = True")
+    if missing or not complete:  # a notebook measures where make lab would first wait for a busy machine
+        load = measure_load()
+        print(f"WARNING: {busy_sentence(load)}; measuring anyway: repeats that disagree are marked disturbed "
+              "(close the other programs and run again for numbers of your own)" if load.busy
+              else f"the machine is quiet ({load}): measuring", flush=True)
     for nproc in missing:
         run_training(nproc, run_dir_in(out, nproc), steps, warmup, corpus_dir, timeout)
     if not complete:
