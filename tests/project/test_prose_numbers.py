@@ -41,7 +41,7 @@ ALLOWED = {
     "6.1e-5": "float16's smallest normal, a property of the format",
     "round as you like: `1.2x`": "Block G's instructions: how a figure may be rounded, not a measurement",
     "40,100 tokens/s; 2 processes: 46,200 tokens/s (1.15x, repeats 1.08-1.21x)": "Block G's accepted example, made up",
-    "here 1.74x": "Block G's accepted example, made up",
+    "(here 1.74x": "Block G's accepted example, made up",
     "took 9% of a 2-process step": "Block G's accepted example, made up",
 }
 
