@@ -15,59 +15,19 @@ import argparse
 import time
 from collections.abc import Callable
 from functools import partial
-from pathlib import Path
 
 import torch
 import torch.nn as nn
 
 from minitrain import controls, fault, snapshot
-from minitrain.cli import LabArgumentParser, exit_on_bad_input, nonnegative_int, output_folder, positive_float, positive_int
-from minitrain.corpus import DEFAULT_CORPUS_DIR
-from minitrain.data import SEED_BASE, Shard, check_shards, load_corpus, make_shard
+from minitrain.cli import exit_on_bad_input
+from minitrain.data import Shard, check_shards, load_corpus, make_shard
 from minitrain.ddp import cleanup, init_distributed, is_main_process, unwrap, wrap_for_ddp
 from minitrain.launch import spawn_workers
-from minitrain.model import MiniGPTConfig
 from minitrain.run_record import write_run_files
-from minitrain.script import run_setup, run_step
-from minitrain.timing import BY_NAME, VARIANTS, StepTimer, attach_instrumented_hook, timed_backward
-from minitrain.train import TrainConfig, build_model_for_corpus, log_step, seed_everything
-
-HERE = Path(__file__).resolve().parent
-
-
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = LabArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--steps", type=positive_int, default=100)
-    p.add_argument("--warmup", type=nonnegative_int, default=50, help="steps left out of the summary")
-    p.add_argument("--batch-size", type=positive_int, default=TrainConfig.batch_size, help="sequences per rank per step")
-    p.add_argument("--block-size", type=positive_int, default=TrainConfig.block_size, help="tokens per sequence")
-    p.add_argument("--lr", type=positive_float, default=TrainConfig.lr)
-    p.add_argument("--seed", type=int, default=SEED_BASE, help="rank r seeds itself with SEED + r (the sheet: 35000)")
-    p.add_argument("--bucket-cap-mb", type=positive_float, default=None,
-                   help="DDP's bucket cap in MiB (default: DDP's own, 1 MiB first, then 25 MiB)")
-    for name in ("n_layer", "n_head", "n_embd"):
-        p.add_argument(f"--{name.replace('_', '-')}", type=positive_int, default=getattr(MiniGPTConfig, name))
-    p.add_argument("--out", type=output_folder, default=HERE, help="output folder (default: this folder)")
-    p.add_argument("--corpus-dir", type=Path, default=DEFAULT_CORPUS_DIR)
-    p.add_argument("--timing", default=",".join(BY_NAME),
-                   help="comma-separated timing variants: " + "; ".join(f"{v.name} = {v.label}" for v in VARIANTS))
-    p.add_argument("--launcher", choices=["torchrun", "spawn"], default="torchrun")
-    p.add_argument("--nproc", type=positive_int, default=2, help="processes, with --launcher spawn")
-    controls.add_arguments(p)  # --comm noop, --no-sync, --track-drift
-    snapshot.add_arguments(p)  # --snapshot-every
-    fault.add_arguments(p)  # --fail-at
-    args = p.parse_args(argv)
-    args.timing = args.timing.split(",")
-    if unknown := [name for name in args.timing if name not in BY_NAME]:
-        p.error(f"--timing {','.join(args.timing)}: unknown variant {', '.join(unknown)}; choose from {', '.join(BY_NAME)}")
-    if args.steps <= args.warmup:
-        p.error(f"--steps ({args.steps}) must be larger than --warmup ({args.warmup}): "
-                "the summary uses the steps after the warm-up")
-    if args.n_embd % args.n_head:
-        p.error(f"--n-embd ({args.n_embd}) must be a multiple of --n-head ({args.n_head}): "
-                "each head gets n_embd / n_head dimensions")
-    return args
-
+from minitrain.script import parse_args, run_setup, run_step  # parse_args: the script's options
+from minitrain.timing import VARIANTS, StepTimer, attach_instrumented_hook, timed_backward
+from minitrain.train import build_model_for_corpus, log_step, seed_everything
 
 def setup(args: argparse.Namespace, wrap: Callable[[nn.Module], nn.Module] = wrap_for_ddp
           ) -> tuple[int, int, nn.Module, Shard, torch.optim.Optimizer]:

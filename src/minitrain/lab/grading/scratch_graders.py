@@ -29,7 +29,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from minitrain.data import SEED_BASE, Shard, load_corpus
 from minitrain.hang_report import named_mismatch
-from minitrain.lab.grading.graders import ExerciseError, _leave, _log_tails, _silence, join_group
+from minitrain.lab.grading.graders import ExerciseError, _leave, _log_tails, _meet, _silence, join_group
 from minitrain.lab.grading.scratch_cases import (CAP_MB, AllReduceRecorder, Mistake, bucket_numels,
                                                  check_each_gradient_once, buffer_case, grads_of, tied_case, unused_case,
                                                  wrapper)
@@ -280,7 +280,7 @@ def _scratch_rank(folder: str, entries: list[tuple[str, str, type | str | None]]
         except Exception as e:
             results[label] = {"status": "fail", "detail": f"{LEVELS[level]} raised {type(e).__name__} on rank {rank} "
                                                           f"of {world_size}: {e}{_hint(e)}"}
-        dist.barrier()  # the next class starts together on every rank
+        _meet()  # the next class starts together on every rank
     _leave(folder, rank, results)
 
 

@@ -17,8 +17,8 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-from minitrain.lab.grading.graders.running import (STILL_BLANK, ExerciseError, _gpu_habit, _leave, _silence, _spawn,
-                                                   join_group)
+from minitrain.lab.grading.graders.running import (STILL_BLANK, ExerciseError, _gpu_habit, _leave, _meet, _silence,
+                                                   _spawn, join_group)
 
 
 def _tiny_model() -> torch.nn.Module:
@@ -147,7 +147,7 @@ def _hook_rank(folder: str, fn_name: str) -> None:
     model.register_comm_hook(recorded, _guarded(getattr(module, fn_name), problems))
     inputs, targets = (t.chunk(world_size)[rank] for t in _batch())
     loss = torch.nn.functional.mse_loss(model(inputs), targets)
-    dist.barrier()  # every rank starts from here
+    _meet()  # every rank starts from here
     if rank == 1:
         time.sleep(WAIT_S)
     start = time.perf_counter()
@@ -157,7 +157,7 @@ def _hook_rank(folder: str, fn_name: str) -> None:
                 "recorded": [v if isinstance(v, float) else float(v) if isinstance(v, int) else repr(v)[:80]
                              for v in recorded]},
                folder / f"rank-{rank}.pt")
-    dist.barrier()
+    _meet()
     dist.destroy_process_group()
 
 
@@ -299,7 +299,7 @@ def _timer_rank(folder: str, timer_cls: type) -> None:
     for scenario in TIMER_SCENARIOS:
         loss = torch.nn.functional.mse_loss(model(inputs), targets)
         timer = timer_cls(None)
-        dist.barrier()
+        _meet()
         try:
             if rank == 1 and scenario == "late start":
                 time.sleep(TIMER_WAIT_S)

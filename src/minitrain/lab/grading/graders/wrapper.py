@@ -22,7 +22,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from minitrain.gloo_setup import TORCHRUN_VARS, collective_timeout
 from minitrain.hang_report import GLOO_GRACE, named_hang
-from minitrain.lab.grading.graders.running import STILL_BLANK, ExerciseError, _gpu_habit, _leave
+from minitrain.lab.grading.graders.running import STILL_BLANK, ExerciseError, _gpu_habit, _leave, _meet
 from minitrain.lab.grading.graders.timing import (GRAD_ATOL, _batch, _gradients, _max_diff, _reference_gradients,
                                                   _tiny_model)
 from minitrain.launch import LaunchError, run_streaming, torchrun_command
@@ -199,7 +199,7 @@ def _main_on_rank_0(ddp: types.ModuleType, rank: int) -> None:
 
 def _late(rank: int, fn: Callable) -> float:
     """fn() on every rank, rank 1 LATE_S late; the seconds fn() took on this rank."""
-    dist.barrier()  # the grader's own: every rank starts here
+    _meet()  # every rank starts here
     if rank == 1:
         time.sleep(LATE_S)
     start = time.perf_counter()
@@ -259,7 +259,8 @@ def _wraps_and_averages(ddp: types.ModuleType, rank: int) -> None:
 
 def _cleanup_leaves(ddp: types.ModuleType, rank: int) -> float:
     waited = _late(rank, lambda: _call(ddp.cleanup, when="at the end of the run "))
-    if dist.is_initialized():
+    still_joined = dist.is_initialized()
+    if still_joined:
         raise Mistake("cleanup() left the process group open: end with dist.destroy_process_group()")
     if rank == 0 and waited < LATE_S / 2:
         raise Mistake(f"cleanup() did not wait for every rank: rank 1 called it {LATE_S} s late and rank 0 left "
@@ -305,7 +306,8 @@ def _rank(ddp_path: str, out: str) -> None:
         except Mistake as e:
             mistakes.append(str(e))
     result.update(blanks=blanks, mistakes=mistakes)
-    if dist.is_initialized():
+    joined = dist.is_initialized()  # a blank or broken init_distributed() may have joined nothing
+    if joined:
         _leave(out, rank, result)
     else:
         (Path(out) / f"rank-{rank}.json").write_text(json.dumps(result))
