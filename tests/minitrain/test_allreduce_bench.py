@@ -79,7 +79,7 @@ def test_findings_hold_the_runs_numbers(quick):
         "alpha": fit["alpha_ms"], "bandwidth": fit["bandwidth_gbps"],
         "crossover": fit["alpha_ms"] / fit["beta_ns_per_byte"] * 1e6,
         "gradient_allreduce_predicted": result["gradient"]["predicted_allreduce_ms"],
-        "busbw_over_loopback": largest["busbw_gbps"] / result["loopback"]["median_gbps"]})
+        "traffic_over_loopback": result["world_size"] * largest["busbw_gbps"] / result["loopback"]["median_gbps"]})
     regime = "latency-bound" if GRADIENT_BYTES < found["crossover"].value else "bandwidth-bound"
     assert regime in found["gradient_allreduce_predicted"].meaning
     assert [found[k].unit for k in ("alpha", "bandwidth", "crossover")] == ["ms", "GB/s", "bytes"]
@@ -168,17 +168,42 @@ def test_the_reading_and_the_takeaway_follow_the_results():
     import copy
 
     full = bench.MEASUREMENT.load()
-    fit = full["fit"]
+    fit, n, largest = full["fit"], full["world_size"], full["results"][-1]
     text = bench.reading(full) + bench.takeaway(full)
-    assert f"{fit['alpha_ms']:.2f} ms" in text and f"{fit['max_relative_error']:.0%}" in text
+    assert f"{fit['alpha_ms']:.2f} ms" in text and f"{fit['max_relative_error']:.0%} (at " in text
+    assert "likely too" not in text  # a miss at one size says nothing about the size next to it
+    # like for like: every rank's sends cross the one loopback at once, against one stream one way
+    assert bench.loopback_share(full) == n * largest["busbw_gbps"] / full["loopback"]["median_gbps"]
+    assert f"{bench.loopback_share(full):.0%} of what one" in bench.reading(full)
     calm = copy.deepcopy(full)
     for row in calm["results"]:
         row["p95_ms"], row["mean_ms"] = 1.5 * row["median_ms"], 1.1 * row["median_ms"]
     assert "no group of much slower iterations" in bench.reading(calm)
-    slow = copy.deepcopy(full)  # the size next to the gradients far above the fit: its gradient time is too low
-    next(row for row in slow["results"] if row["bytes"] == bench.MiB)["median_ms"] *= 3
-    assert "likely too low" in bench.reading(slow)
-    assert "of the median" in bench.reading(full) and "of the fit." not in bench.reading(full)
-    flat = copy.deepcopy(full)  # a fit with no fixed cost: the takeaway prints no alpha
+    flat = copy.deepcopy(full)  # a fit with no fixed cost: neither text prints an alpha
     flat["fit"] |= {"alpha_ms": 0.0}
     assert "no fixed cost above 0" in bench.takeaway(flat) and "fixed alpha =" not in bench.takeaway(flat)
+    assert "no fixed cost above 0" in bench.reading(flat)
+
+
+def test_the_fit_stands_beside_notebook_10s_run_of_the_same_bytes():
+    """The fit is set against notebook 10's stand-alone timing of the same gradients, with how far apart
+    the two runs were; agreement and different bytes each get their own sentence."""
+    import copy
+
+    from minitrain.measure import wire
+
+    full, ten = bench.MEASUREMENT.load(), wire.MEASUREMENT.load()
+    alone, fit_ms = ten["allreduce_ms"]["standalone"], full["gradient"]["predicted_allreduce_ms"]
+    assert sum(b["bytes"] for b in ten["buckets"]) == full["gradient"]["bytes"]
+    text = bench.against_another_run(full, ten)
+    assert f"| {alone:.2f} |" in text and f"| {fit_ms:.2f} |" in text
+    if abs(alone / fit_ms - 1) >= 0.05:
+        assert f"{abs(alone / fit_ms - 1):.0%} {'less' if alone < fit_ms else 'more'} than the fit" in text
+    near = copy.deepcopy(ten)
+    near["allreduce_ms"]["standalone"] = 1.01 * fit_ms
+    assert "agrees with the fit within 5%" in bench.against_another_run(full, near)
+    other = copy.deepcopy(ten)
+    other["buckets"].append({"bytes": 4})
+    assert "nothing to compare" in bench.against_another_run(full, other)
+    assert bench._apart("2026-12-02T00:35:31+00:00", "2026-12-02T00:35:47+00:00") == "16 s later"
+    assert bench._apart("2026-12-02T03:35:31+00:00", "2026-12-02T00:35:31+00:00") == "3 hours earlier"

@@ -157,30 +157,51 @@ def made_up(default_ms: tuple[float, float, float], most_ms: tuple[float, float,
                      cap("0.01", 8, most_ms, 0.8, most_backward_ms)]}
 
 
+def fit_gap(predicted: float, standalone: float) -> dict:
+    """Notebook 10's results as the takeaway reads them: the fit's and a stand-alone run's gradient all-reduce."""
+    return {"allreduce_ms": {"predicted": predicted, "standalone": standalone}}
+
+
 def test_takeaway_follows_the_data():
     slower = takeaway(made_up((30, 29, 31), (40, 38, 42)))
     assert "no cap with more buckets was faster" in slower and "with 8 buckets the step took 40.0 ms" in slower
-    assert ("10.0 ms more a step, where the benchmark's alpha-beta fit (measured on 2026-11-30, worst miss 25% "
-            "against its own medians) adds 2.1 ms") in slower
+    assert "(10.0 ms more). Notebook 07's fit prices the 7 extra all-reduces at about 2.1 ms, an estimate." in slower
+    assert "worst miss" not in slower  # the fit's miss on its own points is not its accuracy for another run
+    # the price beside the gap between the fit and a stand-alone run of the gradient bytes, whichever way it falls
+    spread = takeaway(made_up((30, 29, 31), (40, 38, 42)), fit_gap(1.5, 0.75))
+    assert "notebook 10 measured the gradient bytes alone 50% below the fit (0.75 against 1.50 ms)" in spread
+    assert "even 50% more, 3.1 ms, is less than the extra step" in spread
+    assert "lies within that spread" in takeaway(made_up((30, 29, 31), (32.5, 32, 33)), fit_gap(1.0, 1.5))
+    assert "is more than the extra step" in takeaway(made_up((30, 29, 31), (30.5, 31.05, 31.1)), fit_gap(1.0, 1.5))
     assert "took about as long, 20.0 ms against 20.0 ms" in slower and "correlation" not in slower
     # backward's nodes much longer: reported as a correlation, with the same-bucket caps' spread beside it
     hedged = takeaway(made_up((30, 29, 31), (40, 38, 42), most_backward_ms=30.0))
-    assert "took longer, 30.0 ms against 20.0 ms" in hedged and "With 8 samples per cap, and 20.0-22.0 ms" in hedged
-    assert "a correlation, not a measured cause" in hedged
+    assert "took longer, 30.0 ms against 20.0 ms" in hedged and "20.0-22.0 ms across the caps" in hedged
+    assert "With 8 samples per cap, a correlation, not a measured cause" in hedged
     faster = takeaway(made_up((30, 29, 31), (25, 24, 26)))
     assert "8 buckets (cap 0.01) gave the shortest median step" in faster and "1.20x" in faster
     assert "even with 8 buckets the step was shorter, 25.0 ms" in faster
-    assert ("every cap with more buckets overlapped more than the default, every one of its 8 profiled steps' "
-            "shares above every one of the default's (8 buckets 80%)") in faster
+    assert "Every cap with more buckets overlapped more in every profiled (step, rank) than the default in any" in faster
     assert "the trace does not say which part" in faster and "outweighed" not in faster
     # the fastest cap's repeats overlap the default's: no gain, and the same-bucket caps show the noise
     unclear = takeaway(made_up((30, 27, 33), (29, 28, 30)))
-    assert "(8 buckets, median 29.0 ms, repeats 28.0-30.0 ms), overlaps the default's repeats (27.0-33.0 ms" in unclear
-    assert "same single bucket as the default (default and 25) have medians of 30.0 and 31.0 ms" in unclear
+    assert "(8 buckets, 29.0 ms, repeats 28.0-30.0 ms), overlaps the default's repeats (27.0-33.0 ms)" in unclear
+    assert "same single bucket (default and 25) have medians of 30.0 and 31.0 ms" in unclear
     assert "no clear difference, the repeats' ranges overlap" in unclear
     close = made_up((30, 27, 33), (29, 28, 30))  # the 8-bucket cap's steps overlap the default's: no verdict
     close["caps"][2]["overlap"]["rows"] = close["caps"][0]["overlap"]["rows"]
-    assert "no cap with more buckets overlapped more than the default by that rule" in takeaway(close)
+    assert "No cap with more buckets overlapped more" in takeaway(close)
+
+
+def test_takeaway_names_the_cap_that_did_not_overlap_more():
+    results = made_up((30, 27, 33), (29, 28, 30))
+    second = copy.deepcopy(results["caps"][2]) | {"cap": "0.5", "count": 2}  # its lowest step's share below the default's
+    second["overlap"]["rows"] = [r | {"overlapped_ms": 0.01 if k == 0 else 0.9}
+                                 for k, r in enumerate(second["overlap"]["rows"])]
+    results["caps"].insert(2, second)
+    text = takeaway(results)
+    assert "1 of the 2 caps with more buckets overlapped more" in text
+    assert "the exception, cap 0.5 (2 buckets), had a step at 1.0%, not above the default's highest, 5.0%" in text
 
 
 def test_findings_on_made_up_numbers():
@@ -189,7 +210,7 @@ def test_findings_on_made_up_numbers():
         "buckets_at_default": 1, "most_buckets": 8, "default_over_fastest_cap_step": 1.2,
         "step_most_buckets_over_default": 25 / 30, "overlapped_share_default": 0.02,
         "overlapped_share_most_buckets": 0.8, "caps_with_ranks_equal": 3})
-    assert "1.09 MB of gradients" in found["buckets_at_default"].meaning
+    assert "1.04 MiB of gradients" in found["buckets_at_default"].meaning
     assert found["caps_with_ranks_equal"].unit == "of 3 caps"
     assert found["default_over_fastest_cap_step"].meaning.endswith(
         "repeats 24.0-26.0 ms against the default's 29.0-31.0 ms: every repeat faster")

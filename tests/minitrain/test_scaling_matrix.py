@@ -140,37 +140,81 @@ def test_no_crossing_when_the_order_holds():
                                          "strong_clear_crossings": 0})
 
 
-def test_the_takeaway_judges_every_size_over_the_repeats():
-    """The takeaway's verdicts come from verdict_over_repeats on the committed runs, and flip with them."""
+def verdict_row(table: str, start: str) -> str:
+    """The row of `scaling_reading.verdict_table` that starts with `start`."""
+    return next(line for line in table.splitlines() if line.startswith(start))
+
+
+def test_the_verdict_table_judges_every_size_over_the_repeats():
+    """The verdicts come from verdict_over_repeats on the committed runs, and flip with them."""
     import copy
 
     results = sm.MEASUREMENT.load()
-    first = results["summary"]["sizes"][0]
-    assert "within the repeats" in scaling_reading.takeaway(results) or "apart" in scaling_reading.takeaway(results)
-    assert sm.params_label(first) in scaling_reading.pinned_text(results)
+    sizes = results["summary"]["sizes"]
     boosted = copy.deepcopy(results)  # 2 processes 10x faster at every size and in both scalings
     for run in boosted["runs"]:
         if run["config"] == sm.TWO_PROCS:
             run["tokens_per_sec"]["median"] *= 10
-    assert "slower at no size, no clear winner at no size" in scaling_reading.takeaway(boosted)
     labels = {c["name"]: c["label"] for c in results["configurations"]}
-    for c in results["summary"]["crossings"]:  # each crossing names who was faster before and after
-        assert f"{labels[c['faster_before']]} -> {labels[c['faster_after']]} between" in scaling_reading.takeaway(results)
+    for scaling in results["summary"]["scalings"]:
+        row = verdict_row(scaling_reading.verdict_table(boosted), f"2 processes x 1 thread vs {labels[sm.ALL_CORES]}, {scaling}")
+        assert row.count("faster") == len(sizes) and "slower" not in row and "no clear" not in row
+    assert "crossings beyond the repeats' spread: none" in scaling_reading.verdict_table(results) or any(
+        c["separated"] for c in results["summary"]["crossings"])
+    clear = copy.deepcopy(results)
+    clear["summary"]["crossings"] = [{"scaling": "weak", "between_params": sizes[:2], "faster_before": sm.TWO_PROCS,
+                                      "faster_after": sm.ALL_CORES, "separated": True}]
+    assert f"{labels[sm.TWO_PROCS]} -> {labels[sm.ALL_CORES]} between" in scaling_reading.verdict_table(clear)
 
 
-def test_the_pinned_verdict_comes_from_the_repeats_per_size():
+def test_the_pinned_verdict_names_its_baseline_by_its_configuration():
+    """The pinned pair is judged against 1 process x 1 thread, which was allowed on every core: no "one core"."""
     import copy
 
     results = sm.MEASUREMENT.load()
     one_thread = {(r["scaling"][0], r["params"]): r["tokens_per_sec"]["median"]
                   for r in results["runs"] if r["config"] == sm.ONE_THREAD}
+    sizes = results["summary"]["sizes"]
     slow, even = copy.deepcopy(results), copy.deepcopy(results)
     for run in slow["runs"]:
         if run["config"] == sm.PINNED:
             run["tokens_per_sec"]["median"] = 0.1 * min(one_thread.values())
-    assert "slower than one process on one core at every size, every repeat below" in scaling_reading.takeaway(slow)
+    assert verdict_row(scaling_reading.verdict_table(slow), "pinned vs 1 process x 1 thread").count("slower") == len(sizes)
     for run in even["runs"]:  # the pinned pair's repeats spread around one process's: no clear winner anywhere
         if run["config"] == sm.PINNED:
             run["tokens_per_sec"]["median"] = one_thread[("weak", run["params"])] * (1 + 0.5 * (run["repeat"] - 1))
-    sizes = ", ".join(sm.params_label(n) for n in results["summary"]["sizes"])
-    assert f"slower at no size, faster at no size, no clear winner at {sizes}" in scaling_reading.takeaway(even)
+    row = verdict_row(scaling_reading.verdict_table(even), "pinned vs 1 process x 1 thread")
+    assert row.count("no clear winner") == len(sizes)
+    assert "one core" not in scaling_reading.verdict_table(results).replace("pinned to 1 core", "")
+
+
+def test_ddp_buckets_follow_from_the_bytes_and_the_caps():
+    """Two buckets where the bytes force them in any order; the lab's model, past the first cap by less
+    than its biggest tensor, is 1 or 2 by the bytes, and what notebook 10 recorded where it is given."""
+    results = sm.MEASUREMENT.load()
+    configs = {r["params"]: r["model_config"] for r in results["runs"]}
+    first, *larger = results["summary"]["sizes"]
+    assert scaling_reading.ddp_buckets(configs[first], 64) == (1, 2, False)
+    key = tuple(configs[first][k] for k in ("n_layer", "n_head", "n_embd")) + (64,)
+    assert scaling_reading.ddp_buckets(configs[first], 64, {key: 1}) == (1, 1, True)
+    assert all(scaling_reading.ddp_buckets(configs[n], 64)[:2] == (2, 2) for n in larger)
+    assert [scaling_reading.bucket_label(b) for b in ((1, 1, True), (1, 2, False), (2, None, False))] == [
+        "1*", "1 or 2", "2 or more"]
+
+
+def test_the_hook_reading_follows_the_curves_and_the_buckets():
+    """Growth from the first size to the second for pinned and unpinned alike; the bucket clause only
+    where the share peaks at the first size DDP splits; the hook's time includes what overlapped backward."""
+    results = sm.MEASUREMENT.load()
+    sizes = results["summary"]["sizes"]
+    split = {n: (1, 1, True) if n == sizes[0] else (2, 2, False) for n in sizes}
+    text = scaling_reading.hook_reading(results, split)
+    assert f"grow {sizes[1] / sizes[0]:.1f}x" in text and "x unpinned and" in text and "x pinned" in text
+    assert "counts the backward work" in text
+    peaks = {scaling_reading.largest_share(results, *c)[0] for c in scaling_reading.curves(results)}
+    assert ("the smallest size DDP splits into two buckets" in text) == (peaks == {sizes[1]})
+    late = {n: (2, 2, False) if n == sizes[-1] else (1, 1, False) for n in sizes}
+    assert "two buckets" not in scaling_reading.hook_reading(results, late) or peaks == {sizes[-1]}
+    table = scaling_reading.hook_table(results, split)
+    assert "share peak" in table and "1*" in table and "recorded by notebook 10" in table
+

@@ -5,15 +5,17 @@
 
 Two gloo ranks all-reduce float32 tensors from 4 KiB to 64 MiB; per size: median and p95 time,
 algorithm and bus bandwidth, then a latency-bandwidth fit t(n) = alpha + n * beta. The same two
-processes then send bytes to each other over a plain 127.0.0.1 socket: the physical reference.
+processes then stream bytes one way over a plain 127.0.0.1 socket: the physical reference.
 Writes allreduce_bench.json and allreduce_bench.png (default: experiments/35-ddp-cpu/beyond/).
 """
 
 import json
+import math
 import socket
 import tempfile
 import time
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 import numpy as np
@@ -109,6 +111,22 @@ def fit_alpha_beta(sizes_bytes: list[int], seconds: list[float]) -> dict[str, fl
     if alpha < 0:
         alpha, beta = 0.0, float(np.sum(n / t) / np.sum((n / t) ** 2))
     return {"alpha_ms": alpha * 1e3, "beta_ns_per_byte": beta * 1e9, "bandwidth_gbps": 1 / beta / 1e9}
+
+
+def crossover_bytes(fit: dict) -> float:
+    """The message size where the fit's fixed cost and its cost for the bytes are equal: alpha / beta."""
+    return fit["alpha_ms"] / fit["beta_ns_per_byte"] * 1e6
+
+
+def loopback_share(result: dict) -> float:
+    """All ranks' sends together at the largest size (world size x busbw) over one raw TCP stream: like for
+    like, since on one host every rank's traffic crosses the same loopback at once."""
+    return result["world_size"] * result["results"][-1]["busbw_gbps"] / result["loopback"]["median_gbps"]
+
+
+def _ranks(n: int) -> str:
+    """'both' for 2 ranks, else 'all n'."""
+    return "both" if n == 2 else f"all {n}"
 
 
 # ------------------------------------------------------------------------------------------------
@@ -225,17 +243,27 @@ def plot(result: dict, out: Path) -> None:
     ax1.plot(sizes, [r["p95_ms"] for r in rows], "_", color="#4c72b0", markersize=10, label="p95")
     ax1.plot(line, [predict_allreduce_ms(n, fit) for n in line], "--", color="0.3",
              label=f"fit: {fit['alpha_ms']:.3f} ms + n / {fit['bandwidth_gbps']:.2f} GB/s")
+    if fit["alpha_ms"] > 0:
+        ax1.axvline(crossover_bytes(fit), color="0.3", linestyle=":", linewidth=1,
+                    label=f"alpha = n x beta at {size_label(crossover_bytes(fit))}")
     ax1.set_yscale("log")
     ax1.set_ylabel("time per all-reduce (ms)")
     ax1.set_title("Time: flat (latency, alpha), then linear (bandwidth, beta)")
 
-    ax2.plot(sizes, [r["algbw_gbps"] for r in rows], "o-", color="#4c72b0", label="algbw = bytes / time")
-    ax2.plot(sizes, [r["busbw_gbps"] for r in rows], "x:", color="#c44e52", markersize=9,
-             label=f"busbw = algbw x 2(n-1)/n (= algbw for n = {result['world_size']})")
+    n = result["world_size"]
+    if ring_factor(n) == 1:  # the two series coincide: draw one
+        ax2.plot(sizes, [r["algbw_gbps"] for r in rows], "o-", color="#4c72b0",
+                 label=f"algbw = busbw: bytes / time (2(n-1)/n = 1 for n = {n})")
+    else:
+        ax2.plot(sizes, [r["algbw_gbps"] for r in rows], "o-", color="#4c72b0", label="algbw = bytes / time")
+        ax2.plot(sizes, [r["busbw_gbps"] for r in rows], "x:", color="#c44e52", label="busbw = algbw x 2(n-1)/n")
+    together = [n * r["busbw_gbps"] for r in rows]
+    ax2.plot(sizes, together, "s--", color="#8172b2", markersize=4,
+             label=f"{_ranks(n)} ranks' sends together: {n} x busbw")
     ax2.axhline(result["loopback"]["median_gbps"], color="#55a868",
-                label=f"raw loopback TCP, one way: {result['loopback']['median_gbps']:.2f} GB/s")
+                label=f"raw loopback TCP, one stream one way: {result['loopback']['median_gbps']:.2f} GB/s")
     ax2.set_ylabel("GB/s (1 GB = 1e9 bytes)")
-    ax2.set_ylim(0, 1.2 * max(result["loopback"]["median_gbps"], *(r["algbw_gbps"] for r in rows)))
+    ax2.set_ylim(0, 1.2 * max(result["loopback"]["median_gbps"], *together))
     ax2.set_title("Bandwidth: what the time means per byte")
 
     ticks = [n for n in 4.0 ** np.arange(6, 14) if sizes[0] <= n <= sizes[-1]]  # 4 KiB, 16 KiB, ...
@@ -272,12 +300,12 @@ def report(result: dict) -> str:
         lines.append(f"{size_label(r['bytes']):>8}  {r['iterations']:>5}  {r['median_ms']:9.3f}  "
                      f"{r['p95_ms']:8.3f}  {r['algbw_gbps']:10.3f}  {r['busbw_gbps']:10.3f}")
     fit, grad = result["fit"], result["gradient"]
-    lines += [f"fit: alpha {fit['alpha_ms']:.3f} ms, 1/beta {fit['bandwidth_gbps']:.2f} GB/s "
-              f"(largest relative error {fit['max_relative_error']:.0%})",
-              f"raw loopback TCP: {result['loopback']['median_gbps']:.2f} GB/s (median of "
+    lines += [f"fit: alpha {fit['alpha_ms']:.3f} ms, 1/beta {fit['bandwidth_gbps']:.2f} GB/s; it misses these "
+              f"medians by up to {fit['max_relative_error']:.0%}",
+              f"raw loopback TCP, one stream one way: {result['loopback']['median_gbps']:.2f} GB/s (median of "
               f"{result['loopback']['repeats']} x {size_label(result['loopback']['bytes'])})",
-              f"MiniGPT gradients: {grad['model_params']:,} parameters = {grad['bytes']:,} bytes, "
-              f"predicted all-reduce {grad['predicted_allreduce_ms']:.2f} ms"]
+              f"MiniGPT gradients: {grad['model_params']:,} parameters = {grad['bytes']:,} bytes "
+              f"({grad['bytes'] / MiB:.2f} MiB); the fit's time for them {grad['predicted_allreduce_ms']:.2f} ms"]
     return "\n".join(lines)
 
 
@@ -330,23 +358,24 @@ def what_ran(result: dict) -> str:
 
 
 def findings(result: dict) -> list[Finding]:
-    """The headline numbers: latency, bandwidth, where they cost the same, the gradients' regime."""
+    """The headline numbers: latency, bandwidth, where they cost the same, the gradients' regime, loopback."""
     fit, grad, loopback = result["fit"], result["gradient"], result["loopback"]["median_gbps"]
-    crossover = fit["alpha_ms"] / fit["beta_ns_per_byte"] * 1e6  # bytes where alpha == n * beta
-    largest = result["results"][-1]
+    crossover = crossover_bytes(fit)
+    largest, n = result["results"][-1], result["world_size"]
     regime = "latency-bound" if grad["bytes"] < crossover else "bandwidth-bound"
     return [
         Finding("alpha", fit["alpha_ms"], "ms", "fixed cost of one all-reduce between the 2 processes "
-                f"(fit to the medians, worst miss {fit['max_relative_error']:.0%})"),
+                "(alpha-beta fit to this run's medians)"),
         Finding("bandwidth", fit["bandwidth_gbps"], "GB/s", "1/beta: the cost per byte, past the fixed cost"),
         Finding("crossover", crossover, "bytes", f"latency and bandwidth cost the same at "
                 f"{size_label(crossover)}: smaller messages are latency-bound"),
         Finding("gradient_allreduce_predicted", grad["predicted_allreduce_ms"], "ms",
-                f"the fit's time for MiniGPT's {grad['bytes'] / MiB:.2f} MiB of gradients in one "
-                f"all-reduce: {regime}, {fit['alpha_ms'] / grad['predicted_allreduce_ms']:.0%} of it latency"),
-        Finding("busbw_over_loopback", largest["busbw_gbps"] / loopback, "ratio",
-                f"gloo's bus bandwidth at {size_label(largest['bytes'])} against one raw TCP stream "
-                f"over loopback ({loopback:.2f} GB/s) between the same processes"),
+                f"the fit's time for MiniGPT's {grad['bytes'] / MiB:.2f} MiB of gradients in one all-reduce: "
+                f"{regime}, {fit['alpha_ms'] / grad['predicted_allreduce_ms']:.0%} of it latency (this run's line, "
+                "not a forecast for another run)"),
+        Finding("traffic_over_loopback", loopback_share(result), "ratio",
+                f"{_ranks(n)} ranks' sends together at {size_label(largest['bytes'])} ({n} x bus bandwidth) against "
+                f"one raw TCP stream, one way over loopback ({loopback:.2f} GB/s), between the same processes"),
     ]
 
 
@@ -364,64 +393,88 @@ def slow_tail(result: dict, times: float = 4) -> list[dict]:
 
 def reading(result: dict) -> str:
     """The notebook's reading of the figure, in sentences with this run's numbers."""
-    fit, grad, rows = result["fit"], result["gradient"], result["results"]
-    crossover = fit["alpha_ms"] / fit["beta_ns_per_byte"] * 1e6
-    (worst, row), (second, _) = fit_misses(result)[:2]
-    near = 0.5 <= grad["bytes"] / row["bytes"] <= 2
-    text = [f"Left panel: the size where both terms are equal, alpha/beta, is {size_label(crossover)} in this run. "
-            f"The fit misses most at {size_label(row['bytes'])}: the median ({row['median_ms']:.3g} ms) lies "
-            f"{'below' if worst > 0 else 'above'} it by {abs(worst):.0%} of the median, and that size moved {row['algbw_gbps']:.2f} GB/s; "
-            f"at every other size the fit lies within {abs(second):.0%} of the median. One run cannot tell whether that size was "
-            "lucky or behaves differently; repeating the benchmark would."
-            + (f" It matters here: MiniGPT's {grad['bytes'] / MiB:.2f} MiB of gradients sit next to it, so the fit's "
-               f"{grad['predicted_allreduce_ms']:.2f} ms for them is likely too {'high' if worst > 0 else 'low'}."
-               if near else "")]
+    fit, rows, loop = result["fit"], result["results"], result["loopback"]
+    worst, row = fit_misses(result)[0]
+    left = (f"Left: the fit's two costs are equal at {size_label(crossover_bytes(fit))} (dotted line); smaller "
+            "messages pay mostly the fixed cost." if fit["alpha_ms"] > 0 else
+            "Left: the fit found no fixed cost above 0, so its line is bandwidth alone.")
+    text = [left + f" The line misses this run's medians by at most {abs(worst):.0%} (at {size_label(row['bytes'])}, "
+            f"median {'below' if worst > 0 else 'above'} it): how well a line describes this run, not how well it "
+            "predicts another (next section)."]
     tail = slow_tail(result)
     if tail:
         ratios = [r["p95_ms"] / r["median_ms"] for r in tail]
-        lost = [(r["mean_ms"] - r["median_ms"]) / (r["p95_ms"] - r["median_ms"]) for r in tail]
+        slow = [(r["mean_ms"] - r["median_ms"]) / (r["p95_ms"] - r["median_ms"]) for r in tail]
         text.append(f"At {len(tail)} of the {len(rows)} sizes ({size_label(tail[0]['bytes'])} to "
                     f"{size_label(tail[-1]['bytes'])}) the p95 is {min(ratios):.0f} to {max(ratios):.0f} times the "
-                    f"median ({min(r['p95_ms'] for r in tail):.1f} to {max(r['p95_ms'] for r in tail):.1f} ms), and the "
-                    f"means ({min(r['mean_ms'] for r in tail):.2f} to {max(r['mean_ms'] for r in tail):.2f} ms, against "
-                    f"medians of {min(r['median_ms'] for r in tail):.2f} to {max(r['median_ms'] for r in tail):.2f} ms) "
-                    f"say how many were slow: if each slow iteration took about the p95, {min(lost):.0%} to "
-                    f"{max(lost):.0%} of them. The 1-minute load average at the end of the run was "
-                    f"{result['provenance'].load_average_1min:.1f}. The medians, and the fit "
-                    "on them, leave that tail out.")
+                    f"median; their means say that, if each slow iteration took about the p95, {min(slow):.0%} to "
+                    f"{max(slow):.0%} were slow. The medians, and the fit on them, leave that tail out.")
     else:
         text.append("At every size the p95 stays under 4 times the median: no group of much slower iterations.")
-    best = max(rows, key=lambda r: r["algbw_gbps"])
-    largest, loop = rows[-1], result["loopback"]
-    peak = ("" if best is largest else
-            f"the highest bandwidth, {best['algbw_gbps']:.2f} GB/s, came at {size_label(best['bytes'])}; ")
-    text.append(f"Right panel: {peak}at {size_label(largest['bytes'])} the bus bandwidth is {largest['busbw_gbps']:.2f} GB/s, "
-                f"{largest['busbw_gbps'] / loop['median_gbps']:.0%} of the loopback line ({loop['median_gbps']:.2f} GB/s, "
-                f"the median of {loop['repeats']} transfers that ranged {min(loop['gbps']):.2f} to "
-                f"{max(loop['gbps']):.2f} GB/s).")
+    best, largest, n = max(rows, key=lambda r: r["algbw_gbps"]), rows[-1], result["world_size"]
+    peak = "" if best is largest else f"the highest algbw, {best['algbw_gbps']:.2f} GB/s, came at {size_label(best['bytes'])}; "
+    text.append(f"Right: {peak}at {size_label(largest['bytes'])} each rank sent {largest['busbw_gbps']:.2f} GB/s (busbw), "
+                f"{_ranks(n)} at once: {n * largest['busbw_gbps']:.2f} GB/s through loopback, {loopback_share(result):.0%} "
+                f"of what one stream carried one way ({loop['median_gbps']:.2f} GB/s, median of {loop['repeats']}; "
+                f"{min(loop['gbps']):.2f} to {max(loop['gbps']):.2f}).")
     return "\n\n".join(text)
+
+
+def _apart(first: str, second: str) -> str:
+    """How long after the ISO time `first` the ISO time `second` was recorded: '16 s later', '3 hours earlier'."""
+    seconds = (datetime.fromisoformat(second) - datetime.fromisoformat(first)).total_seconds()
+    gap = abs(seconds)
+    span = (f"{gap:.0f} s" if gap < 120 else f"{gap / 60:.0f} minutes" if gap < 7200 else
+            f"{gap / 3600:.0f} hours" if gap < 172800 else f"{gap / 86400:.0f} days")
+    return f"{span} {'later' if seconds >= 0 else 'earlier'}"
+
+
+def _when(date: str) -> str:
+    """An ISO time to the second, readable: '2026-12-02 00:35:31+00:00'."""
+    return datetime.fromisoformat(date).isoformat(sep=" ", timespec="seconds")
+
+
+def against_another_run(result: dict, wire: dict) -> str:
+    """The fit's time for the gradients beside notebook 10's stand-alone timing of the same all-reduces
+    (wire.json), as a markdown table and one sentence on how far apart the two runs are."""
+    buckets, grad = [b["bytes"] for b in wire["buckets"]], result["gradient"]["bytes"]
+    if sum(buckets) != grad:
+        return f"Notebook 10's run all-reduced {sum(buckets):,} bytes, not these {grad:,}: nothing to compare."
+    fit_ms = sum(predict_allreduce_ms(b, result["fit"]) for b in buckets)
+    alone = wire["allreduce_ms"]["standalone"]
+    nearest = min(result["results"], key=lambda r: abs(math.log(r["bytes"] / grad)))
+    ours, theirs = result["provenance"], wire["provenance"]
+    calls = "one all-reduce" if len(buckets) == 1 else f"{len(buckets)} all-reduces, one per DDP bucket"
+    table = [f"| {grad:,} bytes ({grad / MiB:.2f} MiB) in {calls} | ms | recorded |", "|---|---|---|",
+             f"| this benchmark's fit | {fit_ms:.2f} | {_when(ours.date)} |",
+             f"| this benchmark's median at {size_label(nearest['bytes'])}, the nearest size measured | "
+             f"{nearest['median_ms']:.2f} | {_when(ours.date)} |",
+             f"| notebook 10: the same bytes alone, between barriers (median) | {alone:.2f} | {_when(theirs.date)} |"]
+    when = (f"recorded {_apart(ours.date, theirs.date)} "
+            f"{'in the same sitting' if ours.sitting == theirs.sitting else 'in another sitting'}")
+    diff = alone / fit_ms - 1
+    sentence = (f"Notebook 10's run of the same all-reduce, {when}, agrees with the fit within 5%." if abs(diff) < 0.05 else
+                f"Notebook 10's run of the same all-reduce, {when}, took {abs(diff):.0%} "
+                f"{'less' if diff < 0 else 'more'} than the fit: two runs of one all-reduce differed by that much, so "
+                "the fit describes this run, not the next.")
+    return "\n".join(table) + "\n\n" + sentence
 
 
 def takeaway(result: dict) -> str:
     """The notebook's takeaway, in sentences with this run's numbers."""
-    fit, grad, loop, largest = result["fit"], result["gradient"], result["loopback"], result["results"][-1]
-    crossover = fit["alpha_ms"] / fit["beta_ns_per_byte"] * 1e6
-    (worst, row), _ = fit_misses(result)[:2]
+    fit, grad, loop, n = result["fit"], result["gradient"], result["loopback"], result["world_size"]
+    crossover = crossover_bytes(fit)
     side = "past" if grad["bytes"] > crossover else "below"
     return "\n".join([
-        (f"- In this run one all-reduce between the two processes cost a fixed alpha = {fit['alpha_ms']:.2f} ms before "
-         f"any byte counts, then moved about {fit['bandwidth_gbps']:.2f} GB/s (1/beta); the two costs are equal at "
-         f"{size_label(crossover)}." if fit["alpha_ms"] > 0 else
-         f"- In this run the fit found no fixed cost above 0 (the best line had a negative one, so alpha is 0); one "
-         f"all-reduce between the two processes moved about {fit['bandwidth_gbps']:.2f} GB/s (1/beta)."),
-        f"- MiniGPT's {grad['bytes'] / MiB:.2f} MiB of gradients lie {side} that crossover: the fit predicts "
-        f"{grad['predicted_allreduce_ms']:.2f} ms for them alone, {fit['alpha_ms'] / grad['predicted_allreduce_ms']:.0%} "
-        f"of it latency. The fit misses most ({abs(worst):.0%}) at {size_label(row['bytes'])}, where the median was "
-        f"{row['median_ms']:.3g} ms; notebook 10 measures the exact bytes alone.",
-        f"- At {size_label(largest['bytes'])} gloo's bus bandwidth is {largest['busbw_gbps']:.2f} GB/s, "
-        f"{largest['busbw_gbps'] / loop['median_gbps']:.0%} of the {loop['median_gbps']:.2f} GB/s (median; "
-        f"{min(loop['gbps']):.2f} to {max(loop['gbps']):.2f}) that one raw TCP stream carried one way between the "
-        "same two processes."])
+        (f"- One all-reduce cost a fixed alpha = {fit['alpha_ms']:.2f} ms, then about {fit['bandwidth_gbps']:.2f} GB/s "
+         f"(1/beta); the two are equal at {size_label(crossover)}." if fit["alpha_ms"] > 0 else
+         f"- The fit found no fixed cost above 0; one all-reduce moved about {fit['bandwidth_gbps']:.2f} GB/s (1/beta)."),
+        f"- MiniGPT's {grad['bytes'] / MiB:.2f} MiB of gradients lie {side} that crossover: this run's line gives "
+        f"{grad['predicted_allreduce_ms']:.2f} ms, {fit['alpha_ms'] / grad['predicted_allreduce_ms']:.0%} of it latency; "
+        "notebook 10's run of the same bytes is in the table above.",
+        f"- At {size_label(result['results'][-1]['bytes'])} {_ranks(n)} ranks together pushed "
+        f"{n * result['results'][-1]['busbw_gbps']:.2f} GB/s through loopback, {loopback_share(result):.0%} of what "
+        f"one raw TCP stream carried one way ({loop['median_gbps']:.2f} GB/s)."])
 
 
 def options(p) -> None:

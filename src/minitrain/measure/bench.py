@@ -176,9 +176,10 @@ def main(argv: list[str] | None = None) -> None:
           f"of the in-step time, mean {ar['waiting']['mean']:.2f} / mean {ar['in_step']['mean']:.2f} ms, as means "
           "add up; python -m minitrain.measure.wire)\n", flush=True)
     largest = bench["results"][-1]
-    print(f"5. gloo bus bandwidth vs raw loopback TCP: {largest['busbw_gbps'] / bench['loopback']['median_gbps']:.2f} "
-          f"(medians: busbw {largest['busbw_gbps']:.2f} GB/s at {allreduce_bench.size_label(largest['bytes'])} "
-          f"/ loopback {bench['loopback']['median_gbps']:.2f} GB/s; python -m minitrain.measure.allreduce_bench)\n")
+    print(f"5. all ranks' all-reduce traffic vs one raw loopback TCP stream: {allreduce_bench.loopback_share(bench):.2f} "
+          f"(medians: {bench['world_size']} x busbw {largest['busbw_gbps']:.2f} GB/s at "
+          f"{allreduce_bench.size_label(largest['bytes'])} / loopback {bench['loopback']['median_gbps']:.2f} GB/s; "
+          "python -m minitrain.measure.allreduce_bench)\n")
     start = start_up_medians(5)
     print(f"6. a rank's start-up: its first wrap_for_ddp() over its import torch: {start['ratio']:.2f} (median "
           f"of 5 fresh interpreters' ratios; medians: first wrap_for_ddp() {start['first_ddp']:.2f} s, almost all "

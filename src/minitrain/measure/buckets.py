@@ -16,7 +16,7 @@ from minitrain.lab.reporting.report import plural
 from minitrain.lab.reporting.results_file import Finding
 from minitrain.lab.reporting.verdict import verdict_over_repeats
 from minitrain.measure.allreduce import bench_option, benchmark_fit, predict_allreduce_ms
-from minitrain.measure.buckets_ranks import PROGRESS, TRACE_CAP, Plan, label, worker
+from minitrain.measure.buckets_ranks import PROGRESS, TRACE_CAP, MiB, Plan, label, worker
 from minitrain.measure.measurement import WORLD_SIZE, Measurement, progress, relaunch
 from minitrain.measure.trace import load_trace, overlap_table, overlapped_share
 from minitrain.paths import BEYOND_DIR  # noqa: F401 (for the notebook)
@@ -174,7 +174,7 @@ def findings(results: dict) -> list[Finding]:
                else "within the spread, no clear gain")
     return [
         Finding("buckets_at_default", default["count"], "buckets",
-                f"DDP's default caps put MiniGPT's {results['gradient_bytes'] / 1e6:.2f} MB of gradients in this "
+                f"DDP's default caps put MiniGPT's {results['gradient_bytes'] / MiB:.2f} MiB of gradients in this "
                 "many buckets"),
         Finding("most_buckets", most["count"], "buckets", f"buckets at the smallest cap swept, {most['cap']} MiB"),
         Finding("default_over_fastest_cap_step", default["step_ms"] / best["step_ms"], "x",
@@ -194,57 +194,56 @@ def findings(results: dict) -> list[Finding]:
 
 
 def plot(results: dict, out: Path) -> None:
-    """Buckets per cap; step time per cap; all-reduce times against the alpha-beta fit; overlapped share."""
+    """Step time and communication per cap (unprofiled steps); backward's autograd nodes and the overlapped
+    share per cap (profiled steps, drawn apart: the profiler slows them)."""
     import matplotlib.pyplot as plt
-    from matplotlib.ticker import MaxNLocator
 
     caps = results["caps"]
     x = range(len(caps))
     fig, ((ax1, ax2), (ax3, ax4)) = plt.subplots(2, 2, figsize=(13, 8.5))
 
-    bars = ax1.bar(x, [c["count"] for c in caps], color="#4c72b0")
-    ax1.bar_label(bars)
-    ax1.yaxis.set_major_locator(MaxNLocator(integer=True))
-    ax1.set_ylabel("buckets")
-    ax1.set_title("Buckets DDP made")
-
     steps = [c["step_ms"] for c in caps]
     low = [c["step_ms"] - c["step_ms_range"][0] for c in caps]
     high = [c["step_ms_range"][1] - c["step_ms"] for c in caps]
-    ax2.errorbar(x, steps, yerr=[low, high], fmt="o-", color="#c44e52", capsize=4,
-                 label="median step (bars: min-max of the repeats)")
-    ax2.plot(x, [c["overlap"]["backward_ms"] for c in caps], "s--", color="0.5",
-             label="backward's autograd nodes, DDP's hooks included (profiled steps, median)")
-    ax2.set_ylim(0, 1.2 * max(c["step_ms_range"][1] for c in caps))
-    ax2.set_ylabel("ms per step")
-    ax2.set_title("Step time (slower rank) and backward's autograd nodes")
-    ax2.legend(fontsize=8, loc="lower left")
+    ax1.errorbar(x, steps, yerr=[low, high], fmt="o-", color="#c44e52", capsize=4,
+                 label="median step, slower rank (bars: min-max of the repeats)")
+    ax1.set_ylim(0, 1.2 * max(c["step_ms_range"][1] for c in caps))
+    ax1.set_ylabel("ms per step")
+    ax1.set_title("Step time (unprofiled steps)")
+    ax1.legend(fontsize=8, loc="lower left")
 
-    ax3.plot(x, [c["allreduce_ms"] for c in caps], "o-", color="#8172b2",
+    ax2.plot(x, [c["allreduce_ms"] for c in caps], "o-", color="#8172b2",
              label="all-reduces in the step, summed (comm hook)")
-    ax3.plot(x, [c["after_last_ready_ms"] for c in caps], "s-", color="#dd8452",
+    ax2.plot(x, [c["after_last_ready_ms"] for c in caps], "s-", color="#dd8452",
              label="after the last bucket was ready (not hidden)")
-    if caps[0]["predicted_ms"] is not None:
-        ax3.plot(x, [c["predicted_ms"] for c in caps], "^--", color="0.4",
-                 label="alpha-beta fit: buckets x alpha + bytes x beta")
-    ax3.set_yscale("log")  # the summed in-flight times dwarf the rest
-    ax3.set_ylabel("ms per step (medians, log scale)")
-    ax3.set_title("Communication: measured against the benchmark's fit")
-    ax3.legend(fontsize=8, loc="upper left")
+    ax2.set_yscale("log")  # the summed in-flight times dwarf the rest
+    ax2.set_ylabel("ms per step (medians, log scale)")
+    ax2.set_title("Communication (unprofiled steps)")
+    ax2.legend(fontsize=8, loc="upper left")
 
-    bars = ax4.bar(x, [100 * c["overlap"]["overlapped_share"] for c in caps], color="#55a868")
+    ax3.plot(x, [c["overlap"]["backward_ms"] for c in caps], "s-", color="0.4")
+    ax3.set_ylim(0, 1.2 * max(c["overlap"]["backward_ms"] for c in caps))
+    ax3.set_ylabel("ms per step (median)")
+    ax3.set_title("Backward's autograd nodes, DDP's hooks included (profiled steps)")
+
+    # one bucket: what the trace counts ran inside backward's last node, which calls the hook; not overlap
+    many = [i for i, c in enumerate(caps) if c["count"] > 1]
+    bars = ax4.bar(many, [100 * caps[i]["overlap"]["overlapped_share"] for i in many], color="#55a868")
     ax4.bar_label(bars, fmt="%.0f%%")
+    for i, c in enumerate(caps):
+        if c["count"] == 1:
+            ax4.text(i, 2, "1 bucket:\nnothing to\noverlap", ha="center", va="bottom", fontsize=7, color="0.4")
     ax4.set_ylim(0, 110)
     ax4.set_ylabel("% of all-reduce time")
-    ax4.set_title("All-reduce running while backward computes (profiler)")
+    ax4.set_title("All-reduce running while backward computes (profiled steps)")
 
     for ax in (ax1, ax2, ax3, ax4):
-        ax.set_xticks(list(x), [c["cap"] for c in caps])
-        ax.set_xlabel("bucket_cap_mb (MiB; default: 1 MiB first bucket, 25 MiB after)", fontsize=8)
+        ax.set_xticks(list(x), [f"{c['cap']}\n({c['count']})" for c in caps], fontsize=8)
+        ax.set_xlabel("bucket_cap_mb in MiB (default: 1 MiB first bucket, 25 MiB after), and (buckets)", fontsize=8)
     config, prov = results["config"], results["provenance"]
-    fig.suptitle(f"Buckets and overlap: MiniGPT's {results['gradient_bytes'] / 1e6:.2f} MB of gradients, "
-                 f"{config['world_size']} gloo ranks x {plural(config['threads_per_rank'], 'thread')}, {prov.cores} logical CPUs, "
-                 f"load average {prov.load_average_1min:.1f}, torch {prov.torch}", fontsize=10)
+    fig.suptitle(f"Buckets and overlap: MiniGPT's {results['gradient_bytes'] / MiB:.2f} MiB of gradients, "
+                 f"{config['world_size']} gloo ranks x {plural(config['threads_per_rank'], 'thread')}, {prov.cores} "
+                 f"logical CPUs, torch {prov.torch}", fontsize=10)
     fig.tight_layout()
     save_figure(fig, out / PLOT_NAME)
 
@@ -268,10 +267,9 @@ def rule_table(results: dict) -> str:
         lines.append(f"{c['cap']:>13} {c['first_cap_bytes']:>11,} {c['cap_bytes']:>10,} {c['count']:>7}  "
                      + " ".join(f"{b:,}" for b in c["bytes"]))
     caps = results["caps"]
-    lines.append(f"DDP set the caps as ddp_caps states them: {all(c['caps_as_stated'] for c in caps)}; "
-                 f"the closing rule predicts every cap's buckets: {all(c['rule_agrees'] for c in caps)}; "
-                 f"DDP's own record agrees: {all(c['ddp_agrees'] for c in caps)}; "
-                 f"the same buckets in every block: {all(c['same_buckets_every_block'] for c in caps)}")
+    lines.append(f"caps as stated: {all(c['caps_as_stated'] for c in caps)}; rule predicts the buckets: "
+                 f"{all(c['rule_agrees'] for c in caps)}; DDP's record agrees: {all(c['ddp_agrees'] for c in caps)}; "
+                 f"same buckets every block: {all(c['same_buckets_every_block'] for c in caps)}")
     return "\n".join(lines)
 
 
@@ -286,22 +284,31 @@ def checks(results: dict) -> dict[str, bool]:
 
 
 def bucket_table(results: dict, cap: str = label(TRACE_CAP)) -> str:
-    """One cap's buckets: index, bytes, and their parameters in the order backward filled them."""
-    lines = [f"bucket_cap_mb={cap}:"]
-    for b in by_cap(results)[cap]["buckets"]:
-        lines.append(f"bucket {b['index']}: {b['bytes']:>9,} bytes  " + ", ".join(b["params"]))
+    """One cap's buckets in launch order: bytes, and their tensors in the order backward filled them."""
+    lines = [f"bucket_cap_mb={cap}", f"{'bucket':>6}  {'bytes':>9}  {'tensors':>7}  tensors, first to last to arrive"]
+    lines += [f"{b['index']:>6}  {b['bytes']:>9,}  {len(b['params']):>7}  " + ", ".join(b["params"])
+              for b in by_cap(results)[cap]["buckets"]]
     return "\n".join(lines)
 
 
+def last_bucket_text(results: dict) -> str:
+    """Which tensor completes the last bucket, over every cap swept."""
+    last = {c["buckets"][-1]["params"][-1] for c in results["caps"]}
+    if len(last) == 1:
+        return (f"Every cap's last bucket is completed by `{last.pop()}`: its all-reduce starts after backward and "
+                "cannot overlap it; only the buckets before it can.")
+    return ("The last bucket's last tensor differs between caps (" + ", ".join(f"`{n}`" for n in sorted(last))
+            + "): only the buckets before each cap's last can overlap backward.")
+
+
 def timing_table(results: dict) -> str:
-    """Per cap: median step and its range over repeats, tokens/s, the all-reduces and the fit (ms)."""
+    """Per cap: median step and its range over repeats, tokens/s, the all-reduces summed and not hidden (ms)."""
     lines = [f"{'cap':>8} {'buckets':>7} {'step ms':>8} {'repeats min-max':>16} {'tokens/s':>9} "
-             f"{'all-reduce ms':>13} {'not hidden ms':>13} {'fit ms':>7}"]
+             f"{'all-reduce ms':>13} {'not hidden ms':>13}"]
     for c in results["caps"]:
-        fit = f"{c['predicted_ms']:7.2f}" if c["predicted_ms"] is not None else f"{'-':>7}"
         lines.append(f"{c['cap']:>8} {c['count']:>7} {c['step_ms']:8.1f} "
                      f"{c['step_ms_range'][0]:7.1f}-{c['step_ms_range'][1]:<8.1f} {c['tokens_per_s']:9,.0f} "
-                     f"{c['allreduce_ms']:13.2f} {c['after_last_ready_ms']:13.2f} {fit}")
+                     f"{c['allreduce_ms']:13.2f} {c['after_last_ready_ms']:13.2f}")
     return "\n".join(lines)
 
 
@@ -342,96 +349,103 @@ def equality_table(results: dict) -> str:
     return "\n".join(lines)
 
 
-def takeaway(results: dict) -> str:
-    """What this run shows, in sentences with its numbers; each verdict follows the data."""
+def fit_price(results: dict, most: dict, default: dict, wire: dict | None) -> str:
+    """The benchmark fit's price for the extra all-reduces, as an estimate beside the gap between the fit and a
+    stand-alone run of the gradient bytes (`wire`: notebook 10's results), against the extra step time."""
+    extra_step = most["step_ms"] - default["step_ms"]
+    price = most["predicted_ms"] - default["predicted_ms"]
+    extra = most["count"] - default["count"]
+    text = f"Notebook 07's fit prices the {plural(extra, 'extra all-reduce')} at about {price:.1f} ms, an estimate"
+    ar = (wire or {}).get("allreduce_ms") or {}
+    if ar.get("predicted") is None:
+        return text + "."
+    diff = ar["standalone"] / ar["predicted"] - 1  # as notebook 07 states it: the run against the fit
+    gap = abs(diff)
+    verdict = (f"even {gap:.0%} more, {(1 + gap) * price:.1f} ms, is less than the extra step"
+               if extra_step > (1 + gap) * price else
+               f"even {gap:.0%} less, {(1 - gap) * price:.1f} ms, is more than the extra step"
+               if extra_step < (1 - gap) * price else "the extra step lies within that spread of it")
+    return (text + f": notebook 10 measured the gradient bytes alone {gap:.0%} {'below' if diff < 0 else 'above'} "
+            f"the fit ({ar['standalone']:.2f} against {ar['predicted']:.2f} ms); {verdict}.")
+
+
+def takeaway(results: dict, wire: dict | None = None) -> str:
+    """What this run shows, in sentences with its numbers; each verdict follows the data. `wire`: notebook 10's
+    results, whose stand-alone all-reduce shows how far a run can be from the benchmark's fit."""
     caps, config = results["caps"], results["config"]
     default, best, most = by_cap(results)["default"], fastest(results), most_buckets(results)
     d_o, m_o = default["overlap"], most["overlap"]
     params = lambda c: [b["params"] for b in c["buckets"]]  # noqa: E731
     alike = [c for c in caps if params(c) == params(default)]  # the same buckets: their differences are noise
     alike_what = "single bucket" if default["count"] == 1 else f"{default['count']} buckets"
-    profiled = f"medians of both ranks' {config['plan']['profiled']} profiled steps"
-    profiled_steps = config["plan"]["profiled"] * config["world_size"]
-    lines = [f"- Buckets: DDP's default caps put all {results['gradient_bytes']:,} gradient bytes in "
-             f"{plural(default['count'], 'bucket')}; the caps swept ({', '.join(c['cap'] for c in caps)} MiB) made "
-             f"{min(c['count'] for c in caps)} to {most['count']}, as the closing rule predicts"
-             + ("." if all(c["rule_agrees"] for c in caps) else " (except where rule_table says False).")]
+    profiled = "medians, profiled steps"
+    lines = [f"- Buckets: the caps swept made {min(c['count'] for c in caps)} to {most['count']} buckets"
+             + (", each as the closing rule predicts" if all(c["rule_agrees"] for c in caps) else
+                " (the closing rule fails where rule_table says False)")
+             + f"; the default puts all {results['gradient_bytes'] / MiB:.2f} MiB in {default['count']}."]
 
     more = [c for c in caps if c["count"] > default["count"]]
-    shares = [c["overlap"]["overlapped_share"] for c in more]
     step_shares = lambda c: [overlapped_share([r for r in c["overlap"]["rows"] if (r["rank"], r["step"]) == k])  # noqa: E731
                              for k in dict.fromkeys((r["rank"], r["step"]) for r in c["overlap"]["rows"])]  # per step, rank
-    above = sum(verdict_over_repeats(step_shares(c), step_shares(default)) == "faster" for c in more)
-    trend = ("" if len(more) < 2 else "; rising with the bucket count" if shares == sorted(shares)
-             else "; not rising steadily with the bucket count")
-    rule = f"every one of its {profiled_steps} profiled steps' shares above every one of the default's"
-    compared = (f"every cap with more buckets overlapped more than the default, {rule}" if above == len(more) else
-                f"no cap with more buckets overlapped more than the default by that rule ({rule})" if not above else
-                f"{above} of the {len(more)} caps with more buckets overlapped more than the default, {rule}")
-    lines.append(f"- Overlap: {d_o['overlapped_share']:.0%} of the all-reduce time ran while backward computed "
-                 f"with the default caps, {m_o['overlapped_share']:.0%} with {most['count']} buckets; {compared}"
-                 + (" (" + ", ".join(f"{c['count']} buckets {c['overlap']['overlapped_share']:.0%}" for c in more)
-                    + f"{trend})" if more else "")
-                 + f". After backward the step waited {d_o['after_backward_ms']:.1f} ms against "
-                 f"{m_o['after_backward_ms']:.1f} ms ({profiled}).")
+    misses = [c for c in more if verdict_over_repeats(step_shares(c), step_shares(default)) != "faster"]
+    rule = "in every profiled (step, rank) than the default in any"
+    lows = and_list([f"{min(step_shares(c)):.1%}" for c in misses])
+    named = and_list([f"cap {c['cap']} ({plural(c['count'], 'bucket')})" for c in misses])
+    compared = ("" if not more else f" Every cap with more buckets overlapped more {rule}." if not misses else
+                f" No cap with more buckets overlapped more {rule}." if len(misses) == len(more) else
+                f" {len(more) - len(misses)} of the {len(more)} caps with more buckets overlapped more {rule}; the "
+                f"{'exception' if len(misses) == 1 else 'exceptions'}, {named}, had a step at {lows}, not above the "
+                f"default's highest, {max(step_shares(default)):.1%}.")
+    lines.append(f"- Overlap: {d_o['overlapped_share']:.0%} of the all-reduce time ran while backward computed with "
+                 "the default caps" + (" (one bucket: not real overlap)" if default["count"] == 1 else "")
+                 + f", {m_o['overlapped_share']:.0%} with {most['count']} buckets.{compared} After backward the step "
+                 f"waited {d_o['after_backward_ms']:.1f} ms against {m_o['after_backward_ms']:.1f} ms ({profiled}).")
 
-    speed = f"median {default['step_ms']:.1f} ms, {default['tokens_per_s']:,.0f} tokens/s"
     if best["count"] == default["count"]:
-        lines.append(f"- Speed: no cap with more buckets was faster. The shortest median step, "
-                     f"{best['step_ms']:.1f} ms ({best['tokens_per_s']:,.0f} tokens/s), came with "
-                     f"{plural(best['count'], 'bucket')} (cap {best['cap']}).")
+        speed = (f"no cap with more buckets was faster; the shortest median step, {best['step_ms']:.1f} ms, came with "
+                 f"{plural(best['count'], 'bucket')} (cap {best['cap']}).")
     elif verdict_over_repeats(best["step_ms_range"], default["step_ms_range"], higher_is_faster=False) == "faster":
-        lines.append(f"- Speed: {best['count']} buckets (cap {best['cap']}) gave the shortest median step, "
-                     f"{best['step_ms']:.1f} ms against {default['step_ms']:.1f} ms by default "
-                     f"({default['step_ms'] / best['step_ms']:.2f}x, every repeat faster than every default one; "
-                     f"{best['tokens_per_s']:,.0f} against {default['tokens_per_s']:,.0f} tokens/s).")
+        speed = (f"{best['count']} buckets (cap {best['cap']}) gave the shortest median step, {best['step_ms']:.1f} "
+                 f"ms against {default['step_ms']:.1f} ms ({default['step_ms'] / best['step_ms']:.2f}x, every repeat "
+                 "faster than every default one).")
     else:
-        lines.append(f"- Speed: the fastest cap, {best['cap']} ({best['count']} buckets, median {best['step_ms']:.1f} "
-                     f"ms, repeats {ms_range(best)}), overlaps the default's repeats ({ms_range(default)}, {speed}): "
-                     "no clear gain.")
+        speed = (f"the fastest cap, {best['cap']} ({best['count']} buckets, {best['step_ms']:.1f} ms, repeats "
+                 f"{ms_range(best)}), overlaps the default's repeats ({ms_range(default)}): no clear gain.")
     if len(alike) > 1:
         medians = and_list([f"{c['step_ms']:.1f}" for c in alike])
-        lines[-1] += (f" The caps that make the same {alike_what} as the default "
-                      f"({and_list([c['cap'] for c in alike])}) have medians of {medians} ms: differences of that "
-                      "size are this run's noise.")
+        speed += (f" The caps that make the same {alike_what} ({and_list([c['cap'] for c in alike])}) have medians "
+                  f"of {medians} ms: this run's noise.")
+    lines.append(f"- Speed: {speed}")
 
     extra_step = most["step_ms"] - default["step_ms"]
     versus = verdict_over_repeats(most["step_ms_range"], default["step_ms_range"], higher_is_faster=False)
     if versus == "slower":
-        bench = results.get("benchmark") or {}
-        fit_from = ", ".join(([f"measured on {bench['date'][:10]}"] if bench.get("date") else [])
-                             + ([f"worst miss {bench['fit']['max_relative_error']:.0%} against its own medians"]
-                                if bench.get("fit") else []))
-        cost = (f"{extra_step:.1f} ms more a step, where the benchmark's alpha-beta fit"
-                f"{f' ({fit_from})' if fit_from else ''} adds {most['predicted_ms'] - default['predicted_ms']:.1f} ms "
-                "for the extra all-reduces" if most["predicted_ms"] is not None else f"{extra_step:.1f} ms more a step")
+        price = f" {fit_price(results, most, default, wire)}" if most["predicted_ms"] is not None else ""
         backward = f"{m_o['backward_ms']:.1f} ms against {d_o['backward_ms']:.1f} ms ({profiled})"
         if m_o["backward_ms"] > 1.1 * d_o["backward_ms"]:
             alike_backward = [c["overlap"]["backward_ms"] for c in alike]
-            spread = (f", and {min(alike_backward):.1f}-{max(alike_backward):.1f} ms across the caps that make the "
+            spread = (f"; {min(alike_backward):.1f}-{max(alike_backward):.1f} ms across the caps that make the "
                       f"same {alike_what}" if len(alike) > 1 else "")
-            why = (f"Backward's autograd nodes took longer, {backward}, consistent with the all-reduces that overlap "
-                   f"backward slowing it: gloo's threads run on the same {results['provenance'].cores} logical CPUs, and "
-                   "DDP's per-bucket work (copying gradients into buckets, calling the comm hook) runs inside "
-                   f"backward's autograd nodes, where the profiler counts it. With {profiled_steps} samples per cap{spread}, "
-                   "this is a correlation, not a measured cause (the figure shows the trend over every cap).")
+            why = (f" Backward's autograd nodes took longer, {backward}{spread}: gloo's threads share the "
+                   f"{results['provenance'].cores} logical CPUs with backward, and DDP's per-bucket work runs inside "
+                   f"backward's nodes. With {config['plan']['profiled'] * config['world_size']} samples per cap, a "
+                   "correlation, not a measured cause.")
         else:
-            why = (f"Backward's autograd nodes took about as long, {backward}: the extra time is outside "
-                   "backward's autograd nodes.")
-        lines.append(f"- Cost: with {most['count']} buckets the step took {most['step_ms']:.1f} ms "
-                     f"({most['step_ms'] / default['step_ms']:.2f}x the default): {cost}. {why}")
+            why = f" Backward's autograd nodes took about as long, {backward}: the extra time is outside them."
+        lines.append(f"- Cost: with {most['count']} buckets the step took {most['step_ms']:.1f} ms, "
+                     f"{most['step_ms'] / default['step_ms']:.2f}x the default's ({extra_step:.1f} ms more).{price}{why}")
     elif versus == "faster":
         lines.append(f"- Cost: even with {most['count']} buckets the step was shorter, {most['step_ms']:.1f} ms against "
-                     f"{default['step_ms']:.1f} ms by default, every repeat below every default one: more overlap, "
-                     "less waiting or less of something else; the trace does not say which part.")
+                     f"{default['step_ms']:.1f} ms, every repeat below every default one; the trace does not say "
+                     "which part gained.")
     else:
         lines.append(f"- Cost: with {most['count']} buckets the step took {most['step_ms']:.1f} ms against "
                      f"{default['step_ms']:.1f} ms by default: no clear difference, the repeats' ranges overlap.")
     equal = sum(c["ranks_equal"] for c in caps)
     same = all(c["same_as_first_block"] for c in caps)
-    lines.append(f"- Equality: both ranks held bitwise-equal weights after every block for {equal} of {len(caps)} "
-                 "caps; " + ("every block ended with the same weights, whatever the cap."
-                             if same else "the caps' final weights differ from each other (equality_table)."))
+    lines.append(f"- Equality: both ranks bitwise equal after every block for {equal} of {len(caps)} caps; "
+                 + ("every block ended with the same weights, whatever the cap."
+                    if same else "the caps' final weights differ from each other (equality_table)."))
     return "\n".join(lines)
 
 

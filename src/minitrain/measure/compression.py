@@ -1,13 +1,13 @@
 """Gradient compression on gloo: DDP's fp16 and bf16 compress hooks and PowerSGD against the plain
-all-reduce, in bytes on the sockets, time, learning, and whether the ranks stay bitwise equal.
+all-reduce, in bytes on the sockets, learning, and whether the ranks stay bitwise equal.
 
     python -m minitrain.measure.compression [--out DIR] [--quick]
 
 The driver starts this module under the lab's torchrun (2 ranks, loopback only). Each rank trains
 a fresh MiniGPT per variant from the same seeds on the same batches (experiments/35-ddp-cpu/
 train.py's model, batch and AdamW), with the variant's comm hook inside the lab's instrumented
-hook; it reads the kernel's byte counters of the gloo connection around the steps, then times
-blocks of steps of every variant in turn. More plain runs with other seeds give the yardstick for
+hook; it reads the kernel's byte counters of the gloo connection around the steps. It does not
+time them: one bucket on one machine's loopback says nothing about a network. More plain runs with other seeds give the yardstick for
 learning: how much the seed alone moves validation loss and grammar accuracy. Before training,
 the ranks all-reduce pytorch/pytorch#152300's fp16 reproducer and compare it with the exact sum.
 The driver scores each run's weights and writes compression.json and compression.png.
@@ -24,7 +24,6 @@ from minitrain.artifacts import save_figure
 from minitrain.data import SEED_BASE
 from minitrain.lab.reporting.report import plural
 from minitrain.lab.reporting.results_file import Finding
-from minitrain.lab.reporting.verdict import verdict_over_repeats
 from minitrain.measure.compression_ranks import (CONTROL_SEED_STEP, MIN_COMPRESSION_RATE, RUN_MARK, VARIANTS, Plan,
                                                  powersgd_matrices, powersgd_rank, theory, worker)
 from minitrain.measure.measurement import Measurement, progress, relaunch
@@ -49,11 +48,6 @@ def sent_per_step(run: dict, first: int, last: int, steps: int) -> float | None:
     return ((b["sent"] - b["retransmitted"]) - (a["sent"] - a["retransmitted"])) / steps
 
 
-def block_medians(blocks: list[dict], variant: str, key: str) -> list[float]:
-    """Median of `key` per block of a variant, in repeat order."""
-    return [statistics.median(b[key]) for b in blocks if b["variant"] == variant]
-
-
 def analyse(notes: list[dict], scores: dict[tuple[str, int], dict], states: dict[tuple[str, int], Comparison],
             pairs: int) -> dict:
     """compression.json's content (without provenance) from both ranks' notes, each run's scores
@@ -67,7 +61,6 @@ def analyse(notes: list[dict], scores: dict[tuple[str, int], dict], states: dict
     spread = {metric: statistics.stdev(scores[k][metric] for k in controls_runs) if len(controls_runs) > 1 else None
               for metric in ("val_loss", "accuracy")}
     plain = scores[("plain", SEED_BASE)]
-    plain_step = block_medians(first["blocks"], "plain", "step_ms")
 
     variants = []
     for variant in plan["variants"]:
@@ -75,17 +68,11 @@ def analyse(notes: list[dict], scores: dict[tuple[str, int], dict], states: dict
         sent = [sent_per_step(r, 1, 2, measured_steps) for r in runs]
         warm = [sent_per_step(r, 0, 1, plan["warmup"]) for r in runs]
         score, comparison = scores[(variant, SEED_BASE)], states[(variant, SEED_BASE)]
-        step = block_medians(first["blocks"], variant, "step_ms")
-        hook = [ms for note in notes for b in note["blocks"] if b["variant"] == variant for ms in b["hook_ms"]]
         variants.append({
             "name": variant, "label": VARIANTS[variant], "theory": theory(variant, shapes, n),
             "sent_per_rank": None if None in sent else sent,
             "sent": None if None in sent else statistics.fmean(sent),
             "warmup_sent": None if None in warm else statistics.fmean(warm),
-            "step_ms": statistics.median(step), "step_ms_per_repeat": step,
-            "hook_ms": statistics.median(hook),
-            "faster_than_plain_in_every_repeat": all(s < p for s, p in zip(step, plain_step)),
-            "slower_than_plain_in_every_repeat": all(s > p for s, p in zip(step, plain_step)),
             "val_loss": score["val_loss"], "accuracy": score["accuracy"],
             "val_loss_minus_plain": score["val_loss"] - plain["val_loss"],
             "accuracy_minus_plain": score["accuracy"] - plain["accuracy"],
@@ -98,8 +85,6 @@ def analyse(notes: list[dict], scores: dict[tuple[str, int], dict], states: dict
         row["theory"]["over_plain"] = row["theory"]["bytes"] / plain_row["theory"]["bytes"]
         row["sent_over_theory"] = row["sent"] / row["theory"]["bytes"] if row["sent"] is not None else None
         row["sent_over_plain"] = row["sent"] / plain_row["sent"] if row["sent"] is not None else None
-        row["step_over_plain"] = row["step_ms"] / plain_row["step_ms"]
-        row["hook_over_plain"] = row["hook_ms"] / plain_row["hook_ms"]
         row["val_loss_shift_in_spreads"] = row["val_loss_minus_plain"] / spread["val_loss"] if spread["val_loss"] else None
         row["accuracy_shift_in_spreads"] = (row["accuracy_minus_plain"] / spread["accuracy"]
                                             if spread["accuracy"] else None)
@@ -123,12 +108,6 @@ def analyse(notes: list[dict], scores: dict[tuple[str, int], dict], states: dict
         "bytes_source": ("the kernel's tcp_info counters of gloo's pair sockets (ss -tin), read in each rank around "
                          f"the steps after the warm-up ({measured_steps} steps)" if plain_row["sent"] is not None
                          else "not available on this OS (needs Linux's ss and /proc)"),
-        "time_method": f"{plan['repeats']} repeats of a block of {plan['block']} steps per variant after training, "
-                       "the order rotated each repeat; step: rank 0's median per block, then the median of the "
-                       "blocks; a variant is faster or slower than plain only if so in every repeat and its "
-                       "blocks' range does not overlap plain's; comm hook: from DDP's call of the hook to its "
-                       "future's completion (compression, all-reduce and decompression), median over every block "
-                       "step of both ranks",
     }
 
 
@@ -163,22 +142,8 @@ def by_name(results: dict) -> dict[str, dict]:
     return {v["name"]: v for v in results["variants"]}
 
 
-def step_verdict(v: dict, plain: dict) -> dict:
-    """A variant's step against plain's, repeat by repeat: faster or slower only if so in every repeat
-    AND its repeats' range (min-max) does not overlap plain's (notebook 11's rule): with 3 repeats,
-    'every repeat' alone happens by chance one time in four."""
-    mine, theirs = v["step_ms_per_repeat"], plain["step_ms_per_repeat"]
-    faster, slower = sum(a < b for a, b in zip(mine, theirs)), sum(a > b for a, b in zip(mine, theirs))
-    n, separate = len(mine), verdict_over_repeats(mine, theirs) != "no clear winner"
-    verdict = ("faster" if faster == n and separate else "slower" if slower == n and separate
-               else "no clear difference")
-    count = f"faster in {faster} of {n}" if faster >= slower else f"slower in {slower} of {n}"
-    ranges = f"repeats {min(mine):.1f}-{max(mine):.1f} ms against plain's {min(theirs):.1f}-{max(theirs):.1f} ms"
-    return {"verdict": verdict, "count": count, "apart": separate, "ranges": ranges}
-
-
 def findings(results: dict) -> list[Finding]:
-    """Bytes against plain, step time against plain, learning against the seed spread, equal ranks, #152300."""
+    """Bytes against plain, learning against the seed spread, equal ranks, #152300."""
     rows = by_name(results)
     fp16, psgd = rows.get("fp16"), rows.get("powersgd-1")
     spread = results["seed_spread"]
@@ -192,12 +157,6 @@ def findings(results: dict) -> list[Finding]:
                        f"bytes each rank's gloo sockets sent per step with {row['label']} against the plain "
                        f"all-reduce (theory {row['theory']['over_plain']:.3f})" if row["sent"] is not None
                        else "socket counters are not available on this OS") for key, row in compressed]
-    for key, row in compressed:
-        judged = step_verdict(row, rows["plain"])
-        records.append(Finding(f"{key}_step_over_plain", row["step_over_plain"], "ratio",
-                               f"median step time with {row['label']} against plain (comm hook "
-                               f"{row['hook_ms']:.2f} ms against {rows['plain']['hook_ms']:.2f} ms); "
-                               f"{judged['count']} repeats, {judged['ranges']}: {judged['verdict']}"))
     records.append(Finding(
         "largest_val_loss_shift", known[worst] if worst else None, "seed spreads",
         (f"validation loss minus plain's, in seed spreads ({spread['val_loss']:.4f} nats, the standard deviation "
@@ -275,20 +234,6 @@ def counted_check(results: dict) -> str:
     return "\n".join(lines)
 
 
-def time_table(results: dict) -> str:
-    """Median step and comm-hook time per variant, against plain, and the verdict over the repeats."""
-    plain = by_name(results)["plain"]
-    lines = [f"{'variant':<12}{'step ms':>9}{'/plain':>8}{'hook ms':>9}{'/plain':>8}   step per repeat (ms)"]
-    for v in results["variants"]:
-        judged = step_verdict(v, plain)
-        verdict = ("" if v is plain else f"  {judged['count']}, ranges {'apart' if judged['apart'] else 'overlap'}: "
-                   f"{judged['verdict']}")
-        lines.append(f"{v['name']:<12}{v['step_ms']:>9.1f}{v['step_over_plain']:>8.2f}{v['hook_ms']:>9.2f}"
-                     f"{v['hook_over_plain']:>8.2f}   {' '.join(f'{s:.1f}' for s in v['step_ms_per_repeat'])}{verdict}")
-    lines.append(results["time_method"])
-    return "\n".join(lines)
-
-
 def learning_table(results: dict) -> str:
     """Validation loss and accuracy per variant, their difference from plain in seed spreads, equal ranks."""
     spread = results["seed_spread"]
@@ -322,14 +267,15 @@ def half_check_table(results: dict) -> str:
 
 
 def plot(results: dict, out: Path) -> None:
-    """Bytes (sockets vs theory), time (step and comm hook), validation loss and accuracy with the seed spread."""
+    """Bytes (sockets vs theory); validation loss and accuracy against the plain runs' mean and seed spread."""
     import matplotlib.pyplot as plt
 
     rows = results["variants"]
     names = [v["name"] for v in rows]
     x = np.arange(len(rows))
-    fig, axes = plt.subplots(2, 2, figsize=(13, 8.5))
-    ax1, ax2, ax3, ax4 = axes.flat
+    fig, (ax1, ax3, ax4) = plt.subplots(1, 3, figsize=(16, 5.2))
+    ticks = {"labels": names, "rotation": 20, "ha": "right"}  # names side by side would overlap
+    below = {"loc": "upper center", "bbox_to_anchor": (0.5, -0.17), "fontsize": 8}  # legends off the data
 
     theory_kb = [v["theory"]["bytes"] / 1e3 for v in rows]
     if rows[0]["sent"] is not None:
@@ -338,20 +284,10 @@ def plot(results: dict, out: Path) -> None:
     else:
         ax1.text(0.5, 0.5, "socket counters:\nnot available on this OS", transform=ax1.transAxes, ha="center")
     ax1.bar(x + 0.2, theory_kb, 0.4, color="#4c72b0", label="theory: 2(N-1)/N x what is all-reduced, N ranks")
-    ax1.set_xticks(x, names)
+    ax1.set_xticks(x, **ticks)
     ax1.set_ylabel("kB sent per rank per step")
     ax1.set_title("Bytes on the wire (labels: measured / plain)")
-    ax1.legend(fontsize=8)
-
-    ax2.bar(x - 0.2, [v["step_ms"] for v in rows], 0.4, color="#8172b2", label="step (median of blocks)")
-    ax2.bar(x + 0.2, [v["hook_ms"] for v in rows], 0.4, color="#dd8452",
-            label="comm hook: compress + all-reduce + decompress")
-    for i, v in enumerate(rows):
-        ax2.plot([i - 0.2] * len(v["step_ms_per_repeat"]), v["step_ms_per_repeat"], "k.", ms=4)
-    ax2.set_xticks(x, names)
-    ax2.set_ylabel("ms")
-    ax2.set_title("Time per step (dots: each repeat's block median)")
-    ax2.legend(fontsize=8)
+    ax1.legend(**below)
 
     spread = results["seed_spread"]
     for ax, key, label in ((ax3, "val_loss", "validation loss (nats)"), (ax4, "accuracy", "minimal-pair accuracy")):
@@ -363,20 +299,21 @@ def plot(results: dict, out: Path) -> None:
         seeds = [c[key] for c in results["seed_controls"]]
         ax.plot([-0.25] * len(seeds), seeds, "x", color="0.3", ms=7, label="plain, other seeds")
         if spread[key]:
-            ax.axhspan(values[0] - spread[key], values[0] + spread[key], color="0.85", zorder=0,
-                       label=f"plain ± 1 seed spread (sd of {spread['runs']} plain runs)")
+            mean = statistics.fmean([values[0], *seeds])  # every plain run, the spread's own runs
+            ax.axhspan(mean - spread[key], mean + spread[key], color="0.85", zorder=0,
+                       label=f"mean of the {spread['runs']} plain runs ± 1 seed spread (their sd)")
         ax.margins(y=0.15)
-        ax.set_xticks(x, names)
+        ax.set_xticks(x, **ticks)
         ax.set_xlim(-0.6, len(rows) - 0.4)
         ax.set_ylabel(label)
-        ax.legend(fontsize=8, loc="best")
+        ax.legend(**below)
     ax3.set_title(f"Learning after {results['config']['plan']['steps']} steps, same global batch")
     ax4.set_title(f"Grammar probe, {results['pairs']} pairs")
 
     config, prov = results["config"], results["provenance"]
     fig.suptitle(f"Gradient compression on gloo: {config['world_size']} ranks x "
-                 f"{plural(config['threads_per_rank'], 'thread')}, {prov.cores} logical CPUs, load average {prov.load_average_1min:.1f}, "
-                 f"torch {prov.torch}", fontsize=10)
+                 f"{plural(config['threads_per_rank'], 'thread')}, {prov.cores} logical CPUs, torch {prov.torch}",
+                 fontsize=10)
     fig.tight_layout()
     save_figure(fig, out / PLOT_NAME)
 
@@ -394,43 +331,21 @@ def checks(results: dict) -> dict[str, bool]:
 
 def takeaway(results: dict) -> str:
     """The notebook's takeaway sentences, with this run's numbers and verdicts."""
-    rows = by_name(results)
-    plain, lines = rows["plain"], []
-    if plain["sent"] is not None:
-        lines.append("- Bytes: " + "; ".join(f"{v['name']} sent {v['sent_over_plain']:.3f} x plain's bytes per step "
-                                              f"(theory {v['theory']['over_plain']:.3f})"
-                                              for v in results["variants"][1:]) + ".")
-    verdicts = {v["name"]: step_verdict(v, plain) for v in results["variants"][1:]}
-    for v in results["variants"][1:]:
-        judged = verdicts[v["name"]]
-        lines.append(f"- {v['name']}: step {v['step_over_plain']:.2f} x plain's, {judged['count']} repeats, "
-                     f"{judged['ranges']}: {judged['verdict']}; comm hook {v['hook_ms']:.2f} ms against "
-                     f"{plain['hook_ms']:.2f} ms.")
-    faster = [name for name, judged in verdicts.items() if judged["verdict"] == "faster"]
-    if faster:
-        lines.append(f"- Compression shortened the step on this machine with {', '.join(faster)}: fewer bytes "
-                     "saved more time than the compression cost.")
-    else:
-        fp16 = rows.get("fp16")
-        hooks = (f": fp16's comm hook took {fp16['hook_ms']:.2f} ms for half the bytes against plain's "
-                 f"{plain['hook_ms']:.2f} ms, in a {plain['step_ms']:.1f} ms step" if fp16 else "")
-        lines.append("- On this machine no compression made the step reliably shorter. Two processes on one machine "
-                     f"talk over loopback, and fewer bytes saved little{hooks}. The likely reasons: the casts, "
-                     "PowerSGD's matrix products and its extra all-reduces run on the same cores as training, and "
-                     "every all-reduce pays a fixed start-up cost; the run times the comm hook as a whole and does "
-                     "not separate these costs from the transfer.")
+    lines = []
+    if results["variants"][0]["sent"] is not None:
+        lines.append("- Bytes per step against plain, measured (theory): " + ", ".join(
+            f"{v['name']} {v['sent_over_plain']:.3f} ({v['theory']['over_plain']:.3f})" for v in results["variants"][1:])
+            + ".")
     spread = results["seed_spread"]
     if spread["val_loss"]:
         inside = [v["name"] for v in results["variants"][1:] if abs(v["val_loss_shift_in_spreads"]) <= 1]
         outside = [v["name"] for v in results["variants"][1:] if abs(v["val_loss_shift_in_spreads"]) > 1]
         plan = results["config"]["plan"]
-        lines.append(f"- Learning after {plan['steps']} steps (PowerSGD compressed the last "
-                     f"{plan['steps'] - plan['warmup']}): validation loss within one seed "
-                     f"spread ({spread['val_loss']:.4f} nats) of plain: {', '.join(inside) or 'none'}; beyond it: "
-                     f"{', '.join(outside) or 'none'}.")
-    equal = [v["name"] for v in results["variants"] if v["ranks_bitwise_equal"]]
-    lines.append(f"- The ranks' weights were bitwise equal after training with {len(equal)} of "
-                 f"{len(results['variants'])} variants ({', '.join(equal)}).")
+        lines.append(f"- Validation loss after {plan['steps']} steps (PowerSGD compressed the last "
+                     f"{plan['steps'] - plan['warmup']}), against plain's: within one seed spread: "
+                     f"{', '.join(inside) or 'none'}; beyond it: {', '.join(outside) or 'none'}.")
+    equal = sum(v["ranks_bitwise_equal"] for v in results["variants"])
+    lines.append(f"- Ranks bitwise equal after training: {equal} of {len(results['variants'])} variants.")
     check = results["half_allreduce_check"]["dtypes"]
     lines.append(f"- {ISSUE}: {check['float16']['mismatches']:,} float16 and {check['bfloat16']['mismatches']:,} "
                  f"bfloat16 elements differed from the exact sum with this torch's gloo.")

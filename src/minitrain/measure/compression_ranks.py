@@ -35,14 +35,12 @@ VARIANTS = {  # name -> what it sends, for tables and figures
 
 @dataclass(frozen=True)
 class Plan:
-    """How long each run trains, which variants run, the timing blocks after training, the scoring."""
+    """How long each run trains, which variants run, the scoring."""
 
     steps: int = 300
     warmup: int = 30  # PowerSGD's start_powerSGD_iter: plain all-reduce before it (its docs: about 10% of training)
     variants: tuple[str, ...] = tuple(VARIANTS)
     seed_controls: int = 3  # more plain runs with other seeds: the learning yardstick
-    repeats: int = 3  # timing: blocks of steps of every variant in turn, the order rotated each repeat
-    block: int = 12
     check_elements: int = 24_063_328  # #152300's reproducer: 24,063,328 float16 values per rank
     pairs: int | None = None  # minimal pairs scored (None: all)
     val_batches: int = VAL_BATCHES
@@ -50,8 +48,8 @@ class Plan:
     @classmethod
     def quick(cls) -> "Plan":
         """A few steps of plain, fp16 and powersgd-1: seconds, for tests."""
-        return cls(steps=6, warmup=2, variants=("plain", "fp16", "powersgd-1"), seed_controls=1, repeats=2,
-                   block=2, check_elements=1 << 20, pairs=QUICK_PAIRS, val_batches=QUICK_VAL_BATCHES)
+        return cls(steps=6, warmup=2, variants=("plain", "fp16", "powersgd-1"), seed_controls=1,
+                   check_elements=1 << 20, pairs=QUICK_PAIRS, val_batches=QUICK_VAL_BATCHES)
 
 
 def powersgd_rank(variant: str) -> int | None:
@@ -141,9 +139,9 @@ def powersgd_counts(state: object, compressed_steps: int) -> dict | None:
 
 
 def train_run(variant: str, seed: int, plan: Plan, corpus_dir: Path, work: Path, rank: int, world_size: int,
-              endpoints: list[str]) -> tuple[dict, DDPRank]:
+              endpoints: list[str]) -> tuple[dict, dict[str, list[int]]]:
     """Train one variant from `seed` for plan.steps steps; socket bytes before, at the end of the
-    warm-up and after; each rank's final weights saved into the work folder."""
+    warm-up and after; each rank's final weights saved into the work folder. Also the parameters' shapes."""
     comm_hook, state = make_comm_hook(variant, plan.warmup)
     trainer = DDPRank(rank, world_size, corpus_dir, seed_base=seed, comm_hook=comm_hook, comm_state=state)
     barrier()
@@ -156,35 +154,21 @@ def train_run(variant: str, seed: int, plan: Plan, corpus_dir: Path, work: Path,
     state_file = f"{variant}-seed{seed}-rank{rank}.pt"
     torch.save(trainer.model.state_dict(), work / state_file)
     run = {"variant": variant, "seed": seed, "bytes": marks, "loss": [r.loss for r in records],
-           "step_ms": [r.step_ms for r in records], "hook_ms": [r.allreduce_ms for r in records],
            "state_file": state_file, "powersgd": powersgd_counts(state, plan.steps - plan.warmup)}
-    return run, trainer
+    return run, {name: list(p.shape) for name, p in trainer.model.named_parameters()}
 
 
 def worker(plan: Plan, corpus_dir: Path, work: Path, rank: int, world_size: int) -> dict:
-    """One rank: the fp16 check, every variant's run, the seed controls, then the timing blocks."""
+    """One rank: the fp16 check, every variant's run, the seed controls."""
     check = half_allreduce_check(plan.check_elements, rank, world_size)
     endpoints = gloo_pair_endpoints(my_connections())
-    runs, trainers = [], {}
+    runs = []
     jobs = [(v, SEED_BASE) for v in plan.variants] + [
         ("plain", SEED_BASE + CONTROL_SEED_STEP * k) for k in range(1, plan.seed_controls + 1)]
     for variant, seed in jobs:
-        run, trainer = train_run(variant, seed, plan, corpus_dir, work, rank, world_size, endpoints)
+        run, shapes = train_run(variant, seed, plan, corpus_dir, work, rank, world_size, endpoints)
         runs.append(run)
-        if seed == SEED_BASE:
-            trainers[variant] = trainer  # kept for the timing blocks
         if rank == 0:
             print(f"{RUN_MARK} {variant}, seed {seed}", flush=True)
-
-    blocks = []  # every variant in turn, the order rotated: all see the same machine
-    for repeat in range(plan.repeats):
-        shift = repeat % len(plan.variants)
-        for variant in plan.variants[shift:] + plan.variants[:shift]:
-            barrier()
-            records = trainers[variant].steps(plan.block)
-            blocks.append({"repeat": repeat, "variant": variant, "step_ms": [r.step_ms for r in records],
-                           "hook_ms": [r.allreduce_ms for r in records]})
-    model = trainers["plain"].model
     return {"rank": rank, "world_size": world_size, "threads": torch.get_num_threads(), "plan": asdict(plan),
-            "shapes": {name: list(p.shape) for name, p in model.named_parameters()},
-            "half_check": check, "pair_endpoints": endpoints, "runs": runs, "blocks": blocks}
+            "shapes": shapes, "half_check": check, "pair_endpoints": endpoints, "runs": runs}

@@ -12,6 +12,7 @@ and controls_learning.png into --out (default experiments/35-ddp-cpu/beyond/).
 
 import argparse
 import contextlib
+import functools
 import math
 import tempfile
 import time
@@ -99,9 +100,10 @@ def measure(out: Path, plan: Plan, corpus_dir: Path, echo, steps: int | None = N
                 bar.write(f"{case}: {nproc} process(es), {cases[case]['seconds']:.0f} s")
                 bar.update()
         print("== scoring the initial and final weights on val.jsonl and pairs.jsonl", flush=True)
+        # each pair's outcome too: the two runs' accuracies are compared pair by pair (accuracy_test)
         metrics = {"before": final_metrics(None, corpus_dir, pairs, val_batches),
-                   "1proc": final_metrics(runs / "1proc" / "state-rank-0.pt", corpus_dir, pairs, val_batches),
-                   "2proc": final_metrics(runs / "ddp" / "state-rank-0.pt", corpus_dir, pairs, val_batches)}
+                   "1proc": final_metrics(runs / "1proc" / "state-rank-0.pt", corpus_dir, pairs, val_batches, True),
+                   "2proc": final_metrics(runs / "ddp" / "state-rank-0.pt", corpus_dir, pairs, val_batches, True)}
 
     drift = {case: drift_curve(cases[case]) for case in CASES}
     learning = {label: {"nproc": cases[case]["run"].world_size,
@@ -139,24 +141,61 @@ def plot(results: dict, out: Path) -> None:
     plot_learning(results, out / "controls_learning.png")
 
 
-def same_accuracy(a: float, b: float, n: int) -> bool:
-    """True when two accuracies on n pairs differ by less than two standard errors of their difference
-    (binomial, as if independent: sqrt(2) x one accuracy's)."""
-    p = (a + b) / 2
-    return abs(a - b) < 2 * math.sqrt(2 * max(p * (1 - p), 1e-12) / n)
-
-
 LOSS_TOLERANCE = 0.05  # nats of validation loss; well under what 100 more steps change it here
+ALPHA = 0.05  # significance level of the paired accuracy test
+
+
+def mcnemar_p(b: int, c: int) -> float:
+    """Exact two-sided McNemar p-value: b pairs only one model got right, c only the other."""
+    n = b + c
+    return min(1.0, 2 * sum(math.comb(n, i) for i in range(min(b, c) + 1)) / 2 ** n) if n else 1.0
+
+
+@functools.lru_cache
+def pairing_bounds(wins_a: int, wins_b: int, n: int) -> tuple[int, int, float, float]:
+    """Over every way two models' wins on the same n pairs can overlap: the fewest and the most
+    discordant pairs, and the lowest and the highest exact McNemar p-value."""
+    gap, more, fewer = abs(wins_a - wins_b), max(wins_a, wins_b), min(wins_a, wins_b)
+    # b pairs only the better model won, b - gap only the other: b from gap up to what n allows
+    only_better = range(gap, min(more, n - fewer) + 1)
+    p = [mcnemar_p(b, b - gap) for b in only_better]
+    return gap, 2 * only_better[-1] - gap, min(p), max(p)
+
+
+def accuracy_test(results: dict) -> tuple[bool | None, str]:
+    """Do the two runs' accuracies on the same pairs differ (exact McNemar test, p < ALPHA)? None: the
+    results cannot tell (no per-pair outcomes, and some pairings would differ, others not); and why."""
+    one, two, n = results["learning"]["1proc"], results["learning"]["2proc"], results["pairs"]
+    if "pair_outcomes" in one and "pair_outcomes" in two:
+        b = sum(x > y for x, y in zip(one["pair_outcomes"], two["pair_outcomes"]))
+        c = sum(x < y for x, y in zip(one["pair_outcomes"], two["pair_outcomes"]))
+        p = mcnemar_p(b, c)
+        return p < ALPHA, (f"{b} pairs right with 1 process only, {c} with 2 only: exact McNemar p = {p:.2g}, "
+                           f"{'a' if p < ALPHA else 'no'} difference at {ALPHA}")
+    fewest, most, low, high = pairing_bounds(round(one["accuracy"] * n), round(two["accuracy"] * n), n)
+    pairing = f"without per-pair outcomes, {fewest} to {most} pairs may be right in one run only"
+    if low >= ALPHA:
+        return False, f"{pairing}; even {fewest} gives exact McNemar p = {low:.2g}: no difference under any pairing"
+    if high < ALPHA:
+        return True, f"{pairing}; even {most} gives exact McNemar p = {high:.2g}: a difference under every pairing"
+    return None, (f"{pairing}, p from {low:.2g} to {high:.2g}: the paired test needs the per-pair outcomes, "
+                  "which `make measurements` now records")
 
 
 def learning_verdict(results: dict) -> str:
-    """'same', 'better', 'worse' or 'different': 2 processes against 1, beyond the noise allowed."""
+    """'same', 'better', 'worse' or 'different': 2 processes against 1, beyond the noise allowed;
+    'undecided' when the answer hangs on an accuracy test the results cannot settle."""
     one, two = results["learning"]["1proc"], results["learning"]["2proc"]
     loss_gap, accuracy_gap = two["val_loss"] - one["val_loss"], two["accuracy"] - one["accuracy"]
-    accuracy_differs = not same_accuracy(one["accuracy"], two["accuracy"], results["pairs"])
-    better = loss_gap <= -LOSS_TOLERANCE or (accuracy_differs and accuracy_gap > 0)
-    worse = loss_gap >= LOSS_TOLERANCE or (accuracy_differs and accuracy_gap < 0)
-    return "different" if better and worse else "better" if better else "worse" if worse else "same"
+
+    def verdict(accuracy_differs: bool) -> str:
+        better = loss_gap <= -LOSS_TOLERANCE or (accuracy_differs and accuracy_gap > 0)
+        worse = loss_gap >= LOSS_TOLERANCE or (accuracy_differs and accuracy_gap < 0)
+        return "different" if better and worse else "better" if better else "worse" if worse else "same"
+
+    differs = accuracy_test(results)[0]
+    verdicts = {verdict(d) for d in ((True, False) if differs is None else (differs,))}
+    return verdicts.pop() if len(verdicts) == 1 else "undecided"
 
 
 def findings(results: dict) -> list[Finding]:
@@ -174,7 +213,7 @@ def findings(results: dict) -> list[Finding]:
         Finding("val_loss_2proc_minus_1proc", two["val_loss"] - one["val_loss"], "nats",
                 f"validation loss of 2 DDP processes minus 1 process on the same global batch "
                 f"({two['val_loss']:.3f} against {one['val_loss']:.3f}); learning: {verdict} "
-                f"(losses within {LOSS_TOLERANCE} nats; accuracies within 2 standard errors of their difference)"),
+                f"(same: losses within {LOSS_TOLERANCE} nats, accuracies not different by an exact paired test at {ALPHA})"),
         Finding("accuracy_2proc_minus_1proc", two["accuracy"] - one["accuracy"], "minimal-pair accuracy",
                 f"{two['accuracy']:.3f} against {one['accuracy']:.3f} on {results['pairs']} pairs"),
     ]
@@ -187,27 +226,28 @@ def what_ran(results: dict) -> str:
 
 
 def drift_table(results: dict) -> str:
-    """The largest |parameter difference| between the ranks after a few steps, per case (0 printed as 0)."""
-    drift, steps = results["drift"], results["steps"]
-    lines = [f"{'after step':>10}  {'DDP':>8}  {'no_sync()':>10}  {'no-op hook':>10}"]
+    """The largest |parameter difference| between the ranks after a few steps n, per case (0 printed
+    as 0), and the no_sync() drift over n x 2 x lr."""
+    drift, steps, lr = results["drift"], results["steps"], results["lr"]
+    lines = [f"{'after step n':>12}  {'DDP':>5}  {'no_sync()':>10}  {'no-op hook':>10}  {'no_sync() / (n x 2 x lr)':>24}"]
     for step in sorted({1, 2, 10, steps // 2, steps} & set(range(1, steps + 1))):
         d = {case: drift[case][step - 1] for case in drift}
         ddp = f"{d['ddp']:.1e}" if d["ddp"] else "0"
-        lines.append(f"{step:>10}  {ddp:>8}  {d['no-sync']:>10.1e}  {d['noop']:>10.1e}")
+        lines.append(f"{step:>12}  {ddp:>5}  {d['no-sync']:>10.1e}  {d['noop']:>10.1e}  "
+                     f"{d['no-sync'] / (step * 2 * lr):>24.2f}")
     return "\n".join(lines)
 
 
 def drift_checks(results: dict) -> str:
-    """The control's verdicts: DDP exactly 0, the two controls identical, the first step's drift / (2 lr)."""
+    """The control's verdicts: DDP exactly 0, the two controls identical."""
     return "\n".join([
         f"DDP: exactly 0 at every step: {results['ddp_drift_exactly_zero']}",
-        f"no_sync() and the no-op hook drift identically, step by step: {results['noop_equals_no_sync']}",
-        f"drift after the first step / (2 x lr): {results['drift']['no-sync'][0] / (2 * results['lr']):.3f}"])
+        f"no_sync() and the no-op hook drift identically, step by step: {results['noop_equals_no_sync']}"])
 
 
 def learning_table(results: dict, last: int = SMOOTH) -> str:
     """Validation loss, minimal-pair accuracy and mean training loss over the last `last` steps:
-    before training, 1 process, 2 DDP processes."""
+    before training, 1 process, 2 DDP processes; the paired accuracy test and the verdict."""
     learning = results["learning"]
     lines = [f"{'':<22}{'val loss':>9}  {'accuracy':>8}  {f'train loss, last {last} steps':>26}"]
     for key, label in (("before", "before training"),
@@ -216,21 +256,22 @@ def learning_table(results: dict, last: int = SMOOTH) -> str:
         run = learning[key]
         train = f"{sum(run['loss'][-last:]) / len(run['loss'][-last:]):.3f}" if "loss" in run else "-"
         lines.append(f"{label:<22}{run['val_loss']:>9.3f}  {run['accuracy']:>8.3f}  {train:>26}")
-    lines.append(f"({results['pairs']} pairs, {results['val_tokens']:,} validation tokens; "
-                 f"learning verdict, 2 processes against 1: {learning_verdict(results)})")
+    lines.append(f"({results['pairs']} pairs, {results['val_tokens']:,} validation tokens)")
+    lines.append(f"accuracy, paired: {accuracy_test(results)[1]}")
+    lines.append(f"learning verdict, 2 processes against 1: {learning_verdict(results)}")
     return "\n".join(lines)
 
 
 def drift_growth(results: dict) -> str:
-    """How the no_sync() drift grew against steps x 2 lr, halfway and at the end, as a sentence."""
-    drift, steps, lr = results["drift"]["no-sync"], results["steps"], results["lr"]
-    mid = steps // 2
-    ratios = [drift[n - 1] / (n * 2 * lr) for n in (mid, steps)]
-    pace = ("slower in the second half" if ratios[1] < ratios[0] else "faster in the second half"
-            if ratios[1] > ratios[0] else "at the same pace in both halves")
-    return (f"In this run: {drift[mid - 1]:.1e} after {mid} steps ({mid} x 2 x lr = {mid * 2 * lr:.1e}), "
-            f"{drift[-1]:.1e} after {steps} ({steps} x 2 x lr = {steps * 2 * lr:.1e}): {pace}. The first step's "
-            f"drift was {drift[0] / (2 * lr):.3f} x 2 lr.")
+    """The no_sync() drift over n x 2 x lr at its highest, and what a value above 1 implies."""
+    drift, lr = results["drift"]["no-sync"], results["lr"]
+    ratios = [d / (n * 2 * lr) for n, d in enumerate(drift, 1)]
+    top = max(range(len(ratios)), key=ratios.__getitem__)
+    said = f"Highest no_sync() drift / (n x 2 x lr): {ratios[top]:.2f}, after step {top + 1}"
+    # the gap after n steps is at most both ranks' moves summed (AdamW's decoupled decay only shrinks it):
+    # above n x 2 x lr, some step moved a weight by more than lr
+    return said + (": above 1, so some AdamW steps moved a weight by more than lr." if ratios[top] > 1
+                   else ": never above 1.")
 
 
 def tolerance_text(compression: dict | None) -> str:
@@ -238,37 +279,34 @@ def tolerance_text(compression: dict | None) -> str:
     spread = compression["seed_spread"] if compression else None
     if not spread or spread["val_loss"] is None:
         return f"the {LOSS_TOLERANCE}-nat tolerance (a setting, not a noise estimate of these runs)"
-    return (f"the {LOSS_TOLERANCE}-nat tolerance (a setting: about {LOSS_TOLERANCE / spread['val_loss']:.1f} seed "
-            f"spreads of validation loss, {spread['val_loss']:.4f} nats over notebook 12's {spread['runs']} plain "
-            "runs with different seeds)")
+    return (f"the {LOSS_TOLERANCE}-nat tolerance (a setting: {LOSS_TOLERANCE / spread['val_loss']:.1f} x the seed "
+            f"spread of notebook 12's {spread['runs']} plain runs)")
 
 
 def takeaway(results: dict, compression: dict | None = None) -> str:
     """The notebook's takeaway, in sentences with this run's numbers and verdicts; `compression`:
     notebook 12's results, whose seed spread the loss tolerance is compared with."""
-    drift, steps, lr = results["drift"], results["steps"], results["lr"]
-    one, two, before = (results["learning"][k] for k in ("1proc", "2proc", "before"))
-    ddp = (f"stayed exactly equal at every one of {steps} steps" if results["ddp_drift_exactly_zero"] else
+    drift, steps = results["drift"], results["steps"]
+    one, two = results["learning"]["1proc"], results["learning"]["2proc"]
+    ddp = (f"stayed exactly equal for all {steps} steps" if results["ddp_drift_exactly_zero"] else
            f"differed by up to {max(drift['ddp']):.1e}")
-    controls = ("`no_sync()`, or the no-op comm hook: identical, step by step" if results["noop_equals_no_sync"]
-                else "`no_sync()`; the no-op comm hook drifted differently")
+    controls = "`no_sync()` or the no-op hook: identical" if results["noop_equals_no_sync"] else (
+        "`no_sync()`; the no-op hook drifted differently")
+    caused = ("the equality of notebook 05 is the all-reduce's doing."
+              if results["ddp_drift_exactly_zero"] and drift["no-sync"][-1] > 0 else
+              "this control does not separate the all-reduce from the rest: see the drift table.")
     verdict = learning_verdict(results)
-    rule = f"{tolerance_text(compression)} and 2 standard errors of the accuracies' difference"
+    rule = f"{tolerance_text(compression)} and the paired accuracy test"
     meaning = {"same": f"the same learning, within {rule}",
                "better": f"2 processes learned better, beyond {rule}",
                "worse": f"2 processes learned worse, beyond {rule}",
-               "different": "different learning: one measure better, the other worse"}[verdict]
+               "different": "different learning: one measure better, the other worse",
+               "undecided": "undecided: the accuracy test needs per-pair outcomes"}[verdict]
     return "\n".join([
-        f"- In this run, with DDP's all-reduce the two ranks' weights {ddp}; without it ({controls}) they "
-        f"differed by {drift['no-sync'][0]:.1e} ({drift['no-sync'][0] / (2 * lr):.2f} x 2 lr) after the first step "
-        f"and {drift['no-sync'][-1]:.1e} after {steps}.",
-        "- So the equality of notebook 05 is the all-reduce's doing, not the shared seeds or script."
-        if results["ddp_drift_exactly_zero"] and drift["no-sync"][-1] > 0 else
-        "- The control does not separate the all-reduce from the rest here: see the drift table.",
-        f"- On the same global batch ({results['global_batch']} x {results['block_size']} tokens per step), 2 DDP "
-        f"processes reached validation loss {two['val_loss']:.3f} against {one['val_loss']:.3f} for 1 process, and "
-        f"minimal-pair accuracy {two['accuracy']:.3f} against {one['accuracy']:.3f} on {results['pairs']} pairs "
-        f"({before['accuracy']:.3f} before training): {meaning} (`learning_verdict`: {verdict})."])
+        f"- With DDP's all-reduce the ranks' weights {ddp}; without it ({controls}) they were "
+        f"{drift['no-sync'][0]:.1e} apart after step 1 and {drift['no-sync'][-1]:.1e} after {steps}: {caused}",
+        f"- Same global batch: validation loss {two['val_loss']:.3f} with 2 processes against {one['val_loss']:.3f} "
+        f"with 1, accuracy {two['accuracy']:.3f} against {one['accuracy']:.3f}: {meaning}."])
 
 
 class _Masked:
@@ -340,18 +378,19 @@ def plot_learning(results: dict, path: Path) -> None:
     labels = {"1proc": f"1 process x {runs['1proc']['batch_size_per_rank']}",
               "2proc": f"2 processes x {runs['2proc']['batch_size_per_rank']} (DDP, rank 0's loss)"}
     # the 1-process curve wide and underneath: the DDP curve drawn on top leaves it visible
-    style = {"1proc": {"color": "#55a868", "lw": 4, "marker": "o"},
-             "2proc": {"color": "#4c72b0", "lw": 1.5, "marker": "D"}}
+    style = {"1proc": {"color": "#55a868", "lw": 4, "marker": "o", "ms": 12},
+             "2proc": {"color": "#4c72b0", "lw": 1.5, "marker": "D", "ms": 6}}
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.5), gridspec_kw={"width_ratios": [2, 1]})
-    for offset, key in ((-6, "1proc"), (6, "2proc")):  # the two val-loss marks side by side, not on top
+    for key in ("1proc", "2proc"):
         loss, color = runs[key]["loss"], style[key]["color"]
         window = min(SMOOTH, len(loss))
         ax1.plot(range(1, len(loss) + 1), loss, color=color, alpha=0.25, lw=0.8)
         centers = [i - (window - 1) / 2 for i in range(window, len(loss) + 1)]  # no lag
         ax1.plot(centers, moving_average(loss, window), color=color,
                  lw=style[key]["lw"], label=f"{labels[key]}: train ({window}-step mean)")
-        ax1.plot([len(loss) + offset], [runs[key]["val_loss"]], style[key]["marker"], color=color, ms=8,
-                 label=f"val loss after training {runs[key]['val_loss']:.3f}")
+        # both after the last step; the 1-process mark larger, so the DDP one on top leaves it visible
+        ax1.plot([len(loss)], [runs[key]["val_loss"]], style[key]["marker"], color=color, ms=style[key]["ms"],
+                 label=f"val loss after step {len(loss)}: {runs[key]['val_loss']:.3f}")
     ax1.set_xlabel("step")
     ax1.set_ylabel("cross-entropy loss (nats)")
     ax1.set_title(f"Same global batch: {results['global_batch']} x {results['block_size']} tokens per step")

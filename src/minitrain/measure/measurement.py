@@ -178,7 +178,7 @@ def provenance_line(results: dict, what: str = "") -> str:
     run_id = f"run id {p.run_id}, " if p.run_id else ""  # results written before run ids: none
     return ((f"{what}\n" if what else "") + f"{run_id}measured {p.date} on {p.cores} logical CPUs, "
             f"sitting {sitting_of(results)}, torch {p.torch}, load average {p.load_average_1min:.1f} "
-            f"at the end, {p.runtime_s:.0f} s\ncommand: {p.command}")
+            f"at the end (its own processes count), {p.runtime_s:.0f} s\ncommand: {p.command}")
 
 
 def runs_folder(out: Path, name: str) -> Path:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import psutil
 
+from minitrain.lab.reporting.report import plural
 from minitrain.lab.reporting.results_file import Finding
 from minitrain.launch import LaunchError, run_streaming, torchrun_command
 from minitrain.measure.measurement import WORLD_SIZE, Measurement, fresh_folder, runs_folder
@@ -173,17 +174,15 @@ def snapshot_contents(folder: Path) -> dict:
     state = load_rank_state(folder, 0)
     model, optimizer = state["model"], state["optimizer"]
     per_param = next(iter(optimizer["state"].values()))
-    items = {
-        "step": {"holds": state["step"], "why": "where the loop goes on, and how many steps are left"},
-        "model": {"holds": model_contents(model), "why": "the weights after that step"},
-        "optimizer": {"holds": f"AdamW state of {len(optimizer['state'])} parameters: {', '.join(sorted(per_param))}",
-                      "why": "AdamW's two moments per weight, and the step counts of its bias correction"},
-        "data": {"holds": state["data"], "why": "this rank's shard stream: its seed and the batches drawn"},
+    items = {  # the notebook's table says what a resume without each item does
+        "step": {"holds": state["step"]},
+        "model": {"holds": model_contents(model)},
+        "optimizer": {"holds": f"AdamW state of {len(optimizer['state'])} parameters: {', '.join(sorted(per_param))}"},
+        "data": {"holds": state["data"]},
         "rng": {"holds": f"torch {state['rng']['torch'].numel()} bytes, python Mersenne Twister "
-                         f"{len(state['rng']['python'][1])} words",
-                "why": "the random generators' states: dropout draws from torch's, if the model has any"},
-        "records": {"holds": f"{len(state['records'])} step records", "why": "the loss log, for timings.jsonl"},
-        "config": {"holds": state["config"], "why": "what the run must match to resume from it"},
+                         f"{len(state['rng']['python'][1])} words"},
+        "records": {"holds": f"{len(state['records'])} step records"},
+        "config": {"holds": state["config"]},
     }
     marker = json.loads((folder / MARKER).read_text())
     return {"folder": folder.name, "items": items,
@@ -282,15 +281,14 @@ def what_ran(results: dict) -> str:
 
 
 def snapshot_table(results: dict) -> str:
-    """What a snapshot file holds, item by item, and the COMPLETE marker written last."""
-    snap = results["snapshot"]
-    lines = [f"{snap['folder']}/rank-0.pt (every rank writes its own):"]
+    """What rank 0's snapshot file holds, item by item, and the COMPLETE marker's record of every rank's file."""
+    snap, marker = results["snapshot"], results["snapshot"]["marker"]
     width = max(map(len, snap["items"]))
-    for name, item in snap["items"].items():
-        lines.append(f"  {name:<{width}}  {item['holds']}")
-        lines.append(f"  {'':<{width}}  why: {item['why']}")
-    lines.append(f"{snap['folder']}/{MARKER} (rank 0 writes it last, once every rank's file is on disk):")
-    lines += [f"  {line}" for line in json.dumps(snap["marker"], indent=2).splitlines()]
+    lines = [f"{snap['folder']}/rank-0.pt (each rank writes its own):"]
+    lines += [f"  {name:<{width}}  {item['holds']}" for name, item in snap["items"].items()]
+    lines.append(f"{snap['folder']}/{MARKER} (rank 0 writes it last): step {marker['step']}, "
+                 f"world size {marker['world_size']}")
+    lines += [f"  {f['file']}  {f['bytes']:,} bytes  sha256 {f['sha256']}" for f in marker["files"]]
     return "\n".join(lines)
 
 
@@ -331,12 +329,10 @@ def timeline_table(results: dict) -> str:
     lines = [f"{'event':<11} {'after the fault':>15}  what"]
     lines += [f"{e['event']:<11} {e['since_fault_s']:13.2f} s  {e['meaning']}" for e in results["timeline"]]
     if (lead := sigterm_lead_ms(results)) is not None:
-        lines.append(f"detected: when torchrun's failure report arrived, after rank 0 had exited; by the log's own "
-                     f"timestamps its SIGTERM to rank 0 went out {lead:.0f} ms earlier (the lab's launcher holds "
-                     "that line back until the report)")
+        lines.append(f"by torchrun's own timestamps its SIGTERM to rank 0 went out {lead:.0f} ms before its report")
     r = results["restart"]
     lines.append(f"resumed from the snapshot at step {r['resumed_from_step']}; the failed attempt had done "
-                 f"{r['previous_steps_done']} steps, so {r['steps_redone']} were done again (attempt {r['attempt']} of "
+                 f"{r['previous_steps_done']} steps: {r['steps_redone']} done again (attempt {r['attempt']} of "
                  f"at most {r['max_restarts'] + 1})")
     return "\n".join(lines)
 
@@ -355,12 +351,12 @@ def verdict_table(results: dict) -> str:
 def done_wrong_table(results: dict) -> str:
     """The same resume with one item of the snapshot left out, against the uninterrupted run."""
     wrong = results["done_wrong"]
-    lines = [f"resumed from step {wrong['resumed_from_step']} of the uninterrupted run's snapshot, one item left out:"]
-    for w in wrong["runs"]:
-        lines.append(f"- {w['what']}:")
-        lines.append(f"  final weights bitwise equal: {w['bitwise_equal']}, largest difference {w['max_abs_diff']:.3e}; "
-                     f"final loss {w['final_loss'][1]:.4f} against {w['final_loss'][0]:.4f}; "
-                     f"the run ended without an error")
+    lines = [f"resumed from step {wrong['resumed_from_step']} of the uninterrupted run's snapshot; every run ended "
+             "without an error",
+             f"{'left out':<10}  {'bitwise equal':>13}  {'largest difference':>18}  {'final loss':>10}  "
+             f"{'uninterrupted':>13}"]
+    lines += [f"{w['left_out']:<10}  {str(w['bitwise_equal']):>13}  {w['max_abs_diff']:18.3e}  "
+              f"{w['final_loss'][1]:10.4f}  {w['final_loss'][0]:13.4f}" for w in wrong["runs"]]
     lower = [w["left_out"] for w in wrong["runs"] if w["final_loss"][1] < w["final_loss"][0]]
     if lower:
         lines.append(f"without the {' or the '.join(lower)} item the final training loss is even lower than the "
@@ -388,28 +384,33 @@ def checks(results: dict) -> dict[str, bool]:
     }
 
 
+def _after_fault(results: dict, name: str) -> str:
+    """Seconds from the fault to event `name`, or that the log did not show it."""
+    t = event_time(results, name)
+    return "not in the log" if t is None else f"{t:.2f} s after the fault"
+
+
 def takeaway(results: dict) -> str:
-    """The lesson, with this run's numbers."""
+    """This run's results, one row each, every number from the results."""
     cmp, r, s = results["comparison"], results["restart"], results["second_fault"]
-    equal = ("bitwise equal to the uninterrupted run's on both ranks" if cmp["bitwise_equal"]
-             else f"NOT equal to the uninterrupted run's (largest difference {cmp['max_abs_diff']:.3e}): something "
-                  "the snapshot should hold is missing")
-    return "\n".join([
-        f"- A rank died at step {results['plan']['fault'].split(':')[0]}; torchrun reported it "
-        f"{event_time(results, 'detected'):.1f} s later with the other worker stopped, then started two new workers, which loaded the snapshot at step "
-        f"{r['resumed_from_step']} {event_time(results, 'resumed'):.1f} s after the fault and finished their first "
-        f"step {event_time(results, 'first_step'):.1f} s after it.",
-        f"- The lost work was {r['steps_redone']} steps (done after the snapshot, done again): a snapshot every "
-        f"{r['snapshot_every']} steps costs at most {r['snapshot_every']} steps of work per failure.",
-        f"- Final weights: {equal}; the loss log of all {cmp['steps']} steps is "
-        f"{'identical' if cmp['losses_equal'] else 'different'}.",
-        f"- A second fault, past --max-restarts=1, ended the run with exit status {s['exit_status']}, one error line, "
-        f"and {s['processes_left']} processes left.",
-        *(f"- Done wrong, with {w['what']}, the same resume finished without a word of warning and ended "
-          f"{'bitwise equal (this item made no difference here)' if w['bitwise_equal'] else 'with other weights'} "
-          f"(largest difference {w['max_abs_diff']:.2e}, final loss {w['final_loss'][1]:.4f} instead of "
-          f"{w['final_loss'][0]:.4f})." for w in results["done_wrong"]["runs"]),
-    ])
+    step, rank = results["plan"]["fault"].split(":")[:2]
+    equal = ("bitwise equal to the uninterrupted run's on every rank" if cmp["bitwise_equal"]
+             else f"NOT equal to the uninterrupted run's (largest difference {cmp['max_abs_diff']:.2e})")
+    rows = [
+        ("fault", f"rank {rank} killed as step {step} began"),
+        ("detected", f"{_after_fault(results, 'detected')}, the other worker stopped"),
+        ("resumed", f"{_after_fault(results, 'resumed')}, from the snapshot at step {r['resumed_from_step']}"),
+        ("first step", _after_fault(results, "first_step")),
+        ("steps done twice", f"{r['steps_redone']} (at most {r['snapshot_every']}: a snapshot every {r['snapshot_every']})"),
+        ("final weights", f"{equal}; loss log {'identical' if cmp['losses_equal'] else 'different'}"),
+        ("second fault", f"exit status {s['exit_status']}, {plural(len(s['error_lines']), 'error line')}, "
+                         f"{s['processes_left']} processes left"),
+        *((f"without {w['left_out']}", f"{'bitwise equal' if w['bitwise_equal'] else 'other weights'} (largest "
+                                       f"difference {w['max_abs_diff']:.2e}), the run ended without an error")
+          for w in results["done_wrong"]["runs"]),
+    ]
+    width = max(len(name) for name, _ in rows)
+    return "\n".join(f"{name:<{width}}  {what}" for name, what in rows)
 
 
 def report(results: dict) -> str:

@@ -19,8 +19,8 @@ def plot(results: dict, out: Path) -> None:
     events = {e["event"]: e["t_s"] for e in results["timeline"]}
     for name, color in (("fault", "#c44e52"), ("detected", "#dd8452"), ("restarted", "#4c72b0"), ("resumed", "#55a868")):
         if name in events:
-            ax.axvline(events[name], color=color, linestyle="--", linewidth=1)
-            ax.text(events[name], 0.02, f" {name}", color=color, rotation=90, va="bottom", transform=ax.get_xaxis_transform())
+            # named in the legend, not beside the line: events a few ms apart would print over each other
+            ax.axvline(events[name], color=color, linestyle="--", linewidth=1, label=name)
     r = results["restart"]
     if r["resumed_from_step"] is not None:
         ax.axhspan(r["resumed_from_step"], r["previous_steps_done"], color="#c44e52", alpha=0.12,
@@ -30,6 +30,6 @@ def plot(results: dict, out: Path) -> None:
     cmp = results["comparison"]
     ax.set_title(f"A rank dies, training resumes from the snapshot at step {r['resumed_from_step']}: final weights "
                  f"{'bitwise equal' if cmp['bitwise_equal'] else 'NOT equal'} to the uninterrupted run's", fontsize=10)
-    ax.legend(loc="upper left", fontsize=8)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8)
     fig.tight_layout()
     save_figure(fig, out / PLOT_NAME)

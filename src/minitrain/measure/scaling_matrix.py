@@ -208,7 +208,7 @@ STYLE = {ONE_THREAD: ("#8c8c8c", "o"), ALL_CORES: ("#4c72b0", "s"), TWO_PROCS: (
 
 
 def results_table(results: dict) -> str:
-    """Tokens/s (median [min-max] over repeats) and the all-reduce share, per configuration and size."""
+    """Tokens/s (median [min-max] over repeats) and the comm hook's share of the step, per configuration and size."""
     labels = {c["name"]: c["label"] for c in results["configurations"]}
     points = {(p["scaling"], p["config"], p["params"]): p for p in results["points"]}
     sizes = results["summary"]["sizes"]
@@ -221,8 +221,8 @@ def results_table(results: dict) -> str:
             lines.append(f"{label:<30}" + "".join(
                 f"{p['tokens_per_sec']['median']:>8,.0f} [{p['tokens_per_sec']['min']:,.0f}-"
                 f"{p['tokens_per_sec']['max']:,.0f}]".rjust(22) if p else f"{'-':>22}" for p in cells))
-        lines.append(f"{scaling} scaling: all-reduce share of the step")
-        for name in (n for n in (TWO_PROCS, PINNED) if n in labels):
+        lines.append(f"{scaling} scaling: all-reduce (comm hook) share of the step; 1 process: DDP at world size 1")
+        for name in labels:
             cells = [points.get((scaling, name, n)) for n in sizes]
             lines.append(f"{labels[name]:<30}" + "".join(
                 f"{p['allreduce_share']:>22.0%}" if p else f"{'-':>22}" for p in cells))
@@ -281,12 +281,12 @@ def plot_matrix(results: dict, out: Path) -> None:
                     color=color, marker=marker, label=f"{labels[config]}, {scaling}")
     size_axis(ax, sizes)
     ax.set_ylim(bottom=0)
-    ax.set_ylabel("all-reduce, % of the step (medians)")
+    ax.set_ylabel("comm hook (all-reduce), % of the step (medians)")
     ax.set_title("Communication share of a 2-process step", fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
     prov, load = results["provenance"], results["summary"]["load_average_1min"]
-    busy = f"; load average {load[0]:.1f}-{load[1]:.1f} during the runs" if load else ""
+    busy = f"; load average {load[0]:.1f}-{load[1]:.1f} at the runs' starts (earlier runs count)" if load else ""
     fig.suptitle(f"When do 2 processes win? MiniGPT on {prov.cores} logical CPUs ({prov.cpu_model}), "
                  f"gloo; median of {plural(results['repeats'], 'repeat')}, bars: min-max{busy}", fontsize=11)
     fig.tight_layout()

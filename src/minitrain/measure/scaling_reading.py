@@ -2,33 +2,38 @@
 
 import statistics
 
+import torch.distributed as dist
+
+from minitrain.corpus import DEFAULT_CORPUS_DIR
 from minitrain.lab.reporting.report import plural
-from minitrain.lab.reporting.verdict import VERDICTS, verdict_over_repeats
+from minitrain.lab.reporting.verdict import verdict_over_repeats
 from minitrain.measure.scaling_matrix import params_label
 from minitrain.measure.scaling_runs import ALL_CORES, ONE_THREAD, PINNED, TWO_PROCS
+from minitrain.train import build_model_for_corpus
 
 
 def what_ran(results: dict) -> str:
     """How many runs, how long, and the machine's load before and after, for the provenance line."""
     load = results["load_average"]
     return (f"{len(results['runs'])} runs, {plural(results['repeats'], 'repeat')} per point, {results['wall_s'] / 60:.0f} "
-            f"minutes; load average before {load['before'][0]:.1f}, after {load['after'][0]:.1f}")
+            f"minutes; load average (the matrix's own runs count) before {load['before'][0]:.1f}, after "
+            f"{load['after'][0]:.1f}")
 
 
-RATIO_COLUMNS = (("2x1 / 1xall", "speedup_2proc_over_1proc_allcores"),
-                 ("2x1 / 1x1", "speedup_2proc_over_1proc_1thread"),
-                 ("pinned / 2x1", "pinned_over_2proc"))
+RATIO_COLUMNS = (("2 procs / 1 proc all cores", "speedup_2proc_over_1proc_allcores"),
+                 ("2 procs / 1 proc 1 thread", "speedup_2proc_over_1proc_1thread"),
+                 ("pinned / 2 procs", "pinned_over_2proc"),
+                 ("pinned / 1 proc 1 thread", "pinned_over_1proc_1thread"))
 
 
 def ratio_table(results: dict) -> str:
     """Ratios of median tokens/s per model size, weak (w) and strong (s), from results["summary"]."""
     summ = results["summary"]
-    lines = ["tokens/s ratios, medians of the repeats (w: weak, s: strong scaling); 2x1: 2 processes x 1 "
-             "thread, 1xall: 1 process x all cores, 1x1: 1 process x 1 thread, pinned: 2 processes on 1 core",
-             f"{'model size':<16}" + "".join(f"{title:>22}" for title, _ in RATIO_COLUMNS)]
+    lines = ["tokens/s ratios, medians of the repeats (w weak, s strong scaling)",
+             f"{'model size':<12}" + "".join(f"{title:>28}" for title, _ in RATIO_COLUMNS)]
     for row in summ["per_size"]:
-        lines.append(f"{params_label(row['params']):<16}" + "".join(
-            "  ".join(f"{s[0]} {row[key][s]:.2f}x" for s in summ["scalings"] if row[key][s] is not None).rjust(22)
+        lines.append(f"{params_label(row['params']):<12}" + "".join(
+            "  ".join(f"{s[0]} {row[key][s]:.2f}x" for s in summ["scalings"] if row[key][s] is not None).rjust(28)
             for _, key in RATIO_COLUMNS))
     return "\n".join(lines)
 
@@ -56,86 +61,119 @@ def largest_share(results: dict, config: str, scaling: str) -> tuple[int, str]:
                   "within the repeats of " + ", ".join(params_label(n) for n in within))
 
 
-def pinned_text(results: dict) -> str:
-    """The all-reduce's time and share per model size, 2 processes x 1 thread and pinned, as sentences."""
-    sizes, summ = results["summary"]["sizes"], results["summary"]["per_size"]
-    strong = "strong" if "strong" in results["summary"]["scalings"] else results["summary"]["scalings"][0]
-    lines = []
-    for config, key in ((TWO_PROCS, "allreduce_share_2proc"), (PINNED, "allreduce_share_pinned")):
-        if not repeats_of(results, config, strong, sizes[0]):
-            continue
-        label = next(c["label"] for c in results["configurations"] if c["name"] == config)
-        hook = [breakdown_median(results, config, strong, n, "all-reduce") for n in sizes]
-        step = [breakdown_median(results, config, strong, n, "step") for n in sizes]
-        peak, apart = largest_share(results, config, strong)
-        share = next(row[key][strong] for row in summ if row["params"] == peak)
-        lines.append(f"{label}, {strong} scaling (medians over the repeats): the hook took "
-                     + ", ".join(f"{ms:.1f}" for ms in hook) + " ms per step at "
-                     + ", ".join(params_label(n) for n in sizes)
-                     + f" parameters, while the step grew from {step[0]:.0f} to {step[-1]:.0f} ms; the share peaked at "
-                     f"{share:.0%} at {params_label(peak)}, {apart}.")
-    if len(sizes) > 1 and repeats_of(results, TWO_PROCS, "weak", sizes[1]) and repeats_of(results, TWO_PROCS, strong, sizes[1]):
-        n = sizes[1]
-        lines.append(f"At {params_label(n)}, 2 processes x 1 thread: the hook took "
-                     f"{breakdown_median(results, TWO_PROCS, 'weak', n, 'all-reduce'):.1f} ms per step in weak scaling "
-                     f"and {breakdown_median(results, TWO_PROCS, strong, n, 'all-reduce'):.1f} ms in strong scaling, "
-                     f"against steps of {breakdown_median(results, TWO_PROCS, 'weak', n, 'step'):.0f} and "
-                     f"{breakdown_median(results, TWO_PROCS, strong, n, 'step'):.0f} ms.")
-    return " ".join(lines)
+FIRST_BUCKET_BYTES = dist._DEFAULT_FIRST_BUCKET_BYTES  # DDP's cap for its first bucket when bucket_cap_mb is default
+BUCKET_BYTES = 25 * 1024 * 1024  # DDP's bucket_cap_mb default, for every later bucket
+MiB = 1024 * 1024
 
 
-def takeaway(results: dict) -> str:
-    """The notebook's takeaway: the sheet's question per size and scaling, with verdicts over the repeats."""
-    summ, sizes = results["summary"], results["summary"]["sizes"]
-    labels = {c["name"]: c["label"] for c in results["configurations"]}
-    ratio = lambda key, n, s: next(row[key][s] for row in summ["per_size"] if row["params"] == n)  # noqa: E731
-    tps = lambda config, s, n: [r["tokens_per_sec"]["median"] for r in repeats_of(results, config, s, n)]  # noqa: E731
-    first, last = sizes[0], sizes[-1]
-    key = "speedup_2proc_over_1proc_allcores"
-    lines = [f"- In this matrix ({summ['cores']} logical CPUs), for the lab's {params_label(first)}-parameter model, "
-             f"{labels[TWO_PROCS]} made {ratio(key, first, 'weak'):.2f}x the tokens/s of {labels[ALL_CORES]} in weak "
-             f"scaling ({ratio(key, first, 'strong'):.2f}x in strong); for the {params_label(last)} model, "
-             f"{ratio(key, last, 'weak'):.2f}x ({ratio(key, last, 'strong'):.2f}x) (medians of the repeats)."]
-    crossed = summ["crossings"]
-    if crossed:
-        lines.append("- The order changes " + "; ".join(
-            f"{labels[c['faster_before']]} -> {labels[c['faster_after']]} between {params_label(c['between_params'][0])} "
-            f"and {params_label(c['between_params'][1])} "
-            f"({c['scaling']}, {'apart' if c['separated'] else 'within the repeats'})" for c in crossed)
-            + (": no clear crossing." if not any(c["separated"] for c in crossed) else "."))
+def ddp_buckets(model_config: dict, block_size: int, recorded: dict[tuple, int] | None = None) -> tuple[int, int | None, bool]:
+    """(fewest, most or None for no bound, recorded) buckets DDP's default caps make of a model's float32
+    gradients in any arrival order; where the bytes leave a range, the count `recorded` holds for this
+    (n_layer, n_head, n_embd, block_size), as notebook 10 records it."""
+    model, _ = build_model_for_corpus(DEFAULT_CORPUS_DIR, block_size, **model_config)
+    sizes = [p.numel() * p.element_size() for p in model.parameters() if p.requires_grad]
+    total, biggest = sum(sizes), max(sizes)
+    # a bucket closes once it holds at least its cap, so the first holds less than its cap + the biggest tensor
+    fewest = 1 if total < FIRST_BUCKET_BYTES + biggest else 2
+    most = 1 if total < FIRST_BUCKET_BYTES else 2 if total < FIRST_BUCKET_BYTES + BUCKET_BYTES else None
+    key = (model_config["n_layer"], model_config["n_head"], model_config["n_embd"], block_size)
+    if fewest != most and recorded and key in recorded:
+        return recorded[key], recorded[key], True
+    return fewest, most, False
+
+
+def bucket_label(buckets: tuple[int, int | None, bool]) -> str:
+    """'2', '1 or 2', '2 or more', or '1*' for a count recorded by notebook 10."""
+    fewest, most, recorded = buckets
+    return (f"{fewest}*" if recorded else str(fewest) if fewest == most else
+            f"{fewest} or more" if most is None else f"{fewest} or {most}")
+
+
+def curves(results: dict) -> list[tuple[str, str]]:
+    """The (configuration, scaling) pairs of 2-process runs the matrix holds."""
+    first = results["summary"]["sizes"][0]
+    return [(config, s) for config in (TWO_PROCS, PINNED) for s in results["summary"]["scalings"]
+            if repeats_of(results, config, s, first)]
+
+
+def hook_table(results: dict, buckets: dict[int, tuple]) -> str:
+    """Per model size: the gradients, DDP's buckets, and each 2-process curve's comm-hook time per step,
+    with its growth from the first size to the second and the size where its share of the step peaks."""
+    sizes, labels = results["summary"]["sizes"], {c["name"]: c["label"] for c in results["configurations"]}
+    grads = [4 * n / MiB for n in sizes]  # float32
+    growth = f"{params_label(sizes[1])} / {params_label(sizes[0])}" if len(sizes) > 1 else ""
+    lines = ["comm hook, ms per step (medians of the repeats)",
+             f"{'':<38}" + "".join(f"{params_label(n):>9}" for n in sizes) + f"{growth:>16}{'share peak':>12}",
+             f"{'gradients, MiB':<38}" + "".join(f"{g:9.2f}" for g in grads)
+             + (f"{grads[1] / grads[0]:>15.1f}x" if len(sizes) > 1 else ""),
+             f"{'DDP buckets':<38}" + "".join(f"{bucket_label(buckets[n]):>9}" for n in sizes)]
+    for config, s in curves(results):
+        hook = [breakdown_median(results, config, s, n, "all-reduce") for n in sizes]
+        lines.append(f"{labels[config] + ', ' + s:<38}" + "".join(f"{ms:9.1f}" for ms in hook)
+                     + (f"{hook[1] / hook[0]:>15.1f}x" if len(sizes) > 1 else "")
+                     + f"{params_label(largest_share(results, config, s)[0]):>12}")
+    if any(b[2] for b in buckets.values()):
+        lines.append("* recorded by notebook 10 for the same model; the others follow from the bytes "
+                     "under DDP's default caps")
+    return "\n".join(lines)
+
+
+def hook_reading(results: dict, buckets: dict[int, tuple]) -> str:
+    """One paragraph on the hook table: growth against the bytes, pinned and not, where the share peaks."""
+    sizes, found = results["summary"]["sizes"], curves(results)
+    if len(sizes) < 2 or not found:
+        return ""
+    n0, n1 = sizes[0], sizes[1]
+    growth = {c: breakdown_median(results, *c, n1, "all-reduce") / breakdown_median(results, *c, n0, "all-reduce")
+              for c in found}
+    spans = []
+    for config, name in ((TWO_PROCS, "unpinned"), (PINNED, "pinned")):
+        mine = [g for (c, _), g in growth.items() if c == config]
+        if mine:
+            low, high = f"{min(mine):.1f}", f"{max(mine):.1f}"
+            spans.append(f"{low}x {name}" if low == high else f"{low}-{high}x {name}")
+    peaks = {largest_share(results, *c)[0] for c in found}
+    apart = all(largest_share(results, *c)[1].startswith("apart") for c in found)
+    split = next((n for n in sizes if buckets[n][0] >= 2), None)
+    one_before = split is not None and all(buckets[n][1] == 1 for n in sizes[:sizes.index(split)])
+    if len(peaks) == 1:
+        peak = peaks.pop()
+        where = (f"The share peaks at {params_label(peak)} in all {len(found)} curves"
+                 + (", each apart from every other size's repeats" if apart else "")
+                 + (", the smallest size DDP splits into two buckets." if peak == split and one_before else "."))
     else:
-        lines.append("- The order of the two never changes between model sizes.")
-    by_size = lambda config, baseline, s: {  # noqa: E731 (sizes by verdict_over_repeats, config against baseline)
-        verdict: [params_label(n) for n in sizes if verdict_over_repeats(tps(config, s, n), tps(baseline, s, n)) == verdict]
-        for verdict in VERDICTS}
-    verdicts = []
-    for s in summ["scalings"]:
-        by = by_size(TWO_PROCS, ALL_CORES, s)
-        verdicts.append(f"{s} scaling: 2 processes faster at {', '.join(by['faster']) or 'no size'}, slower at "
-                        f"{', '.join(by['slower']) or 'no size'}, no clear winner at {', '.join(by['no clear winner']) or 'no size'}")
-    lines.append("- Every repeat above or below every repeat of the other side (`verdict_over_repeats`): "
-                  + "; ".join(verdicts) + ".")
-    pinned = summ["ranges"]["pinned_over_2proc"]["weak"]
-    alone = summ["ranges"]["pinned_over_1proc_1thread"]["weak"]
-    if pinned and alone:
-        by = by_size(PINNED, ONE_THREAD, "weak")
-        real = ("slower than one process on one core at every size, every repeat below, as the sheet's \"contending "
-                "for the same cores\" predicts" if len(by["slower"]) == len(sizes) else
-                f"against one process on one core, slower at {', '.join(by['slower']) or 'no size'}, faster at "
-                f"{', '.join(by['faster']) or 'no size'}, no clear winner at {', '.join(by['no clear winner']) or 'no size'} "
-                "(`verdict_over_repeats`)")
-        lines.append(f"- Pinned to one core, the two ranks made {pinned[0]:.2f}-{pinned[1]:.2f}x the tokens/s of two "
-                     f"unpinned ones, and {alone[0]:.2f}-{alone[1]:.2f}x of one process on one core (weak scaling, range "
-                     f"of the medians' ratios over the sizes): {real}.")
-    shares = []
-    for config in (TWO_PROCS, PINNED):
-        for s in summ["scalings"]:
-            if repeats_of(results, config, s, first):
-                peak, apart = largest_share(results, config, s)
-                share = statistics.median(r["allreduce_share"] for r in repeats_of(results, config, s, peak))
-                shares.append(f"{labels[config]}, {s}: at most {share:.0%}, at {params_label(peak)} ({apart})")
-    lines.append("- The all-reduce's share of a step (comm hook, waiting for the other rank included): "
-                 + "; ".join(shares) + ".")
+        where = "The share peaks at " + ", ".join(sorted(params_label(p) for p in peaks)) + ", by curve."
+    keys = {TWO_PROCS: "allreduce_share_2proc", PINNED: "allreduce_share_pinned"}
+    both = [c for c in keys if (c, "weak") in found and (c, "strong") in found]
+    strong_larger = bool(both) and all(row[keys[c]]["strong"] > row[keys[c]]["weak"]
+                                       for c in both for row in results["summary"]["per_size"])
+    strong = (" Strong scaling halves each rank's batch but not its gradients: its share is the larger at every "
+              "size." if strong_larger else "")
+    return (f"From {params_label(n0)} to {params_label(n1)} the gradients grow {n1 / n0:.1f}x and the hook time "
+            + " and ".join(spans) + f". {where}{strong} The hook times each bucket from its launch to the end of its "
+            "all-reduce, so a bucket launched while backward still runs also counts the backward work that shares "
+            "the cores with it; the matrix records no traces to split the two.")
+
+
+def verdict_table(results: dict) -> str:
+    """Per model size, `verdict_over_repeats` (every repeat above, below, or neither) of 2 processes x 1
+    thread against 1 process on all cores, per scaling, and of the pinned pair against 1 process x 1 thread."""
+    sizes, labels = results["summary"]["sizes"], {c["name"]: c["label"] for c in results["configurations"]}
+    tps = lambda config, s, n: [r["tokens_per_sec"]["median"] for r in repeats_of(results, config, s, n)]  # noqa: E731
+    rows = [(f"2 processes x 1 thread vs {labels[ALL_CORES]}, {s}", TWO_PROCS, ALL_CORES, s)
+            for s in results["summary"]["scalings"]]
+    rows.append((f"pinned vs {labels[ONE_THREAD]}, weak", PINNED, ONE_THREAD, "weak"))
+    width = max(len(title) for title, *_ in rows) + 2
+    lines = ["tokens/s, every repeat against every repeat (`verdict_over_repeats`)",
+             f"{'':<{width}}" + "".join(f"{params_label(n):>17}" for n in sizes)]
+    for title, config, baseline, s in rows:
+        if all(tps(config, s, n) and tps(baseline, s, n) for n in sizes):
+            lines.append(f"{title:<{width}}" + "".join(f"{verdict_over_repeats(tps(config, s, n), tps(baseline, s, n)):>17}"
+                                                  for n in sizes))
+    labels_of = lambda c: f"{labels[c['faster_before']]} -> {labels[c['faster_after']]} between "  # noqa: E731
+    clear = [labels_of(c) + f"{params_label(c['between_params'][0])} and {params_label(c['between_params'][1])} "
+             f"({c['scaling']})" for c in results["summary"]["crossings"] if c["separated"]]
+    lines.append("crossings beyond the repeats' spread: " + ("; ".join(clear) if clear else "none"))
     return "\n".join(lines)
 
 

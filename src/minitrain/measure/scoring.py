@@ -11,7 +11,8 @@ from unittest.mock import patch
 import torch
 
 from minitrain.data import SEED_BASE, make_shard
-from minitrain.probe import load_pairs, minimal_pair_accuracy
+from minitrain.probe import load_pairs, sentence_logprob
+from minitrain.tokenizer import Tokenizer
 from minitrain.train import TrainConfig, build_model_for_corpus, evaluate, seed_everything
 from minitrain.verify import load_state
 
@@ -37,8 +38,17 @@ def scoring_pairs(corpus_dir: Path, count: int | None) -> list[dict]:
     return load_pairs(Path(corpus_dir) / "pairs.jsonl")[:count]
 
 
-def final_metrics(state_path: Path | None, corpus_dir: Path, pairs: list[dict], val_batches: int) -> dict:
-    """Validation loss and minimal-pair accuracy of a saved state (None: the initial weights)."""
+def pair_outcomes(model: torch.nn.Module, tokenizer: Tokenizer, pairs: list[dict]) -> str:
+    """Pair by pair, "1" where the grammatical sentence gets the higher log-probability, else "0"."""
+    model.eval()
+    return "".join("1" if sentence_logprob(model, tokenizer, p["good"]) > sentence_logprob(model, tokenizer, p["bad"])
+                   else "0" for p in pairs)
+
+
+def final_metrics(state_path: Path | None, corpus_dir: Path, pairs: list[dict], val_batches: int,
+                  outcomes: bool = False) -> dict:
+    """Validation loss and minimal-pair accuracy of a saved state (None: the initial weights);
+    `outcomes`: also each pair's outcome (pair_outcomes), for a paired test between two models."""
     # seed 35000 = rank 0's seed in train.py: the initial weights both runs start from
     # (DDP broadcasts rank 0's weights to rank 1)
     seed_everything(SEED_BASE)
@@ -48,5 +58,6 @@ def final_metrics(state_path: Path | None, corpus_dir: Path, pairs: list[dict], 
     # a fresh val shard per model, so every model is scored on the same batches
     val = make_shard(0, 1, corpus_dir, split="val", batch_size=GLOBAL_BATCH, block_size=TrainConfig.block_size,
                      seed=SEED_BASE)
-    return {"val_loss": evaluate(model, val, val_batches),
-            "accuracy": minimal_pair_accuracy(model, tokenizer, pairs)}
+    won = pair_outcomes(model, tokenizer, pairs)
+    metrics = {"val_loss": evaluate(model, val, val_batches), "accuracy": won.count("1") / len(pairs)}
+    return metrics | {"pair_outcomes": won} if outcomes else metrics

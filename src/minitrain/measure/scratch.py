@@ -28,9 +28,7 @@ from minitrain.ddp import barrier, wrap_for_ddp
 from minitrain.lab.grading.scratch_cases import AllReduceRecorder
 from minitrain.lab.reporting.report import plural
 from minitrain.lab.reporting.results_file import Finding
-from minitrain.lab.reporting.sittings import sitting_note
 from minitrain.lab.reporting.verdict import verdict_over_repeats
-from minitrain.measure.allreduce import predict_allreduce_ms
 from minitrain.measure.bench import interleaved_times
 from minitrain.measure.measurement import Measurement, relaunch
 from minitrain.measure.trace import load_trace, overlap_table, overlapped_share, profile_steps
@@ -41,7 +39,7 @@ from minitrain.train import TrainConfig
 
 PLOT_NAME = "scratch.png"
 BLOCKS = 5  # a verdict compares the medians of this many blocks of rounds per rank (not single rounds)
-SMALL_CAP_MB = 0.25  # several buckets: what overlap can do with MiniGPT's 1.1 MB of gradients
+SMALL_CAP_MB = 0.25  # several buckets: what overlap can do with MiniGPT's 1.04 MiB of gradients
 BASE = "torch DDP"  # every level's step is compared with this one's
 LEVELS: dict[str, Callable[[nn.Module], nn.Module]] = {  # torch's DDP (no Python comm hook), then the levels
     BASE: wrap_for_ddp, "NaiveDDP": NaiveDDP, "OverlappedDDP": OverlappedDDP, "BucketedDDP": BucketedDDP,
@@ -228,14 +226,14 @@ def plot(results: dict, out: Path) -> None:
                 "backward", va="center", fontsize=9)
     ax.legend(handles=[Patch(color=torch_color, label="torch's DDP (C++ reducer)"),
                        Patch(color=yours_color, label="notebook 15's levels (Python)")],
-              loc="upper right", fontsize=8)
+              loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, fontsize=8)
     ax.set_yticks(list(y), [level["name"] for level in levels])
     ax.set_xlim(0, 1.9 * right)
     ax.set_xlabel("rank 0's median step over torch DDP's (default caps); dashed: equal")
     config, prov = results["config"], results["provenance"]
     ax.set_title(f"DDP from scratch against torch's: {config['world_size']} gloo ranks x "
                  f"{plural(config['threads_per_rank'], 'thread')}, {config['plan']['repeats']} interleaved rounds, "
-                 f"{prov.cores} logical CPUs, load average {prov.load_average_1min:.1f}", fontsize=10)
+                 f"{prov.cores} logical CPUs", fontsize=10)
     fig.tight_layout()
     save_figure(fig, out / PLOT_NAME)
 
@@ -285,62 +283,34 @@ def allreduce_table(results: dict) -> str:
     return "\n".join(rows)
 
 
-def _compared(level: dict, against: dict) -> str:
-    """A level's step against another's: rank 0's medians as a ratio, then the verdict over both ranks' rounds."""
-    name, n = against["name"], len(block_medians(level))
-    blocks = f"{n} block medians (both ranks, {BLOCKS} blocks of rounds each)"
-    verdict = {"slower": f"slower: each of its {blocks} above the slowest of {name}'s",
-               "faster": f"faster: each of its {blocks} below the fastest of {name}'s",
-               "no clear winner": f"no clear winner: its {blocks} overlap {name}'s"}
-    return (f"rank 0's median step {level['step_ms'] / against['step_ms']:.2f}x {name}'s ({level['step_ms']:.1f} "
-            f"against {against['step_ms']:.1f} ms); {verdict[step_verdict(level, against)]}")
+def profiled_backward_ms(level: dict) -> float:
+    """The median, over the profiled steps of both ranks, of the time an autograd node ran (hooks included)."""
+    per_step = {(row["rank"], row["step"]): row["backward_ms"] for row in level["overlap_rows"]}
+    return statistics.median(per_step.values())
 
 
-def _finish_against_fit(level: dict, fit: dict) -> str:
-    """finish()'s median wait against what the benchmark's alpha-beta fit predicts for the level's all-reduces."""
-    n, wait = level["allreduces"], level["finish_ms"]
-    fixed = n * fit["alpha_ms"]
-    predicted = sum(predict_allreduce_ms(4 * numel, fit) for numel in level["numels"])
-    text = (f"finish() waited {wait:.1f} ms (rank 0's median); for {plural(n, 'all-reduce')} of these sizes the "
-            f"all-reduce benchmark's fit predicts {n} x alpha ({fit['alpha_ms']:.3f} ms) = {fixed:.1f} ms of fixed "
-            f"cost and {predicted - fixed:.1f} ms for the bytes, {predicted:.1f} ms in all")
-    if wait > predicted:
-        return text + (f", {wait - predicted:.1f} ms short of the wait: the fit (two processes doing nothing else) "
-                       "does not account for the rest, and this run does not measure it apart (waiting for the "
-                       "other rank, the machine's load)")
-    return text + ": the wait was no longer than the fit's prediction"
-
-
-def compared_text(results: dict, bench: dict) -> str:
-    """How the learner's levels compare with torch's DDP, in sentences with this run's numbers; `bench`:
-    allreduce_bench's results, whose fit prices the all-reduces finish() waited for."""
-    levels, small, fit = by_name(results), f"{SMALL_CAP_MB:g} MiB", bench["fit"]
-    base, naive, over, buck = levels[BASE], levels["NaiveDDP"], levels["OverlappedDDP"], levels["BucketedDDP"]
+def compared_text(results: dict) -> str:
+    """What the table shows, level against level, in sentences with this run's numbers."""
+    levels, small = by_name(results), f"{SMALL_CAP_MB:g} MiB"
+    naive, over, buck = levels["NaiveDDP"], levels["OverlappedDDP"], levels["BucketedDDP"]
     t_small, b_small = levels[f"torch DDP, {small}"], levels[f"BucketedDDP, {small}"]
-    single = [level for level in results["levels"] if level["allreduces"] == 1]
-    lines = [
-        f"- NaiveDDP: {_compared(naive, base)}. It sends {naive['allreduces']} blocking all-reduces per step, all "
-        f"after backward, where torch's DDP sends {base['allreduces']}: {_finish_against_fit(naive, fit)}.",
-        f"- OverlappedDDP: {_compared(over, base)}. The same {over['allreduces']} all-reduces, launched from a "
-        f"Python hook per parameter inside backward ({over['overlapped_share']:.0%} of their time overlapped "
-        f"backward). {_finish_against_fit(over, fit)}.",
-        f"- BucketedDDP, {plural(buck['allreduces'], 'all-reduce')} per step against torch DDP's "
-        f"{base['allreduces']}: {_compared(buck, base)}. The machinery differs, in parts this run does not time "
-        "apart: torch's reducer in C++ copies each gradient into a preallocated bucket view as it arrives, "
-        "BucketedDDP runs a Python hook per parameter, a fresh torch.cat per bucket and a copy back.",
-        f"- At {small}, BucketedDDP ({b_small['allreduces']} all-reduces, {b_small['overlapped_share']:.0%} "
-        f"overlapped backward) against torch's DDP at the same cap ({t_small['allreduces']}, "
-        f"{t_small['overlapped_share']:.0%}): {_compared(b_small, t_small)} (the table compares it with torch DDP "
-        f"at the default caps: {b_small['vs_torch_ddp']}).",
-    ]
-    if single:
-        shares = ", ".join(f"{level['overlapped_share']:.0%}" for level in single)
-        lines.append(f"- {' and '.join(level['name'] for level in single)} sent one all-reduce per step: what of it "
-                     f"overlapped backward ({shares}) is "
-                     "not overlap with computing other gradients, only the time it ran before the autograd node that "
-                     "produced its last gradient, whose hook launched it, returned (notebook 10).")
-    note = sitting_note(results, bench)
-    return "\n".join(lines) + (f"\n{note}" if note else "")
+    over_verdict, backward = step_verdict(over, naive), (profiled_backward_ms(over), profiled_backward_ms(naive))
+    overlap = (f"- OverlappedDDP against NaiveDDP, its {over['allreduces']} all-reduces launched inside backward: "
+               f"finish() waited {over['finish_ms']:.1f} against {naive['finish_ms']:.1f} ms, the step took "
+               f"{over['step_ms']:.1f} against {naive['step_ms']:.1f} ms ({over_verdict} over both ranks' block "
+               f"medians), backward in the profiled steps {backward[0]:.1f} against {backward[1]:.1f} ms.")
+    if over["finish_ms"] < naive["finish_ms"] and over_verdict != "faster":  # the wait moved, the step did not gain
+        overlap += (" Launching the all-reduces inside backward shortened the wait after it but did not make the "
+                    "step faster" + (": backward itself took longer." if backward[0] > backward[1] else "."))
+    return "\n".join([
+        f"- The same {results['gradient_elements']:,} gradient elements: NaiveDDP's finish() "
+        f"({plural(naive['allreduces'], 'all-reduce')}, after backward) waited {naive['finish_ms']:.1f} ms, "
+        f"BucketedDDP's ({plural(buck['allreduces'], 'all-reduce')}) {buck['finish_ms']:.1f} ms.",
+        overlap,
+        f"- At {small}, BucketedDDP ({plural(b_small['allreduces'], 'all-reduce')}) against torch's DDP at the same "
+        f"cap ({t_small['allreduces']}): {step_verdict(b_small, t_small)} over both ranks' block medians (median step "
+        f"{b_small['step_ms']:.1f} against {t_small['step_ms']:.1f} ms).",
+    ])
 
 
 def report(results: dict) -> str:

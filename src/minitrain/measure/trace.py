@@ -21,6 +21,8 @@ from torch.profiler import ProfilerActivity, profile, record_function
 from minitrain.artifacts import write_atomic
 
 ALLREDUCE = "gloo:all_reduce"  # ProcessGroupGloo's name for an all-reduce's execution
+LAUNCH = "c10d::allreduce_"  # dist.all_reduce's op on the calling thread: it hands the work to gloo's worker
+DIVIDE = "aten::div_"  # DDP's all-reduce hook divides the bucket by the world size just before the launch
 BACKWARD_OP = "autograd::engine::evaluate_function:"  # one autograd node run during backward
 STEP = "step "  # the record_function label profile_steps puts around each step
 # kineto (torch 2.13) logs its start and stop at its highest level, USDT, above ERROR: no KINETO_LOG_LEVEL
@@ -76,6 +78,34 @@ def load_trace(path: Path) -> list[dict]:
     opener = gzip.open if str(path).endswith(".gz") else open
     with opener(path, "rt") as f:
         return [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
+
+
+def base_ns(path: Path) -> int:
+    """The trace's baseTimeNanoseconds: its events' `ts` count microseconds from it, on the machine's
+    wall clock (CLOCK_REALTIME), so the traces of processes on one machine line up."""
+    opener = gzip.open if str(path).endswith(".gz") else open
+    with opener(path, "rt") as f:
+        return int(json.load(f).get("baseTimeNanoseconds", 0))
+
+
+def allreduce_spans(events: list[dict], base: int = 0) -> list[dict]:
+    """Per profiled step, each all-reduce in launch order: its start and end on the trace's clock (us from
+    `base` ns), and, where the hook divided before launching, the division's length and the time from its
+    end to gloo's start (ms)."""
+    rows = []
+    for step in sorted((e for e in events if e["name"].startswith(STEP)), key=lambda e: e["ts"]):
+        inside = sorted((e for e in events if step["ts"] <= e["ts"] <= step["ts"] + step["dur"]), key=lambda e: e["ts"])
+        launches = [e for e in inside if e["name"] == LAUNCH]
+        for k, a in enumerate(e for e in inside if e["name"] == ALLREDUCE):
+            # the launch's own thread's last division before it: the hook's div_ of this bucket
+            divides = [d for d in inside if d["name"] == DIVIDE and k < len(launches)
+                       and d["tid"] == launches[k]["tid"] and d["ts"] <= launches[k]["ts"]]
+            div = divides[-1] if divides else None
+            rows.append({"step": int(step["name"][len(STEP):]), "allreduce": k,
+                         "start_us": base / 1e3 + a["ts"], "end_us": base / 1e3 + a["ts"] + a["dur"],
+                         "divide_ms": div["dur"] / 1e3 if div else None,
+                         "to_gloo_ms": (a["ts"] - div["ts"] - div["dur"]) / 1e3 if div else None})
+    return rows
 
 
 def _union(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:

@@ -34,6 +34,7 @@ from minitrain.timing import summarize
 from minitrain.train import TrainConfig
 
 PLOT_NAME = "wire.png"
+MiB = 2**20
 GLOO_ALGORITHM = ("ring: ProcessGroupGloo's all-reduce calls gloo::allreduce without choosing an "
                   "algorithm, and gloo runs its ring (reduce-scatter, then all-gather) for any size")
 
@@ -230,11 +231,11 @@ def findings(results: dict) -> list[Finding]:
                                results["headroom"])
     measured = wire["measured"]
     records = [
-        Finding("buckets", len(buckets), "buckets", f"DDP packs MiniGPT's {wire['gradient'] / 1e6:.2f} MB "
+        Finding("buckets", len(buckets), "buckets", f"DDP packs MiniGPT's {wire['gradient'] / MiB:.2f} MiB "
                 "of gradients into this many all-reduces per step"),
         Finding("sent_over_ring_theory", measured["sent_over_theory"], "ratio",
                 f"bytes each rank's gloo sockets sent per step against the ring's 2(n-1)/n x gradients "
-                f"({wire['ring_theory_per_rank'] / 1e6:.2f} MB)" if measured["sent_per_rank"]
+                f"({wire['ring_theory_per_rank'] / MiB:.2f} MiB)" if measured["sent_per_rank"]
                 else "socket counters are not available on this OS"),
         Finding("in_step_allreduce_median", ar["in_step"]["median"], "ms",
                 "comm hook, bucket launch to completion, per step and rank (includes waiting for the peer)"),
@@ -265,11 +266,11 @@ def plot(results: dict, out: Path) -> None:
     sent = wire["measured"]["sent_per_rank"] or []
     labels = ["gradients", "ring theory\nper rank"] + [f"sent by\nrank {r}" for r in range(len(sent))]
     values = [wire["gradient"], wire["ring_theory_per_rank"], *sent]
-    bars = ax1.bar(labels, [v / 1e6 for v in values], color=["0.6", "#4c72b0"] + ["#55a868"] * len(sent))
+    bars = ax1.bar(labels, [v / MiB for v in values], color=["0.6", "#4c72b0"] + ["#55a868"] * len(sent))
     ax1.bar_label(bars, labels=[f"{v:,.0f} B" for v in values], fontsize=7)
     if not sent:
         ax1.text(0.5, 0.5, "socket counters:\nnot available on this OS", transform=ax1.transAxes, ha="center")
-    ax1.set_ylabel("MB per step")
+    ax1.set_ylabel("MiB per step")
     ax1.set_title("Bytes per step: theory vs the sockets")
 
     # medians side by side; the split into waiting and transfer needs means, which add up
@@ -300,8 +301,8 @@ def plot(results: dict, out: Path) -> None:
 
     config, prov = results["config"], results["provenance"]
     fig.suptitle(f"The wire during training: {config['world_size']} gloo ranks, "
-                 f"{plural(config['threads_per_rank'], 'thread')} each, {prov.cores} logical CPUs, load average {prov.load_average_1min:.1f}, "
-                 f"torch {prov.torch}", fontsize=10)
+                 f"{plural(config['threads_per_rank'], 'thread')} each, {prov.cores} logical CPUs, torch {prov.torch}",
+                 fontsize=10)
     fig.tight_layout()
     save_figure(fig, out / PLOT_NAME)
 

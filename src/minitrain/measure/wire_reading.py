@@ -1,13 +1,17 @@
-"""What notebook 10 reads from wire.json: its tables and generated sentences."""
+"""What notebook 10 reads from wire.json and its two traces: its tables and generated sentences."""
 
 import statistics
+from pathlib import Path
 
 from minitrain.lab.reporting.report import plural
 from minitrain.lab.reporting.sittings import sitting_note
 from minitrain.lab.reporting.verdict import verdict_over_repeats
 from minitrain.measure.allreduce import ring_factor
+from minitrain.measure.trace import allreduce_spans, base_ns, load_trace
 
 SLOW = 1.5  # a transfer or a benchmark's p95 this many times its reference counts as slow
+HEADER_BYTES = 48  # gloo's TCP transport: Op::preamble, six 64-bit fields, before every message
+MiB = 2**20
 
 
 def what_ran(results: dict) -> str:
@@ -23,13 +27,30 @@ def ddp_bucket_check(results: dict) -> dict[str, bool]:
     return {f"DDP's own record (bucket sizes {ddp['sizes_bytes']}): same parameters in the same order": same}
 
 
+def bucket_summary(results: dict) -> str:
+    """One line per bucket: bytes, MiB, tensors, and its first and last tensor in the order backward filled it."""
+    lines = [f"{'bucket':>6}  {'bytes':>10}  {'MiB':>6}  {'tensors':>7}  {'first filled':<14}  last filled"]
+    lines += [f"{b['index']:>6}  {b['bytes']:>10,}  {b['bytes'] / MiB:>6.3f}  {len(b['params']):>7}  "
+              f"{b['params'][0]:<14}  {b['params'][-1]}" for b in results["buckets"]]
+    return "\n".join(lines)
+
+
+def last_tensor(results: dict) -> str:
+    """The parameter whose gradient completes the last bucket: the last one backward produced."""
+    return results["buckets"][-1]["params"][-1]
+
+
+def bucket_text(results: dict) -> str:
+    """Why the gradients make as many buckets as they do, and when the last one is ready."""
+    grad, buckets = results["bytes_per_step"]["gradient"], results["buckets"]
+    return (f"{plural(len(buckets), 'bucket')} for {grad / MiB:.2f} MiB of gradients; the last gradient to arrive, "
+            f"`{last_tensor(results)}`, completes the last bucket, so that all-reduce starts only when backward is over.")
+
+
 def ring_table(gradient_bytes: int, ranks: list[int]) -> str:
     """What each rank sends in a ring all-reduce of `gradient_bytes` for each number of ranks: 2(n-1)/n x."""
-    lines = [f"gradient bytes per step: {gradient_bytes:,} (float32, {gradient_bytes // 4:,} values)"]
-    for n in ranks:
-        factor = ring_factor(n)
-        lines.append(f"ring all-reduce, {n:2d} ranks: each rank sends {factor * gradient_bytes:12,.0f} bytes "
-                     f"= {factor:.3f} x the gradients")
+    lines = [f"{'ranks':>5}  {'bytes each rank sends':>21}  {'x gradients':>11}"]
+    lines += [f"{n:>5}  {ring_factor(n) * gradient_bytes:>21,.0f}  {ring_factor(n):>11.3f}" for n in ranks]
     return "\n".join(lines)
 
 
@@ -37,59 +58,76 @@ def bytes_table(results: dict) -> str:
     """Bytes per step and rank: the ring's theory against the kernel's socket counters."""
     wire = results["bytes_per_step"]
     measured = wire["measured"]
-    lines = [f"theory, per rank per step: {wire['ring_theory_per_rank']:,.0f} bytes"]
+    lines = [f"{'per step':<8}  {'sent':>10}  {'retransmitted':>13}  {'received':>10}",
+             f"{'theory':<8}  {wire['ring_theory_per_rank']:>10,.0f}  {'':>13}  {wire['ring_theory_per_rank']:>10,.0f}"]
     if measured["sent_per_rank"] is None:
         return "\n".join(lines + [measured["source"]])
-    for rank, (sent, again, received) in enumerate(zip(measured["sent_per_rank"], measured["retransmitted_per_rank"],
-                                                        measured["received_per_rank"])):
-        lines.append(f"rank {rank}: sent {sent:,.0f} bytes (plus {again:,.0f} retransmitted), "
-                     f"received {received:,.0f}")
-    lines.append(f"sent / theory: {measured['sent_over_theory']:.4f}; "
-                 f"{measured['overhead_bytes_per_step']:,.0f} bytes a step above the theory")
+    lines += [f"{f'rank {r}':<8}  {sent:>10,.0f}  {again:>13,.0f}  {received:>10,.0f}"
+              for r, (sent, again, received) in enumerate(zip(measured["sent_per_rank"],
+                                                              measured["retransmitted_per_rank"],
+                                                              measured["received_per_rank"]))]
     return "\n".join(lines)
+
+
+def bytes_text(results: dict) -> str:
+    """The sent bytes above the ring's, in gloo's message headers, and the retransmitted bytes, as sentences."""
+    measured = results["bytes_per_step"]["measured"]
+    if measured["sent_per_rank"] is None:
+        return "This OS has no socket counters: the bytes were not counted."
+    extra = measured["overhead_bytes_per_step"]
+    headers = extra / HEADER_BYTES
+    framing = (f"{extra:,.0f} bytes a step above the ring's ({measured['sent_over_theory']:.4f}x): "
+               + (f"{headers:.0f} of gloo's {HEADER_BYTES}-byte message headers." if headers == round(headers)
+                  else f"not a whole number of gloo's {HEADER_BYTES}-byte message headers."))
+    again = measured["retransmitted_per_rank"]
+    twice = [(r, b) for r, b in enumerate(again) if b]
+    resent = ("No byte was sent twice." if not twice else
+              and_list([f"rank {r}" for r, _ in twice]).capitalize() + " also sent "
+              + and_list([f"{b:,.0f}" for _, b in twice]) + " bytes a step a second time (`bytes_retrans`, counted "
+              "apart): a loopback has no wire to lose them, so TCP resent bytes it had not seen acknowledged in time; "
+              "the counters do not say why.")
+    return f"The ranks sent a mean {framing} {resent}"
+
+
+def and_list(items: list[str]) -> str:
+    """'a, b and c'."""
+    return ", ".join(items[:-1]) + " and " + items[-1] if len(items) > 1 else "".join(items)
 
 
 def allreduce_table(results: dict) -> str:
-    """The all-reduce's time per step and rank: in the step against alone, median against median;
-    then the in-step time split into waiting and transfer with means (means add up, medians do not)."""
+    """The all-reduce's time per step and rank (median, mean, p95) in the step, split into waiting and
+    transfer; alone; the benchmark's fit; each rank's means."""
     ar = results["allreduce_ms"]
-    in_step, alone = ar["in_step"]["median"], ar["standalone"]
-    lines = ["medians, ms per step and rank:",
-             f"  in the step (comm hook: bucket ready -> all-reduce done): {in_step:6.2f}  "
-             f"(p95 {ar['in_step']['p95']:.2f})",
-             f"  alone, the same bytes between barriers:                   {alone:6.2f}",
-             f"  in the step / alone:                                      {in_step / alone:5.1f}x",
-             f"  in the step, the part after both buckets were ready:      {ar['transfer']['median']:6.2f}"]
+    row = lambda name, s: f"{name:<30}  {s['median']:>6.2f}  {s['mean']:>6.2f}  {s['p95']:>6.2f}"  # noqa: E731
+    one = lambda name, ms: f"{name:<30}  {ms:>6.2f}  {'':>6}  {'':>6}"  # noqa: E731
+    lines = [f"{'ms per step and rank':<30}  {'median':>6}  {'mean':>6}  {'p95':>6}",
+             row("in the step", ar["in_step"]), row("= waiting for the other rank", ar["waiting"]),
+             row("+ transfer after both ready", ar["transfer"]), one("alone, the same bytes", ar["standalone"])]
     if ar["predicted"] is not None:
-        lines.append(f"  the benchmark's alpha-beta fit for these bytes:           {ar['predicted']:6.2f}")
-    lines += ["the in-step time split, means over steps and ranks, ms:",
-              f"  in the step                              {ar['in_step']['mean']:6.2f}",
-              f"  = waiting for the other rank's bucket    {ar['waiting']['mean']:6.2f}  ({ar['waiting_share']:.0%})",
-              f"  + transfer, after both were ready        {ar['transfer']['mean']:6.2f}"]
-    lines += [f"  rank {r['rank']}: in the step {r['in_step_mean']:.2f}, of which waiting {r['waiting_mean']:.2f}"
-              for r in ar["per_rank"]]
+        lines.append(one("notebook 07's alpha-beta fit", ar["predicted"]))
+    for r in ar["per_rank"]:  # each rank's own means: the waiting falls on both, or on one
+        lines += [f"{name:<30}  {'':>6}  {mean:>6.2f}  {'':>6}" for name, mean in
+                  ((f"rank {r['rank']}: in the step", r["in_step_mean"]), (f"rank {r['rank']}: waiting", r["waiting_mean"]))]
     return "\n".join(lines)
 
 
-def headroom_table(results: dict) -> str:
-    """Rank 0's median step with the all-reduce and with the no-op hook, per repeat and overall."""
-    head = results["headroom"]
-    lines = [f"repeat {r['repeat']}: {r['step_ms_allreduce']:6.1f} ms with all-reduce, {r['step_ms_noop']:6.1f} ms "
-             f"with no-op -> communication {r['comm_share']:.0%} of the step" for r in head["repeats"]]
-    lines.append(f"median of the repeats: {head['step_ms_allreduce']:.1f} ms against {head['step_ms_noop']:.1f} ms; "
-                 f"communication share, the median of the repeats' shares: {head['comm_share']:.0%}")
-    return "\n".join(lines)
-
-
-def overlap_rows_table(results: dict) -> str:
-    """Per profiled step and rank: all-reduce time, the part that overlapped backward, its start against
-    this rank's backward end, the time the step waited after backward, backward itself (ms); the overlapped share."""
-    lines = [f"{'rank':>4} {'step':>4} {'all-reduce ms':>13} {'overlapped ms':>13} {'start ms':>8} "
-             f"{'after backward ms':>17} {'backward ms':>11}"]
-    lines += [f"{r['rank']:>4} {r['step']:>4} {r['allreduce_ms']:13.2f} {r['overlapped_ms']:13.2f} {r['start_ms']:+8.2f} "
-              f"{r['after_backward_ms']:17.2f} {r['backward_ms']:11.2f}" for r in results["overlap"]["rows"]]
-    lines.append(f"overlapped share (sum over rows): {results['overlap']['overlapped_share']:.1%}")
-    return "\n".join(lines)
+def waiting_text(results: dict, bench: dict | None = None) -> str:
+    """The in-step all-reduce against alone, its waiting share, and the benchmark's fit against the stand-alone
+    run (`bench`: the benchmark's results, for their sitting)."""
+    ar = results["allreduce_ms"]
+    rows, alone, predicted = ar["per_step"], ar["standalone"], ar["predicted"]
+    quick = sum(r["transfer_ms"] < SLOW * alone for r in rows)
+    note = sitting_note(results, bench) if bench else ""
+    diff = alone / predicted - 1 if predicted else 0.0  # as notebook 07 states it: the run against the fit
+    fit = ("" if predicted is None else
+           f" Notebook 07's fit says {predicted:.2f} ms for these bytes; alone, here, they took {alone:.2f} ms"
+           + (f", {abs(diff):.0%} {'less' if diff < 0 else 'more'}: runs of the same all-reduce"
+              f"{' in one sitting' if bench and not note else ''} differ by that much." if abs(diff) >= 0.05
+              else ": the two agree within 5%.") + (f" {note}" if note else ""))
+    return (f"In the step the all-reduce took {ar['in_step_over_standalone']:.1f}x its median alone. Waiting for the "
+            f"other rank was {share_word(ar['waiting_share'])} ({ar['waiting_share']:.0%} of the mean); the transfer "
+            f"after both were ready took {ar['transfer']['median'] / alone:.1f}x the stand-alone median, and "
+            f"{quick} of {len(rows)} (step, rank) rows came within {SLOW}x of it.{fit}")
 
 
 def share_word(share: float) -> str:
@@ -97,44 +135,75 @@ def share_word(share: float) -> str:
     return "the smaller part" if share < 0.5 else "the larger part"
 
 
-def waiting_text(results: dict) -> str:
-    """The in-step all-reduce against alone (medians) and its split into waiting and transfer (means), as sentences."""
+def trace_spans(results: dict, folder: Path) -> list[dict]:
+    """Both ranks' traced all-reduces (trace.allreduce_spans, with the rank), from the traces in `folder`."""
+    return [row | {"rank": rank} for rank, name in enumerate(results["overlap"]["traces"])
+            for row in allreduce_spans(load_trace(folder / name), base_ns(folder / name))]
+
+
+def _other(spans: list[dict], row: dict) -> dict | None:
+    """The other rank's all-reduce of the same step and bucket."""
+    return next((s for s in spans if (s["step"], s["allreduce"]) == (row["step"], row["allreduce"])
+                 and s["rank"] != row["rank"]), None)
+
+
+def hook_table(spans: list[dict]) -> str:
+    """Per traced all-reduce: the hook's division, the time from it to gloo's start, gloo's slice, and its start
+    and end against the other rank's (ms; positive: later)."""
+    lines = [f"{'rank':>4} {'step':>4} {'div_ ms':>7} {'div_ -> gloo ms':>15} {'gloo ms':>7} "
+             f"{'starts vs other rank':>20} {'ends vs other rank':>18}"]
+    for s in sorted(spans, key=lambda s: (s["rank"], s["step"], s["allreduce"])):
+        other, ms = _other(spans, s), lambda v: "-" if v is None else f"{v:.2f}"  # noqa: E731
+        vs = lambda key: "-" if other is None else f"{(s[key] - other[key]) / 1e3:+.2f}"  # noqa: E731
+        lines.append(f"{s['rank']:>4} {s['step']:>4} {ms(s['divide_ms']):>7} {ms(s['to_gloo_ms']):>15} "
+                     f"{(s['end_us'] - s['start_us']) / 1e3:>7.2f} {vs('start_us'):>20} {vs('end_us'):>18}")
+    return "\n".join(lines)
+
+
+def hook_text(results: dict, spans: list[dict]) -> str:
+    """The hook's measured work before gloo starts (its division, then the hand-off to gloo's worker thread),
+    beside the transfer's excess over the stand-alone all-reduce."""
     ar = results["allreduce_ms"]
-    rows, alone = ar["per_step"], ar["standalone"]
-    quick = sum(r["transfer_ms"] < SLOW * alone for r in rows)
-    return (f"In the step against alone is median against median: {ar['in_step']['median']:.2f} ms against "
-            f"{alone:.2f} ms, {ar['in_step_over_standalone']:.1f}x (`in_step_over_standalone` in `wire.json`; the "
-            "figure's middle panel shows the two medians and the ratio in its title).\n\n"
-            f"**Waiting is {share_word(ar['waiting_share'])}.** A rank waited {ar['waiting']['mean']:.2f} ms of its "
-            f"mean {ar['in_step']['mean']:.2f} ms in the step ({ar['waiting_share']:.0%}, means). The transfer after "
-            f"both buckets were ready took a median {ar['transfer']['median']:.2f} ms against {alone:.2f} ms "
-            f"alone ({ar['transfer']['median'] / alone:.1f}x), mean {ar['transfer']['mean']:.2f} ms, p95 {ar['transfer']['p95']:.2f} ms. Of the {len(rows)} rows "
-            f"of `allreduce_ms.per_step` ({len(rows) // results['config']['world_size']} steps x "
-            f"{results['config']['world_size']} ranks), {quick} transferred in under {SLOW} times the stand-alone time; "
-            f"the others took up to {max(r['transfer_ms'] for r in rows):.1f} ms.")
+    excess = ar["transfer"]["median"] - ar["standalone"]
+    hooked = [s for s in spans if s["divide_ms"] is not None]
+    if not hooked:
+        return "The traces hold no hook division before an all-reduce: they do not show the hook's own work."
+    span = lambda values: f"{min(values):.2f}-{max(values):.2f} ms"  # noqa: E731
+    before = [s["divide_ms"] + s["to_gloo_ms"] for s in hooked]
+    median = statistics.median(before)
+    against = (f"That median is {median / excess:.0%} of the {excess:.2f} ms by which the transfer's median exceeds "
+               "the stand-alone one" if median < excess else
+               f"That median covers all of the {excess:.2f} ms by which the transfer's median exceeds the stand-alone "
+               "one" if excess > 0 else "The transfer's median does not exceed the stand-alone one")
+    rest = ("; the rest is not measured here: our hypothesis is gloo's threads, asleep through forward and backward, "
+            "woken on CPUs both ranks share (`perf sched` would test it)." if 0 < median < excess else ".")
+    return (f"Before gloo moved a byte, the traced steps spent {span(before)} (median {median:.2f}) in the hook: its "
+            f"division, {span([s['divide_ms'] for s in hooked])}, which the stand-alone all-reduce does not do, then "
+            f"the hand-off to gloo's worker thread, {span([s['to_gloo_ms'] for s in hooked])}. {against} (traced steps "
+            f"run slower, under the profiler, and the stand-alone all-reduce makes a hand-off too, untimed){rest}")
 
 
-def latest_start(rows: list[dict]) -> dict:
-    """The traced all-reduce that began latest against its own rank's backward end."""
-    return max(rows, key=lambda r: r["start_ms"])
-
-
-def delayed_start_text(results: dict) -> str:
-    """The traced all-reduce that began latest after its rank's backward ended, and the other rank's of that step."""
-    rows = results["overlap"]["rows"]
-    late = latest_start(rows)
-    where = f"What the trace shows (section 4, rank {late['rank']}, profiled step {late['step']}): "
+def delayed_start_text(results: dict, spans: list[dict]) -> str:
+    """The traced all-reduce that began latest after its rank's backward ended, and the other rank's of that step,
+    aligned on the clock both traces share."""
+    late = max(results["overlap"]["rows"], key=lambda r: r["start_ms"])
+    where = f"Rank {late['rank']}, traced step {late['step']}: "
     if late["start_ms"] <= 0:
-        return where + (f"every traced all-reduce began before its rank's backward ended (the latest "
+        return where + ("every traced all-reduce began before its rank's backward ended (the latest "
                         f"{-late['start_ms']:.2f} ms before), so none waited to start.")
-    other = [r for r in rows if r["step"] == late["step"] and r["rank"] != late["rank"]]
-    # the two ranks' traces have their own clocks: durations compare, intervals across ranks do not
-    return (where + f"that all-reduce ran for {late['allreduce_ms']:.2f} ms and ended {late['after_backward_ms']:.2f} "
-            f"ms after backward: it began {late['start_ms']:.2f} ms after this rank's backward ended; the trace does "
-            "not say what it waited for (gloo's worker, the Python hook, the interpreter's lock)"
-            + (f". Rank {other[0]['rank']}'s all-reduce of that step ran for {other[0]['allreduce_ms']:.2f} ms (the "
-               "two traces have separate clocks, so they do not say whether it covered that gap)" if other else "")
-            + ".")
+    text = (where + f"the latest start, {late['start_ms']:.2f} ms after its backward ended; the all-reduce ran "
+            f"{late['allreduce_ms']:.2f} ms.")
+    mine = next((s for s in spans if (s["rank"], s["step"], s["allreduce"]) == (late["rank"], late["step"], 0)), None)
+    other = _other(spans, mine) if mine else None
+    if other is None:
+        return text
+    lag = (other["start_us"] - mine["start_us"]) / 1e3
+    end = (other["end_us"] - mine["end_us"]) / 1e3
+    span = f" and ended {abs(end):.2f} ms {'before' if end < 0 else 'after'} it"
+    return text + (f" On the clock both traces share, rank {other['rank']}'s began {lag:.2f} ms after it{span}: for "
+                   f"{lag / late['allreduce_ms']:.0%} of its time this all-reduce waited for the other rank to start."
+                   if lag > 0 else f" On the clock both traces share, rank {other['rank']}'s had begun {-lag:.2f} ms "
+                   f"before it{span}: this rank was the one waited for.")
 
 
 def slow_transfer_text(results: dict, bench: dict) -> str:
@@ -144,13 +213,21 @@ def slow_transfer_text(results: dict, bench: dict) -> str:
     tail = row["p95_ms"] / row["median_ms"]
     transfer = results["allreduce_ms"]["transfer"]
     return " ".join(filter(None, [
-        ("The benchmark shows such waits alone too" if tail >= SLOW else
+        ("The benchmark alone has such slow calls too" if tail >= SLOW else
          f"The benchmark alone has no such tail (its p95 within {SLOW}x of its median)")
-        + f": notebook 07's p95 at {row['bytes'] / 2**20:.3g} MiB is {row['p95_ms']:.2f} ms against a "
-        f"{row['median_ms']:.2f} ms median ({tail:.1f}x), while the transfer here had a p95 of {transfer['p95']:.2f} ms "
-        f"against a {transfer['median']:.2f} ms median ({transfer['p95'] / transfer['median']:.1f}x). The 1-minute "
-        f"load average this run recorded: {results['provenance'].load_average_1min:.1f}.",
-        sitting_note(results, bench)]))
+        + f": notebook 07's p95 at {row['bytes'] / MiB:.3g} MiB is {tail:.1f}x its median; the transfer's here "
+        f"is {transfer['p95'] / transfer['median']:.1f}x.", sitting_note(results, bench)]))
+
+
+def headroom_table(results: dict) -> str:
+    """Rank 0's median step with the all-reduce and with the no-op hook, per repeat and overall."""
+    head = results["headroom"]
+    lines = [f"{'repeat':>6}  {'all-reduce ms':>13}  {'no-op ms':>8}  {'communication':>13}"]
+    lines += [f"{r['repeat']:>6}  {r['step_ms_allreduce']:>13.1f}  {r['step_ms_noop']:>8.1f}  {r['comm_share']:>13.0%}"
+              for r in head["repeats"]]
+    lines.append(f"{'median':>6}  {head['step_ms_allreduce']:>13.1f}  {head['step_ms_noop']:>8.1f}  "
+                 f"{head['comm_share']:>13.0%}")
+    return "\n".join(lines)
 
 
 def headroom_verdict(results: dict) -> str:
@@ -167,48 +244,40 @@ def headroom_text(results: dict) -> str:
     """The communication share from the no-op hook, the median of the paired repeats' shares, and their range."""
     head = results["headroom"]
     shares = [r["comm_share"] for r in head["repeats"]]
-    return (f"The headline share is the median of the paired shares: each of the {len(shares)} repeats gives "
-            "1 - noop/allreduce of rank 0's median steps in its two adjacent blocks, and the median of those is "
-            f"{head['comm_share']:.0%}; the single repeats range from {min(shares):.0%} to {max(shares):.0%}. Over the "
-            f"repeats the median step was {head['step_ms_allreduce']:.1f} ms with the all-reduce against "
-            f"{head['step_ms_noop']:.1f} ms with the no-op hook (the figure's right panel draws those two medians; its "
-            f"title gives the share); {headroom_verdict(results)}.")
+    return (f"Communication took {head['comm_share']:.0%} of the step, the median of {len(shares)} paired shares "
+            f"(single repeats {min(shares):.0%} to {max(shares):.0%}); {headroom_verdict(results)}.")
+
+
+def overlap_rows_table(results: dict) -> str:
+    """Per profiled step and rank: all-reduce time, the part that overlapped backward, its start against
+    this rank's backward end, the time the step waited after backward, backward itself (ms); the overlapped share."""
+    lines = [f"{'rank':>4} {'step':>4} {'all-reduce ms':>13} {'overlapped ms':>13} {'start ms':>8} "
+             f"{'after backward ms':>17} {'backward ms':>11}"]
+    lines += [f"{r['rank']:>4} {r['step']:>4} {r['allreduce_ms']:13.2f} {r['overlapped_ms']:13.2f} {r['start_ms']:+8.2f} "
+              f"{r['after_backward_ms']:17.2f} {r['backward_ms']:11.2f}" for r in results["overlap"]["rows"]]
+    lines.append(f"{'all':>4} {'':>4} {'':>13} {results['overlap']['overlapped_share']:>13.1%}")
+    return "\n".join(lines)
 
 
 def overlap_text(results: dict) -> str:
-    """How much of the all-reduce time overlapped backward, and the latest start after backward, as sentences."""
+    """How much of the all-reduce time overlapped backward, and why, as a sentence."""
     share, buckets = results["overlap"]["overlapped_share"], len(results["buckets"])
-    late = latest_start(results["overlap"]["rows"])
-    why = ("with a single bucket that becomes ready when backward is finished, there is nothing left to overlap with, "
-           "and whatever overlapped is backward's last node itself: DDP calls the hook from "
-           "inside it (the `AccumulateGrad` of `tok_emb.weight`), so gloo can start before that slice closes"
+    why = (f"not real overlap: with one bucket, DDP calls the hook from inside backward's last node (the "
+           f"`AccumulateGrad` of `{last_tensor(results)}`), so gloo can start before that slice closes"
            if buckets == 1 else f"with {buckets} buckets the earlier ones can travel while backward still computes")
-    start = (f"on rank {late['rank']}, profiled step {late['step']} the all-reduce began {late['start_ms']:.2f} ms "
-             "after that rank's backward ended, the latest start in the table (section 3)" if late["start_ms"] > 0
-             else "every all-reduce in the table began before its rank's backward ended")
-    return (f"{share:.1%} of the all-reduce time overlapped backward: {why}. The `start` column is when each "
-            f"all-reduce began against its rank's backward end and `after backward` what the step waited after "
-            f"backward; {start}.")
+    return f"{share:.1%} of the all-reduce time overlapped backward: {why}."
 
 
 def takeaway(results: dict) -> str:
     """The notebook's takeaway, in sentences with this run's numbers."""
     ar, head, sent = results["allreduce_ms"], results["headroom"], results["bytes_per_step"]["measured"]
     grad, buckets = results["bytes_per_step"]["gradient"], results["buckets"]
-    lines = [f"- In this run DDP packed all {grad:,} bytes of MiniGPT's gradients into {plural(len(buckets), 'bucket')}"
-             + (f", and each rank's gloo socket sent {statistics.fmean(sent['sent_per_rank']):,.0f} bytes a step: "
-                f"{sent['sent_over_theory']:.4f} x the ring's 2(n-1)/n x the gradients, "
-                f"{sent['overhead_bytes_per_step']:,.0f} bytes above it."
-                if sent["sent_per_rank"] else "; this OS has no socket counters, so the bytes were not counted."),
-             f"- Inside the step the all-reduce, from a rank's bucket ready to its all-reduce done, took a median "
-             f"{ar['in_step']['median']:.2f} ms against {ar['standalone']:.2f} ms for the same bytes alone "
-             f"({ar['in_step_over_standalone']:.1f}x). Waiting for the other rank's bucket was "
-             f"{share_word(ar['waiting_share'])}, {ar['waiting_share']:.0%} of it (means); the transfer after both "
-             f"were ready took a median {ar['transfer']['median']:.2f} ms, p95 {ar['transfer']['p95']:.2f} ms.",
-             f"- With the no-op hook the step was {abs(head['comm_share']):.0%} "
-             f"{'shorter' if head['comm_share'] > 0 else 'longer'} (the median of {len(head['repeats'])} paired "
-             f"repeats' shares, single repeats {min(r['comm_share'] for r in head['repeats']):.0%} to "
-             f"{max(r['comm_share'] for r in head['repeats']):.0%}; {headroom_verdict(results)}), and "
-             f"{results['overlap']['overlapped_share']:.1%} "
-             f"of the all-reduce time overlapped backward."]
-    return "\n".join(lines)
+    return "\n".join([
+        f"- DDP sent MiniGPT's {grad / MiB:.2f} MiB of gradients in {plural(len(buckets), 'bucket')}"
+        + (f"; each rank's socket carried {sent['sent_over_theory']:.4f}x the ring's bytes."
+           if sent["sent_per_rank"] else "; this OS has no socket counters."),
+        f"- In the step the all-reduce took {ar['in_step_over_standalone']:.1f}x its time alone (medians); waiting "
+        f"for the other rank was {share_word(ar['waiting_share'])} ({ar['waiting_share']:.0%}, means).",
+        f"- With the no-op hook the step was {abs(head['comm_share']):.0%} "
+        f"{'shorter' if head['comm_share'] > 0 else 'longer'} (median of {len(head['repeats'])} paired repeats); "
+        f"{results['overlap']['overlapped_share']:.1%} of the all-reduce time overlapped backward."])
