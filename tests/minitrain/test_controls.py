@@ -181,7 +181,7 @@ def test_the_takeaway_and_the_drift_sentence_follow_the_results():
     lr, steps = results["lr"], results["steps"]
     within = copy.deepcopy(results)  # every step's drift at most n x 2 x lr: no claim about large updates
     within["drift"]["no-sync"] = [n * 2 * lr * 0.9 for n in range(1, steps + 1)]
-    assert controls.drift_growth(within).endswith("0.90, after step 1: never above 1.")
+    assert controls.drift_growth(within).endswith("0.90, after step 1: never clearly above 1.")
     beyond = copy.deepcopy(within)
     beyond["drift"]["no-sync"][9] = 10 * 2 * lr * 1.2
     assert "1.20, after step 10: above 1, so some AdamW steps moved a weight by more than lr" in (

@@ -452,11 +452,13 @@ def against_another_run(result: dict, wire: dict) -> str:
              f"| notebook 10: the same bytes alone, between barriers (median) | {alone:.2f} | {_when(theirs.date)} |"]
     when = (f"recorded {_apart(ours.date, theirs.date)} "
             f"{'in the same sitting' if ours.sitting == theirs.sitting else 'in another sitting'}")
-    diff = alone / fit_ms - 1
-    sentence = (f"Notebook 10's run of the same all-reduce, {when}, agrees with the fit within 5%." if abs(diff) < 0.05 else
-                f"Notebook 10's run of the same all-reduce, {when}, took {abs(diff):.0%} "
-                f"{'less' if diff < 0 else 'more'} than the fit: two runs of one all-reduce differed by that much, so "
-                "the fit describes this run, not the next.")
+    miss = predict_allreduce_ms(nearest["bytes"], result["fit"]) / nearest["median_ms"] - 1  # the line at that size
+    diff = alone / nearest["median_ms"] - 1  # run against run, not against the line
+    fit = f"At {size_label(nearest['bytes'])} the fit is {abs(miss):.0%} {'above' if miss > 0 else 'below'} this benchmark's own median. "
+    sentence = fit + (f"Notebook 10's run of these bytes, {when}, agrees with that median within 5%." if abs(diff) < 0.05 else
+                      f"Notebook 10's run of these bytes, {when}, took {abs(diff):.0%} {'less' if diff < 0 else 'more'} "
+                      "than that median: two runs of one all-reduce can differ by that much, so neither the fit nor "
+                      "one run prices the next.")
     return "\n".join(table) + "\n\n" + sentence
 
 

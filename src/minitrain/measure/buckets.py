@@ -349,29 +349,15 @@ def equality_table(results: dict) -> str:
     return "\n".join(lines)
 
 
-def fit_price(results: dict, most: dict, default: dict, wire: dict | None) -> str:
-    """The benchmark fit's price for the extra all-reduces, as an estimate beside the gap between the fit and a
-    stand-alone run of the gradient bytes (`wire`: notebook 10's results), against the extra step time."""
-    extra_step = most["step_ms"] - default["step_ms"]
-    price = most["predicted_ms"] - default["predicted_ms"]
-    extra = most["count"] - default["count"]
-    text = f"Notebook 07's fit prices the {plural(extra, 'extra all-reduce')} at about {price:.1f} ms, an estimate"
-    ar = (wire or {}).get("allreduce_ms") or {}
-    if ar.get("predicted") is None:
-        return text + "."
-    diff = ar["standalone"] / ar["predicted"] - 1  # as notebook 07 states it: the run against the fit
-    gap = abs(diff)
-    verdict = (f"even {gap:.0%} more, {(1 + gap) * price:.1f} ms, is less than the extra step"
-               if extra_step > (1 + gap) * price else
-               f"even {gap:.0%} less, {(1 - gap) * price:.1f} ms, is more than the extra step"
-               if extra_step < (1 - gap) * price else "the extra step lies within that spread of it")
-    return (text + f": notebook 10 measured the gradient bytes alone {gap:.0%} {'below' if diff < 0 else 'above'} "
-            f"the fit ({ar['standalone']:.2f} against {ar['predicted']:.2f} ms); {verdict}.")
+def fit_price(most: dict, default: dict) -> str:
+    """The benchmark fit's price for the extra all-reduces: an estimate, and why it is one."""
+    price, extra = most["predicted_ms"] - default["predicted_ms"], most["count"] - default["count"]
+    return (f"Notebook 07's fit prices the {plural(extra, 'extra all-reduce')} at about {price:.1f} ms, an estimate: "
+            "a line through one run's medians, while a sum of calls adds their means.")
 
 
-def takeaway(results: dict, wire: dict | None = None) -> str:
-    """What this run shows, in sentences with its numbers; each verdict follows the data. `wire`: notebook 10's
-    results, whose stand-alone all-reduce shows how far a run can be from the benchmark's fit."""
+def takeaway(results: dict) -> str:
+    """What this run shows, in sentences with its numbers; each verdict follows the data."""
     caps, config = results["caps"], results["config"]
     default, best, most = by_cap(results)["default"], fastest(results), most_buckets(results)
     d_o, m_o = default["overlap"], most["overlap"]
@@ -420,7 +406,7 @@ def takeaway(results: dict, wire: dict | None = None) -> str:
     extra_step = most["step_ms"] - default["step_ms"]
     versus = verdict_over_repeats(most["step_ms_range"], default["step_ms_range"], higher_is_faster=False)
     if versus == "slower":
-        price = f" {fit_price(results, most, default, wire)}" if most["predicted_ms"] is not None else ""
+        price = f" {fit_price(most, default)}" if most["predicted_ms"] is not None else ""
         backward = f"{m_o['backward_ms']:.1f} ms against {d_o['backward_ms']:.1f} ms ({profiled})"
         if m_o["backward_ms"] > 1.1 * d_o["backward_ms"]:
             alike_backward = [c["overlap"]["backward_ms"] for c in alike]

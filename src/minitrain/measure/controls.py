@@ -270,8 +270,9 @@ def drift_growth(results: dict) -> str:
     said = f"Highest no_sync() drift / (n x 2 x lr): {ratios[top]:.2f}, after step {top + 1}"
     # the gap after n steps is at most both ranks' moves summed (AdamW's decoupled decay only shrinks it):
     # above n x 2 x lr, some step moved a weight by more than lr
-    return said + (": above 1, so some AdamW steps moved a weight by more than lr." if ratios[top] > 1
-                   else ": never above 1.")
+    # float32 rounding alone lifts the ratio a hair above 1 (1.0001 at step 1): only a clear excess says it
+    return said + (": above 1, so some AdamW steps moved a weight by more than lr." if ratios[top] > 1.01
+                   else ": never clearly above 1.")
 
 
 def tolerance_text(compression: dict | None) -> str:

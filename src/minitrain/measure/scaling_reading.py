@@ -6,7 +6,7 @@ import torch.distributed as dist
 
 from minitrain.corpus import DEFAULT_CORPUS_DIR
 from minitrain.lab.reporting.report import plural
-from minitrain.lab.reporting.verdict import verdict_over_repeats
+from minitrain.lab.reporting.verdict import chance_of_separation, verdict_over_repeats
 from minitrain.measure.scaling_matrix import params_label
 from minitrain.measure.scaling_runs import ALL_CORES, ONE_THREAD, PINNED, TWO_PROCS
 from minitrain.train import build_model_for_corpus
@@ -147,8 +147,8 @@ def hook_reading(results: dict, buckets: dict[int, tuple]) -> str:
     both = [c for c in keys if (c, "weak") in found and (c, "strong") in found]
     strong_larger = bool(both) and all(row[keys[c]]["strong"] > row[keys[c]]["weak"]
                                        for c in both for row in results["summary"]["per_size"])
-    strong = (" Strong scaling halves each rank's batch but not its gradients: its share is the larger at every "
-              "size." if strong_larger else "")
+    strong = (" Strong scaling halves each rank's batch but not its gradients: its median share is the larger at "
+              "every size." if strong_larger else "")
     return (f"From {params_label(n0)} to {params_label(n1)} the gradients grow {n1 / n0:.1f}x and the hook time "
             + " and ".join(spans) + f". {where}{strong} The hook times each bucket from its launch to the end of its "
             "all-reduce, so a bucket launched while backward still runs also counts the backward work that shares "
@@ -166,10 +166,15 @@ def verdict_table(results: dict) -> str:
     width = max(len(title) for title, *_ in rows) + 2
     lines = ["tokens/s, every repeat against every repeat (`verdict_over_repeats`)",
              f"{'':<{width}}" + "".join(f"{params_label(n):>17}" for n in sizes)]
+    cells = []
     for title, config, baseline, s in rows:
         if all(tps(config, s, n) and tps(baseline, s, n) for n in sizes):
             lines.append(f"{title:<{width}}" + "".join(f"{verdict_over_repeats(tps(config, s, n), tps(baseline, s, n)):>17}"
                                                   for n in sizes))
+            cells += [chance_of_separation(len(tps(config, s, n)), len(tps(baseline, s, n))) for n in sizes]
+    if cells:  # each cell's verdict can be chance: say how often, and how many of the table's that makes
+        lines.append(f"with no real difference, repeats this few lie wholly apart by chance {max(cells):.0%} of the "
+                     f"time or less: about {sum(cells):.1f} of these {len(cells)} cells")
     labels_of = lambda c: f"{labels[c['faster_before']]} -> {labels[c['faster_after']]} between "  # noqa: E731
     clear = [labels_of(c) + f"{params_label(c['between_params'][0])} and {params_label(c['between_params'][1])} "
              f"({c['scaling']})" for c in results["summary"]["crossings"] if c["separated"]]

@@ -84,8 +84,8 @@ def bytes_text(results: dict) -> str:
     resent = ("No byte was sent twice." if not twice else
               and_list([f"rank {r}" for r, _ in twice]).capitalize() + " also sent "
               + and_list([f"{b:,.0f}" for _, b in twice]) + " bytes a step a second time (`bytes_retrans`, counted "
-              "apart): a loopback has no wire to lose them, so TCP resent bytes it had not seen acknowledged in time; "
-              "the counters do not say why.")
+              "apart): TCP resends what is not acknowledged in time, and even a loopback drops packets when a queue "
+              "overflows; the counters do not say which happened.")
     return f"The ranks sent a mean {framing} {resent}"
 
 
@@ -121,9 +121,9 @@ def waiting_text(results: dict, bench: dict | None = None) -> str:
     diff = alone / predicted - 1 if predicted else 0.0  # as notebook 07 states it: the run against the fit
     fit = ("" if predicted is None else
            f" Notebook 07's fit says {predicted:.2f} ms for these bytes; alone, here, they took {alone:.2f} ms"
-           + (f", {abs(diff):.0%} {'less' if diff < 0 else 'more'}: runs of the same all-reduce"
-              f"{' in one sitting' if bench and not note else ''} differ by that much." if abs(diff) >= 0.05
-              else ": the two agree within 5%.") + (f" {note}" if note else ""))
+           + (f", {abs(diff):.0%} {'less' if diff < 0 else 'more'}" if abs(diff) >= 0.05 else ", within 5% of it")
+           + f" (notebook 07 sets both beside its own median{', recorded in one sitting' if bench and not note else ''})."
+           + (f" {note}" if note else ""))
     return (f"In the step the all-reduce took {ar['in_step_over_standalone']:.1f}x its median alone. Waiting for the "
             f"other rank was {share_word(ar['waiting_share'])} ({ar['waiting_share']:.0%} of the mean); the transfer "
             f"after both were ready took {ar['transfer']['median'] / alone:.1f}x the stand-alone median, and "
