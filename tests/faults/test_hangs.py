@@ -86,3 +86,13 @@ def test_under_torchrun_each_rank_names_its_line_and_the_run_ends(reap):
     assert f"exited with status {HANG_STATUS}" in out, out
     pids = [int(pid) for pid in re.findall(r"ready, pid (\d+)", out)]
     assert len(pids) == 2 and wait_gone(pids) == []
+
+
+def test_a_hang_no_collective_timeout_ends_is_killed_at_the_run_limit():
+    """A rank stuck outside any collective (here: asleep) outlives every collective timeout; spawn_workers'
+    timeout_s kills the run and says so, and leaves no process."""
+    start = time.monotonic()
+    with pytest.raises(TimeoutError, match=r"2 of 2 processes still running after 3 s \(pids (\d+), (\d+)\): killed") as e:
+        spawn_workers(time.sleep, 2, 3600, start_method=fast_start_method(), timeout_s=3)
+    assert time.monotonic() - start < 60
+    assert wait_gone([int(pid) for pid in re.findall(r"\d+", str(e.value).split("pids ")[1])]) == []

@@ -3,6 +3,7 @@ torchrun's environment, its rendezvous store hosted by the parent on 127.0.0.1, 
 Windows (whose wheels lack it: pytorch/pytorch#139990)."""
 
 import os
+import time
 from collections.abc import Callable
 from unittest.mock import patch
 
@@ -25,10 +26,23 @@ def fast_start_method() -> str:
     return "forkserver"
 
 
-def start_processes(fn: Callable[..., None], nprocs: int, args: tuple = (), start_method: str = "spawn") -> None:
+def start_processes(fn: Callable[..., None], nprocs: int, args: tuple = (), start_method: str = "spawn",
+                    timeout_s: float | None = None) -> None:
     """torch's mp.start_processes: `fn(rank, *args)` in `nprocs` processes, each with the caller's
-    environment as it is now (a forkserver's children would get the server's, from when it started)."""
-    mp.start_processes(_in_environ, args=(fn, args, dict(os.environ)), nprocs=nprocs, start_method=start_method)
+    environment as it is now (a forkserver's children would get the server's, from when it started).
+    Processes still running after `timeout_s` are killed and TimeoutError raised: a hang no collective
+    timeout ends (one after the last collective) stops there, not at a test runner's limit."""
+    context = mp.start_processes(_in_environ, args=(fn, args, dict(os.environ)), nprocs=nprocs,
+                                 start_method=start_method, join=False)
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    while not context.join(timeout=1.0):  # raises as soon as one process fails
+        if deadline is not None and time.monotonic() > deadline:
+            alive = [p.pid for p in context.processes if p.is_alive()]
+            for process in context.processes:
+                process.kill()
+                process.join()
+            raise TimeoutError(f"{len(alive)} of {nprocs} processes still running after {timeout_s:g} s "
+                               f"(pids {', '.join(map(str, alive))}): killed")
 
 
 def _in_environ(rank: int, fn: Callable[..., None], args: tuple, environ: dict[str, str]) -> None:
@@ -37,14 +51,16 @@ def _in_environ(rank: int, fn: Callable[..., None], args: tuple, environ: dict[s
     fn(rank, *args)
 
 
-def spawn_workers(worker: Callable[..., None], nprocs: int, *args: object, start_method: str = "spawn") -> None:
+def spawn_workers(worker: Callable[..., None], nprocs: int, *args: object, start_method: str = "spawn",
+                  timeout_s: float | None = None) -> None:
     """Run `worker(*args)` in `nprocs` processes with torchrun's environment, via mp.spawn (or
     `start_method`, e.g. fast_start_method()).
 
     The parent hosts the rendezvous store on 127.0.0.1, as torchrun's agent does, and every
     worker connects to it as a client. With libuv off (Windows; USE_LIBUV=0 elsewhere) the store
     and its clients use torch's other TCPStore backend, and the workers get USE_LIBUV=0 too. A bad
-    MASTER_PORT or MINITRAIN_COLLECTIVE_TIMEOUT raises minitrain.cli.SettingError before any start.
+    MASTER_PORT or MINITRAIN_COLLECTIVE_TIMEOUT raises minitrain.cli.SettingError before any start;
+    workers still running after `timeout_s` are killed (TimeoutError, see start_processes).
     """
     if nprocs < 1:
         raise ValueError(f"--nproc must be at least 1, got {nprocs}")
@@ -58,7 +74,7 @@ def spawn_workers(worker: Callable[..., None], nprocs: int, *args: object, start
     if nprocs > 1 and "OMP_NUM_THREADS" not in os.environ:
         env["OMP_NUM_THREADS"] = "1"  # what torchrun does, so runs compare
     with patch.dict(os.environ, env):  # the caller gets its own back
-        start_processes(_spawned, nprocs, (worker, args), start_method)
+        start_processes(_spawned, nprocs, (worker, args), start_method, timeout_s)
 
 
 def _spawned(rank: int, worker: Callable[..., None], args: tuple) -> None:

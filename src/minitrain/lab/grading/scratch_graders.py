@@ -29,7 +29,8 @@ from torch.nn.parallel import DistributedDataParallel
 
 from minitrain.data import SEED_BASE, Shard, load_corpus
 from minitrain.hang_report import named_mismatch
-from minitrain.lab.grading.graders import ExerciseError, _leave, _log_tails, _meet, _silence, join_group
+from minitrain.lab.grading.graders import (RUN_LIMIT_S, ExerciseError, _leave, _log_tails, _meet, _silence,
+                                           join_group)
 from minitrain.lab.grading.scratch_cases import (CAP_MB, AllReduceRecorder, Mistake, bucket_numels,
                                                  check_each_gradient_once, buffer_case, grads_of, tied_case, unused_case,
                                                  wrapper)
@@ -294,7 +295,8 @@ def scratch_results(entries: list[tuple[str, str, type | str | None]], world_siz
         ensure_corpus(corpus_dir)  # generated on first use, before the ranks read it
     with tempfile.TemporaryDirectory(prefix="minitrain-grader-") as tmp:
         try:
-            spawn_workers(_scratch_rank, world_size, tmp, entries, str(corpus_dir), start_method=fast_start_method())
+            spawn_workers(_scratch_rank, world_size, tmp, entries, str(corpus_dir), start_method=fast_start_method(),
+                          timeout_s=RUN_LIMIT_S)
         except Exception as e:
             last = str(e).strip().splitlines()[-1]
             logs = "\n".join(p.read_text(errors="replace") for p in sorted(Path(tmp).glob("rank-*.log")))

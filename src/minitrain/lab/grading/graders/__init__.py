@@ -12,7 +12,7 @@ cell calls an exercise's grader; `python -m minitrain.lab.grade` calls them all:
     grade_train_script(train_script, corpus_dir)            04-launch-and-timing and train.py: Block C, a real 2-process run
 """
 
-from minitrain.lab.grading.graders.running import _leave, _log_tails, _meet, _silence  # noqa: F401 (scratch_graders' imports)
+from minitrain.lab.grading.graders.running import RUN_LIMIT_S, _leave, _log_tails, _meet, _silence  # noqa: F401 (scratch_graders' imports)
 from minitrain.lab.grading.graders.running import ExerciseError, join_group
 from minitrain.lab.grading.graders.sharding import grade_check_shards, grade_make_shard, grade_shard_indices
 from minitrain.lab.grading.graders.states import grade_rank1_holds_rank0_init, grade_states_equivalent

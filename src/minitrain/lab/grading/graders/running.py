@@ -110,11 +110,14 @@ def _log_tails(folder: Path) -> str:
     return "\n".join(tails)
 
 
+RUN_LIMIT_S = 300.0  # a grader's run takes seconds; past this it hangs (after its last collective too): killed
+
+
 def _spawn(worker: Callable, world_size: int, folder: Path, *args, run: str) -> None:
     """spawn_workers(worker, world_size, str(folder), *args); a failed run as the ExerciseError that
     shows its ranks' output (`run` says what ran, as in "the 3-process run {run} failed")."""
     try:
-        spawn_workers(worker, world_size, str(folder), *args, start_method=fast_start_method())
+        spawn_workers(worker, world_size, str(folder), *args, start_method=fast_start_method(), timeout_s=RUN_LIMIT_S)
     except Exception as e:
         raise ExerciseError(f"the {world_size}-process run {run} failed ({type(e).__name__}: "
                             f"{str(e).strip().splitlines()[-1]}); its ranks' output:\n{_log_tails(folder)}") from e
