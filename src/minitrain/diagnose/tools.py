@@ -1,0 +1,272 @@
+"""Run a broken run under one tool and read what the tool names (which rank, which collective, which line, which
+shapes), with the seconds from the fault to that answer. A run is faults.py's KIND or a script of the exercise."""
+
+import json
+import pickle
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from minitrain.diagnose.faults import KINDS
+from minitrain.diagnose.inrank import OUT, TOOL
+from minitrain.hang_report import named_hang, named_mismatch
+from minitrain.launch.stream import LaunchError, run_streaming
+from minitrain.launch.torchrun import torchrun_command
+
+TOOLS = ("none", "hang_report", "monitored_barrier", "detail", "flight_recorder", "faulthandler", "py-spy",
+         "profiler", "detail_ddp")
+ENV = {"detail": {"TORCH_DISTRIBUTED_DEBUG": "DETAIL"},
+       "detail_ddp": {"TORCH_DISTRIBUTED_DEBUG": "DETAIL", "PYTHONFAULTHANDLER": "1"},
+       "flight_recorder": {"TORCH_NCCL_TRACE_BUFFER_SIZE": "2000"}}  # the Flight Recorder keeps this many entries
+RUN_LIMIT_S = 90.0  # a run still going then is stopped (every tool's own timeout is seconds)
+DEFAULT_LINES = re.compile(r"Timed out waiting \d+ms|Connection (closed|reset) by peer|Received data size|"
+                           r"error: the run failed")
+
+
+@dataclass
+class Outcome:
+    """A broken run under a tool: its output lines with their arrival times, when its fault happened (the
+    earliest rank's), and the tool's answer with the time it came."""
+    target: str
+    tool: str
+    lines: list[tuple[float, str]] = field(default_factory=list)
+    status: str = "finished"  # finished, failed (a rank exited non-zero), stopped (still going at the limit)
+    fault_at: float | None = None
+    answer: str | None = None
+    answered_at: float | None = None
+
+    @property
+    def seconds(self) -> float | None:
+        """From the fault to the answer; None without either."""
+        if self.fault_at is None or self.answered_at is None:
+            return None
+        return max(0.0, self.answered_at - self.fault_at)
+
+    @property
+    def text(self) -> str:
+        return "\n".join(line for _, line in self.lines)
+
+    def first(self, pattern: re.Pattern) -> tuple[float, str] | None:
+        """The first output line matching `pattern`, with its arrival time."""
+        return next(((t, line) for t, line in self.lines if pattern.search(line)), None)
+
+    def tail(self, n: int = 6) -> str:
+        """The last `n` lines a learner reads, torchrun's warnings and Python's caret lines left out."""
+        kept = [line for _, line in self.lines if line.strip() and not re.match(r"^(W|I)\d{4} |.*\^{3,}", line)]
+        return "\n".join(line[:160] for line in kept[-n:])
+
+
+def run(target: str | Path, tool: str = "none", timeout_s: float = 2.0, folder: Path | None = None) -> Outcome:
+    """Run `target` (a KIND of faults.py, or a script's path) on 2 ranks with `tool` on and the collective
+    timeout `timeout_s`; read the tool's answer. `folder` keeps the tool's files (a temporary one by default)."""
+    if tool not in TOOLS:
+        raise ValueError(f"tool {tool!r} is not one of {', '.join(TOOLS)}")
+    with tempfile.TemporaryDirectory(prefix="minitrain-diagnose-") as tmp:
+        out = Path(folder or tmp)
+        out.mkdir(parents=True, exist_ok=True)
+        if str(target) in KINDS:
+            command = torchrun_command("minitrain.diagnose.faults", 2, str(target),
+                                       *(["--plain"] if tool == "detail" else []), module=True)
+        else:
+            command = torchrun_command(Path(target), 2)
+        outcome = Outcome(str(target), tool)
+        env = {TOOL: tool if tool in ("hang_report", "monitored_barrier", "flight_recorder", "faulthandler",
+                                      "profiler") else "none",
+               OUT: str(out), "MINITRAIN_COLLECTIVE_TIMEOUT": f"{timeout_s:g}", **ENV.get(tool, {})}
+        spy = _PySpy(out, timeout_s / 2) if tool == "py-spy" and py_spy() else None
+        if spy:
+            spy.start()
+        try:
+            run_streaming(command, timeout=RUN_LIMIT_S, echo=lambda line: outcome.lines.append((time.time(), line)),
+                          env=env)
+        except LaunchError:
+            outcome.status = "failed"
+        except TimeoutError:
+            outcome.status = "stopped"
+        finally:
+            if spy:
+                spy.stop.set()
+                spy.join()
+        faults = [float(p.read_text()) for p in out.glob("fault-rank-*.txt")]
+        outcome.fault_at = min(faults) if faults else None
+        READERS[tool](outcome, out)
+    return outcome
+
+
+def _from_output(outcome: Outcome, pattern: re.Pattern, name=lambda line: line.strip()) -> None:
+    found = outcome.first(pattern)
+    if found:
+        outcome.answered_at, outcome.answer = found[0], name(found[1])
+
+
+def read_default(outcome: Outcome, out: Path) -> None:
+    """torch's own: the first error line (gloo's timeout, a closed connection, an abort)."""
+    _from_output(outcome, DEFAULT_LINES, lambda line: line.strip()[:160])
+
+
+def read_hang_report(outcome: Outcome, out: Path) -> None:
+    """The lab's watch: `[rank R] hangs at FILE:LINE: waits in COLLECTIVE`, or its line for an abort."""
+    found = outcome.first(re.compile(r"\[rank \d+\] (hangs at|\S+:\d+ .*different shape)"))
+    if found:
+        outcome.answered_at = found[0]
+        outcome.answer = named_hang(found[1]) or named_mismatch(found[1])
+
+
+MONITORED = re.compile(r"Ranks? ([\d, ]+?) failed to pass monitoredBarrier in \d+ ms|"
+                       r"Rank \d+ successfully reached monitoredBarrier, but received errors while waiting for "
+                       r"send/recv from rank (\d+)")
+
+
+def read_monitored_barrier(outcome: Outcome, out: Path) -> None:
+    """gloo's monitored barrier: rank 0 names the ranks that did not arrive; another rank names rank 0."""
+    _from_output(outcome, MONITORED, lambda line: f"rank {next(filter(None, MONITORED.search(line).groups()))} "
+                 "did not reach the monitored barrier")
+
+
+MISMATCH = re.compile(r"Detected mismatch between collectives on ranks\. Rank (\d+) is running collective: "
+                      r"CollectiveFingerPrint\((.*?)\), but Rank (\d+) is running collective: "
+                      r"CollectiveFingerPrint\((.*?)\)\.")
+
+
+def fingerprint(text: str) -> str:
+    """`ALLREDUCE [3]` from DETAIL's CollectiveFingerPrint(SequenceNumber=0, OpType=ALLREDUCE, TensorShape=[3], ...)."""
+    op = re.search(r"OpType=(\w+)", text)
+    shape = re.search(r"TensorShape=(\[[^\]]*\])", text)
+    return " ".join(filter(None, [op and op[1], shape and shape[1]]))
+
+
+def read_detail(outcome: Outcome, out: Path) -> None:
+    """TORCH_DISTRIBUTED_DEBUG=DETAIL: `rank 0 runs ALLREDUCE [3], rank 1 runs ALLREDUCE [5]`, or the monitored
+    barrier it runs before each collective, naming a rank that did not arrive."""
+    def name(line: str) -> str:
+        m = MISMATCH.search(line)
+        if m:
+            return f"rank {m[1]} runs {fingerprint(m[2])}, rank {m[3]} runs {fingerprint(m[4])}"
+        return f"rank {next(filter(None, MONITORED.search(line).groups()))} did not reach DETAIL's check"
+    _from_output(outcome, re.compile(f"{MISMATCH.pattern}|{MONITORED.pattern}"), name)
+
+
+SEGFAULT = re.compile(r'File "(\S*torch/nn/parallel/distributed\.py)", line (\d+) in (\w+)')
+
+
+def read_detail_ddp(outcome: Outcome, out: Path) -> None:
+    """DETAIL with DDP: in torch 2.13 each rank dies (SIGSEGV) constructing DDP; faulthandler names the line."""
+    _from_output(outcome, SEGFAULT, lambda line: "SIGSEGV in DistributedDataParallel() at "
+                 "distributed.py:{1} in {2}".format(*SEGFAULT.search(line).groups()))
+
+
+def read_flight_recorder(outcome: Outcome, out: Path) -> None:
+    """The ranks' dumps read by torchfrtrace (the group's name filled in first: fr_copies): its first finding."""
+    dumps = sorted(out.glob("fr-rank-*"))
+    if len(dumps) < 2:
+        return
+    report = torchfrtrace(fr_copies(dumps, out / "fr"))
+    found = re.search(r"^(Not all ranks joining collective|Collective sequence number: \d+ has errors).*$", report,
+                      re.M)
+    if not found:
+        return
+    block = report[found.start():].split("\n\n")[0]
+    detail = re.search(r"^(missing ranks: .*|error msg: .*)$", block, re.M)
+    what = re.search(r"^collective: (.*)$", block, re.M)
+    sizes = re.search(r"^input sizes: (.*)$", block, re.M)
+    where = re.search(rf"^(\w+) at \S*?({re.escape(_script(outcome))}):(\d+)$", block, re.M)
+    outcome.answered_at = time.time()
+    outcome.answer = "; ".join(filter(None, [found[1], detail and detail[1], what and what[1],
+                                             sizes and f"sizes {sizes[1]}", where and f"{where[2]}:{where[3]}"]))
+
+
+def _script(outcome: Outcome) -> str:
+    return "faults.py" if outcome.target in KINDS else Path(outcome.target).name
+
+
+def fr_copies(dumps: list[Path], folder: Path) -> Path:
+    """Copies of gloo's Flight Recorder dumps that torchfrtrace can read: torch 2.13's gloo dump names its group ""
+    in `pg_config` while its entries say "0", and torchfrtrace stops with KeyError ('0', 0) (test_diagnose)."""
+    folder.mkdir(exist_ok=True)
+    for path in dumps:
+        dump = pickle.loads(path.read_bytes())
+        ranks = next(iter(dump["pg_config"].values()))["ranks"]
+        dump["pg_config"] = {name: {"name": name, "desc": desc, "ranks": ranks}
+                             for name, desc in {tuple(e["process_group"]) for e in dump["entries"]}}
+        (folder / f"rank_{path.name.rsplit('-', 1)[1]}").write_bytes(pickle.dumps(dump))
+    return folder
+
+
+def torchfrtrace(folder: Path) -> str:
+    """The `torchfrtrace` command torch installs, on the dumps in `folder` (named rank_R): its output."""
+    command = [str(Path(sys.executable).with_name("torchfrtrace")), str(folder), "-p", "rank_"]
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    return proc.stdout + proc.stderr
+
+
+def read_faulthandler(outcome: Outcome, out: Path) -> None:
+    """faulthandler's stacks: each rank's innermost line in the script, `rank 0 at faults.py:71 in train`."""
+    line = re.compile(rf'File "[^"]*({re.escape(_script(outcome))})", line (\d+) in (\w+)')
+    _from_files(outcome, out.glob("stacks-rank-*.txt"), line)
+
+
+def _from_files(outcome: Outcome, paths, line: re.Pattern) -> None:
+    found = []
+    for path in sorted(paths):
+        where = line.search(path.read_text())  # the innermost frame comes first in both tools' stacks
+        if where:
+            rank = path.stem.rsplit("-", 1)[1]
+            found.append((path.stat().st_mtime, f"rank {rank} at {where[1]}:{where[2]} in {where[3]}"))
+    if found:
+        outcome.answered_at = max(t for t, _ in found)
+        outcome.answer = "; ".join(text for _, text in found)
+
+
+def py_spy() -> str | None:
+    """The py-spy command, from this interpreter's environment or PATH; None where it is not installed."""
+    beside = Path(sys.executable).with_name("py-spy")
+    return str(beside) if beside.exists() else shutil.which("py-spy")
+
+
+class _PySpy(threading.Thread):
+    """`py-spy dump` of each rank from outside, `wait_s` after the fault (the run is stuck by then)."""
+
+    def __init__(self, out: Path, wait_s: float) -> None:
+        super().__init__(daemon=True)
+        self.out, self.wait_s, self.stop = out, wait_s, threading.Event()
+
+    def run(self) -> None:
+        while not list(self.out.glob("fault-rank-*.txt")):
+            if self.stop.wait(0.05):
+                return
+        if self.stop.wait(self.wait_s):
+            return
+        for path in sorted(self.out.glob("pid-rank-*.txt")):
+            rank = path.stem.rsplit("-", 1)[1]
+            proc = subprocess.run([py_spy(), "dump", "--pid", path.read_text().strip()], capture_output=True,
+                                  text=True, timeout=30)
+            (self.out / f"py-spy-rank-{rank}.txt").write_text(proc.stdout + proc.stderr)
+
+
+def read_py_spy(outcome: Outcome, out: Path) -> None:
+    """py-spy's dumps: each rank's innermost line in the script, on its main thread."""
+    _from_files(outcome, out.glob("py-spy-rank-*.txt"), re.compile(rf"(\w+) \([^()]*?({re.escape(_script(outcome))}):(\d+)\)"))
+    if outcome.answer:  # py-spy prints `function (file:line)`: the same words as faulthandler's
+        outcome.answer = re.sub(r"at (\w+):(\S+) in (\S+)", r"at \2 in \1", outcome.answer)
+
+
+def read_profiler(outcome: Outcome, out: Path) -> None:
+    """Each rank's time in gloo's all-reduce (the profiler's summary): the rank that waits less is the late one."""
+    times = {int(p.stem.rsplit("-", 1)[1]): json.loads(p.read_text()) for p in out.glob("profile-rank-*.json")}
+    if len(times) < 2:
+        return
+    late = min(times, key=lambda r: times[r]["allreduce_ms"])
+    spent = ", ".join(f"rank {r} {t['allreduce_ms']:.0f} ms" for r, t in sorted(times.items()))
+    outcome.answered_at = max(p.stat().st_mtime for p in out.glob("profile-rank-*.json"))
+    outcome.answer = f"rank {late} arrives last: time in gloo:all_reduce over {times[late]['calls']} calls: {spent}"
+
+
+READERS = {"none": read_default, "hang_report": read_hang_report, "monitored_barrier": read_monitored_barrier,
+           "detail": read_detail, "flight_recorder": read_flight_recorder, "faulthandler": read_faulthandler,
+           "py-spy": read_py_spy, "profiler": read_profiler, "detail_ddp": read_detail_ddp}
