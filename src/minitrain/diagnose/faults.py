@@ -7,6 +7,7 @@ environment (inrank.diagnosed); the run's output stays as a learner sees it.
 """
 
 import argparse
+import inspect
 import os
 import time
 
@@ -87,6 +88,21 @@ def main(argv: list[str] | None = None) -> None:
         torch.manual_seed(0)
         model = build_minigpt(VOCAB, block_size=BLOCK, n_layer=1, n_head=2, n_embd=32, dropout=0.0)
         train(args.kind, tools.rank, model if args.plain else DDP(model), tools)
+
+
+def mistake_lines(kind: str) -> str:
+    """`kind`'s lines of `train`, numbered as in this file: the mistake, as a learner would read it."""
+    lines, first = inspect.getsourcelines(train)
+    shown, indent = [], None  # the indent of kind's `if`, while inside it
+    for n, line in enumerate(lines, first):
+        depth = len(line) - len(line.lstrip())
+        if indent is not None and line.strip() and depth <= indent:
+            indent = None
+        if line.strip().startswith("if ") and f'"{kind}"' in line:
+            indent = depth
+        if indent is not None and line.strip():
+            shown.append(f"{n:4} {line.rstrip()}")
+    return "\n".join(shown)
 
 
 if __name__ == "__main__":

@@ -207,17 +207,18 @@ def torchfrtrace(folder: Path) -> str:
 
 def read_faulthandler(outcome: Outcome, out: Path) -> None:
     """faulthandler's stacks: each rank's innermost line in the script, `rank 0 at faults.py:71 in train`."""
-    line = re.compile(rf'File "[^"]*({re.escape(_script(outcome))})", line (\d+) in (\w+)')
+    line = re.compile(rf'File "[^"]*(?P<file>{re.escape(_script(outcome))})", line (?P<line>\d+) in (?P<fn>\w+)')
     _from_files(outcome, out.glob("stacks-rank-*.txt"), line)
 
 
 def _from_files(outcome: Outcome, paths, line: re.Pattern) -> None:
+    """Each rank's file's first match of `line` (groups file, line, fn): `rank 0 at faults.py:59 in train`."""
     found = []
     for path in sorted(paths):
         where = line.search(path.read_text())  # the innermost frame comes first in both tools' stacks
         if where:
             rank = path.stem.rsplit("-", 1)[1]
-            found.append((path.stat().st_mtime, f"rank {rank} at {where[1]}:{where[2]} in {where[3]}"))
+            found.append((path.stat().st_mtime, f"rank {rank} at {where['file']}:{where['line']} in {where['fn']}"))
     if found:
         outcome.answered_at = max(t for t, _ in found)
         outcome.answer = "; ".join(text for _, text in found)
@@ -251,9 +252,8 @@ class _PySpy(threading.Thread):
 
 def read_py_spy(outcome: Outcome, out: Path) -> None:
     """py-spy's dumps: each rank's innermost line in the script, on its main thread."""
-    _from_files(outcome, out.glob("py-spy-rank-*.txt"), re.compile(rf"(\w+) \([^()]*?({re.escape(_script(outcome))}):(\d+)\)"))
-    if outcome.answer:  # py-spy prints `function (file:line)`: the same words as faulthandler's
-        outcome.answer = re.sub(r"at (\w+):(\S+) in (\S+)", r"at \2 in \1", outcome.answer)
+    line = re.compile(rf"(?P<fn>\w+) \([^()]*?(?P<file>{re.escape(_script(outcome))}):(?P<line>\d+)\)")
+    _from_files(outcome, out.glob("py-spy-rank-*.txt"), line)
 
 
 def read_profiler(outcome: Outcome, out: Path) -> None:

@@ -193,18 +193,21 @@ def _wrap_folder(folder: Path) -> Path:
 
 def _grade_exercise(repo: Path, todo: Todo) -> str:
     from minitrain.lab.grading import graders
+    from minitrain.lab.grading.graders.diagnosis import grade_diagnosis
     with tempfile.TemporaryDirectory(prefix="minitrain-grade-") as tmp:
         folder = Path(tmp)
         try:
             cell = _load(_solution_cell(repo, todo, folder), f"learner_{todo.key}")
         except Exception as e:
             raise Failed(f"the solution cell of {todo.file} does not run: {type(e).__name__}: {e}") from e
-        fn = {"ex03": "rank1_holds_rank0_init", "ex04": "my_timing_hook"}[todo.key]
+        fn = {"ex03": "rank1_holds_rank0_init", "ex04": "my_timing_hook"}.get(todo.key, "diagnose")
         if not hasattr(cell, fn):
             raise Failed(f"the solution cell of {todo.file} defines no {fn}")
         learner = getattr(cell, fn)
         calls = {"ex03": lambda: graders.grade_rank1_holds_rank0_init(learner, _wrap_folder(folder)),
                  "ex04": lambda: graders.grade_timing_hook(learner)}
+        if todo.key.startswith("ex16"):  # one script each: ex16a is run_a.py
+            return _graded(lambda: grade_diagnosis(learner, (f"run_{todo.key[-1]}.py",)))
         return _graded(calls[todo.key])
 
 

@@ -5,7 +5,7 @@ from dataclasses import dataclass
 EXPERIMENT = "experiments/35-ddp-cpu"
 RUN_FILES = ("timings.jsonl", "run.json", "manifest.json", "scaling.png", "state-rank-0.pt", "state-rank-1.pt")
 RUN_FOLDERS = ("single-process", "repeats")
-PARTS = {"sheet": "the sheet", "beyond": "exercises beyond it", "optional": "optional (notebook 15)"}  # summed apart
+PARTS = {"sheet": "the sheet", "beyond": "exercises beyond it", "optional": "optional (notebooks 15 and 16)"}  # summed apart
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,11 @@ TODOS = (
     Todo("ex15", "src/minitrain/scratch_ddp.py", "exercise: NaiveDDP, OverlappedDDP, BucketedDDP (notebook 15)", 3,
          "scratch_graders.grade_scratch_ddp: real gloo runs of 2 and 3 processes beside torch's DDP", 240,
          part="optional"),
+    *(Todo(f"ex16{s[-4]}", "notebooks/16-when-it-breaks.ipynb", f"exercise: diagnose {s} (notebook 16)", 1,
+           f"graders.diagnosis.grade_diagnosis: a real 2-process run of {s} shows its fault; each key checked", 120,
+           part="optional") for s in ("run_a.py", "run_b.py", "run_c.py")),
 )
 BY_KEY = {t.key: t for t in TODOS}
-EXERCISES = {"ex03": "rank1-holds-rank0-init", "ex04": "my-timing-hook"}  # key -> the solution cell's grade_id
+EXERCISES = {"ex03": "rank1-holds-rank0-init", "ex04": "my-timing-hook",  # key -> the solution cell's grade_id
+             "ex16a": "diagnose", "ex16b": "diagnose", "ex16c": "diagnose"}
 TODO_FILES = sorted({t.file for t in TODOS if not t.file.endswith("/")})
