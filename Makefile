@@ -36,7 +36,7 @@ bench: $(STAMP)
 	$(PY) -m minitrain.measure.bench
 
 # Every committed measurement again, in one sitting: the deeper measurements, then the lab and notebooks
-# 01-15, in a row on an idle machine (about 25 minutes on 2 logical CPUs). Rewrites experiments/ and notebooks/.
+# 01-16, in a row on an idle machine (about 25 minutes on 2 logical CPUs). Rewrites experiments/ and notebooks/.
 measurements: $(STAMP)
 	$(PY) -m minitrain.measure.sitting
 

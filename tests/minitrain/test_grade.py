@@ -44,7 +44,7 @@ def test_a_blank_tree_is_not_done_everywhere_and_not_started(student_tree, tmp_p
     assert all(status == "not done" and "not done yet" in detail for status, detail in rows.values()), rows
     assert rows["ex15"][1].startswith("not done yet: NaiveDDP"), rows["ex15"]  # its own stubs, not Block B's
     assert grade.summary(grades) == ("the sheet not started 0/15, exercises beyond it not started 0/3, "
-                                     "optional (notebook 15) not started 0/3")
+                                     "optional (notebooks 15 and 16) not started 0/6")
     assert processes_of(tree) == []
 
 
@@ -69,7 +69,7 @@ def test_the_reference_put_back_passes_and_each_part_is_summed_apart(student_tre
     grades = grade.grade_repo(solved_tree(student_tree, tmp_path / "reference"), jobs=2)
     failed = {g.todo.key: (g.status, g.detail) for g in grades if g.status != "PASS"}
     assert failed == {}
-    assert grade.summary(grades) == "the sheet 15/15, exercises beyond it 3/3, optional (notebook 15) 3/3"
+    assert grade.summary(grades) == "the sheet 15/15, exercises beyond it 3/3, optional (notebooks 15 and 16) 6/6"
 
 
 def with_function(path, name: str, code: str) -> None:

@@ -198,9 +198,9 @@ def fr_copies(dumps: list[Path], folder: Path) -> Path:
     return folder
 
 
-def torchfrtrace(folder: Path) -> str:
-    """The `torchfrtrace` command torch installs, on the dumps in `folder` (named rank_R): its output."""
-    command = [str(Path(sys.executable).with_name("torchfrtrace")), str(folder), "-p", "rank_"]
+def torchfrtrace(folder: Path, prefix: str = "rank_") -> str:
+    """The `torchfrtrace` command torch installs, on the dumps in `folder` (named PREFIX + rank): its output."""
+    command = [str(Path(sys.executable).with_name("torchfrtrace")), str(folder), "-p", prefix]
     proc = subprocess.run(command, capture_output=True, text=True, timeout=60)
     return proc.stdout + proc.stderr
 

@@ -5,7 +5,7 @@
 One boot of one machine, in a row, each in a fresh interpreter, nothing else running: the numbers
 the notebooks compare then come from the same machine in the same state (provenance's `sitting`).
 The deeper measurements go first, so the manifest that `make lab` writes cites their new findings;
-then every notebook, 01-15, is executed against the new results, and the teacher's rubric quotes the
+then every notebook, 01-16, is executed against the new results, and the teacher's rubric quotes the
 new manifest. About 25 minutes on 2 logical CPUs.
 """
 
@@ -32,7 +32,7 @@ COMMANDS = [
     ["-m", "minitrain.measure.two_hosts"],
     ["-m", "minitrain.measure.scratch"],
 ]
-LAB = ["-m", "minitrain.lab", "--all-notebooks", "--commit"]  # make lab's runs into experiments/, notebooks 01-15, the checker
+LAB = ["-m", "minitrain.lab", "--all-notebooks", "--commit"]  # make lab's runs into experiments/, notebooks 01-16, the checker
 TEACHER = ["-m", "minitrain.lab.teacher"]  # the rubric's figures from the new manifest, the key's quotes, TEACHER.md's times
 
 
