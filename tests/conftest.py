@@ -20,6 +20,8 @@ torch.set_num_threads(1)
 # that no long file starts last while the other worker has nothing left; the rest keep their order.
 LONGEST_FIRST = [
     "tests/minitrain/test_grade.py",
+    "notebooks/16-when-it-breaks.ipynb",
+    "tests/diagnose/test_tools.py",
     "tests/faults/test_restart.py",
     "tests/minitrain/test_check.py",
     "tests/minitrain/test_restart_measure.py",

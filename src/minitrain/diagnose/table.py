@@ -34,7 +34,8 @@ COSTS = {
     "py-spy": "pip install py-spy; the machine must let one process trace another",
     "profiler": "torch.profiler around the steps (it slows them)",
 }
-NAMES = {"none": "a rank's traceback, after the timeout", "hang_report": "rank, line, collective",
+ON_DEMAND = {"py-spy"}  # run from outside when you choose (here half the timeout after the fault): no seconds
+NAMES = {"none": "an error line; for a hang, each rank's traceback after the timeout", "hang_report": "rank, line, collective",
          "monitored_barrier": "the rank that did not arrive", "detail": "ranks, op, shapes",
          "flight_recorder": "missing rank or mismatch, collective, sizes, line", "faulthandler": "each rank's line",
          "py-spy": "each rank's line", "profiler": "the late rank"}
@@ -63,7 +64,7 @@ def median_seconds(outcomes: list[dict]) -> float | None:
 
 def seconds_table(results: dict) -> str:
     """A markdown table: a row per tool, what it names and costs, then the median seconds to its answer for each
-    broken run ("-": no answer)."""
+    broken run ("-": no answer; "when run": a tool run from outside, whenever you run it)."""
     by = {(r["kind"], r["tool"]): r["outcomes"] for r in results["runs"]}
     tools = list(dict.fromkeys(r["tool"] for r in results["runs"]))
     lines = ["| tool | names | to turn it on | " + " | ".join(KINDS) + " |", "|---" * (3 + len(KINDS)) + "|"]
@@ -71,7 +72,7 @@ def seconds_table(results: dict) -> str:
         cells = []
         for kind in KINDS:
             s = median_seconds(by[kind, tool])
-            cells.append("-" if s is None else f"{s:.1f}")
+            cells.append("-" if s is None else "when run" if tool in ON_DEMAND else f"{s:.1f}")
         lines.append(f"| {tool} | {NAMES[tool]} | {COSTS[tool]} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

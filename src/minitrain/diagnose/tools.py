@@ -58,7 +58,8 @@ class Outcome:
 
     def tail(self, n: int = 6) -> str:
         """The last `n` lines a learner reads, torchrun's warnings and Python's caret lines left out."""
-        kept = [line for _, line in self.lines if line.strip() and not re.match(r"^(W|I)\d{4} |.*\^{3,}", line)]
+        kept = [line for _, line in self.lines  # torch's log lines, kineto's USDT lines, Python's carets: left out
+                if line.strip() and not re.match(r"^([WIE]\d{4} |USDT:)|.*\^{3,}", line)]
         return "\n".join(line[:160] for line in kept[-n:])
 
 
@@ -67,6 +68,9 @@ def run(target: str | Path, tool: str = "none", timeout_s: float = 2.0, folder: 
     timeout `timeout_s`; read the tool's answer. `folder` keeps the tool's files (a temporary one by default)."""
     if tool not in TOOLS:
         raise ValueError(f"tool {tool!r} is not one of {', '.join(TOOLS)}")
+    if str(target) not in KINDS and not Path(target).is_file():
+        raise FileNotFoundError(f"{target}: neither a broken run of faults.py ({', '.join(KINDS)}) nor a script; "
+                                "the exercise's scripts: minitrain.diagnose.exercise.FOLDER / 'run_a.py'")
     with tempfile.TemporaryDirectory(prefix="minitrain-diagnose-") as tmp:
         out = Path(folder or tmp)
         out.mkdir(parents=True, exist_ok=True)

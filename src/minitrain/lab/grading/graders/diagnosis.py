@@ -4,13 +4,12 @@ real 2-rank run under one tool must show first (else the script, or torch, chang
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
+from minitrain.diagnose.exercise import FOLDER as EXERCISE
 from minitrain.diagnose.faults import KINDS
 from minitrain.diagnose.tools import run
 from minitrain.lab.grading.graders.running import ExerciseError
 
-EXERCISE = Path(__file__).resolve().parents[3] / "diagnose" / "exercise"
 FIELDS = ("rank", "line", "collective", "cause")
 NOT_DONE = "not done yet"
 
