@@ -4,10 +4,15 @@ reference passes in notebook 16's grader cell and in test_grade's reference tree
 
 import time
 
+import nbformat
 import pytest
+
+from minitrain.diagnose.faults import KINDS
+from minitrain.lab.editions import student
 
 from minitrain.lab.grading.graders.diagnosis import PLANTED, grade_diagnosis, mistakes
 from minitrain.lab.grading.graders.running import ExerciseError
+from minitrain.paths import NOTEBOOKS_DIR
 
 RIGHT = {
     "run_a.py": {"rank": 0, "line": f"run_a.py:{PLANTED['run_a.py'].line('run_a.py')}", "collective": "broadcast",
@@ -64,3 +69,12 @@ def test_a_wrong_answer_costs_its_own_script_only():
     with pytest.raises(ExerciseError, match=r"^run_a\.py: rank:"):
         grade_diagnosis(answers.__getitem__, ("run_a.py",))
     assert mistakes("run_b.py", answers["run_b.py"]) == [] and mistakes("run_c.py", answers["run_c.py"]) == []
+
+
+def test_the_blank_stub_states_every_key_the_grader_checks():
+    nb = student.student_notebook(nbformat.read(NOTEBOOKS_DIR / "16-when-it-breaks.ipynb", as_version=4))
+    [cell] = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "diagnose"]
+    assert 'raise NotImplementedError("not done yet: diagnose")' in cell.source
+    said = ['"rank": an int', "None when every rank runs the same lines", '"FILE:LINE"', "the line number",
+            "KeyError", *(f'"{kind}"' for kind in KINDS)]
+    assert not [s for s in said if s not in cell.source], [s for s in said if s not in cell.source]

@@ -26,6 +26,7 @@ EXERCISES = {  # notebook -> (solution cell's grade_id, graded cell's grade_id)
     "03-wrapping.ipynb": ("rank1-holds-rank0-init", "test-rank1-holds-rank0-init"),
     "04-launch-and-timing.ipynb": ("my-timing-hook", "test-my-timing-hook"),
     "06-scaling-and-report.ipynb": ("lesson-notes", "test-lesson-notes"),
+    "16-when-it-breaks.ipynb": ("diagnose", "test-diagnose"),
 }
 # The sheet's files whose regions this repository holds, and one `what` each must have
 SHEET_REGIONS = {"src/minitrain/ddp.py": "Block A: init_distributed",
