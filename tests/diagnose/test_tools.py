@@ -86,6 +86,27 @@ def test_rank_0_names_the_ranks_that_did_not_reach_the_monitored_barrier():
     spawn_workers(late_rank_1, 2, start_method=fast_start_method(), timeout_s=60)
 
 
+def records_without_being_asked() -> None:
+    """Three all-reduces with no Flight Recorder variable set: the dump holds them, with their Python stacks."""
+    import pickle
+
+    import torch
+    assert not {"TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE"} & set(os.environ)
+    os.environ.setdefault("GLOO_SOCKET_IFNAME", loopback_interface())
+    dist.init_process_group("gloo")
+    for _ in range(3):
+        dist.all_reduce(torch.ones(4))
+    entries = pickle.loads(torch._C._distributed_c10d._dump_fr_trace(True, True, False))["entries"]
+    assert [e["profiling_name"] for e in entries] == ["gloo:all_reduce"] * 3 and all(e["frames"] for e in entries)
+    dist.destroy_process_group()
+
+
+def test_the_flight_recorder_is_on_by_default_on_gloo(monkeypatch):
+    monkeypatch.delenv("TORCH_FR_BUFFER_SIZE", raising=False)
+    monkeypatch.delenv("TORCH_NCCL_TRACE_BUFFER_SIZE", raising=False)
+    spawn_workers(records_without_being_asked, 2, start_method=fast_start_method(), timeout_s=60)
+
+
 def test_the_profiler_names_the_straggler_and_nothing_else_does():
     assert run("straggler").answer is None
     outcome = run("straggler", "profiler")

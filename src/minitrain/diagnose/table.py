@@ -25,11 +25,12 @@ COMMAND = "python -m minitrain.diagnose.table"
 # what turning each tool on takes, and what its answer names (test_diagnose checks the answers say so)
 COSTS = {
     "none": "nothing: torch's default (its timeout is 30 min; the lab's 60 s)",
-    "hang_report": "the lab's watch thread, one look a second (on in every lab run)",
+    "hang_report": "the lab's watch thread, one look every timeout/10 s, 1 s at most (on in every lab run)",
     "monitored_barrier": "a call you add where every rank must pass (gloo only)",
-    "detail": "TORCH_DISTRIBUTED_DEBUG=DETAIL: a check before every collective; DDP crashes with it (torch 2.13)",
-    "flight_recorder": "TORCH_NCCL_TRACE_BUFFER_SIZE=2000, a dump on the way out (gloo has no watchdog to dump), "
-                       "torchfrtrace",
+    "detail": "TORCH_DISTRIBUTED_DEBUG=DETAIL: a monitored barrier and two all-gathers before every collective; "
+              "DDP crashes with it (torch 2.13)",
+    "flight_recorder": "on by default (TORCH_FR_BUFFER_SIZE entries, 2000); a dump on the way out, which on gloo "
+                       "you take yourself; torchfrtrace",
     "faulthandler": "the standard library: a timer re-armed each step, and enable() for crashes",
     "py-spy": "pip install py-spy; the machine must let one process trace another",
     "profiler": "torch.profiler around the steps (it slows them)",

@@ -23,7 +23,8 @@ TOOLS = ("none", "hang_report", "monitored_barrier", "detail", "flight_recorder"
          "profiler", "detail_ddp")
 ENV = {"detail": {"TORCH_DISTRIBUTED_DEBUG": "DETAIL"},
        "detail_ddp": {"TORCH_DISTRIBUTED_DEBUG": "DETAIL", "PYTHONFAULTHANDLER": "1"},
-       "flight_recorder": {"TORCH_NCCL_TRACE_BUFFER_SIZE": "2000"}}  # the Flight Recorder keeps this many entries
+       "flight_recorder": {"TORCH_FR_BUFFER_SIZE": "2000"}}  # torch 2.13's default, said out loud
+MACHINE_PATHS = (str(Path(sys.executable).parents[1]), str(Path(__file__).resolve().parents[3]))  # venv, repository
 RUN_LIMIT_S = 90.0  # a run still going then is stopped (every tool's own timeout is seconds)
 DEFAULT_LINES = re.compile(r"Timed out waiting \d+ms|Connection (closed|reset) by peer|Received data size|"
                            r"error: the run failed")
@@ -87,7 +88,7 @@ def run(target: str | Path, tool: str = "none", timeout_s: float = 2.0, folder: 
         if spy:
             spy.start()
         try:
-            run_streaming(command, timeout=RUN_LIMIT_S, echo=lambda line: outcome.lines.append((time.time(), line)),
+            run_streaming(command, timeout=RUN_LIMIT_S, echo=lambda line: outcome.lines.append((time.time(), _scrub(line))),
                           env=env)
         except LaunchError:
             outcome.status = "failed"
@@ -101,6 +102,13 @@ def run(target: str | Path, tool: str = "none", timeout_s: float = 2.0, folder: 
         outcome.fault_at = min(faults) if faults else None
         READERS[tool](outcome, out)
     return outcome
+
+
+def _scrub(line: str) -> str:
+    """`line` without this machine's folders (the virtualenv's, the repository's): paths relative to them."""
+    for folder in MACHINE_PATHS:
+        line = line.replace(folder + "/", "")
+    return line
 
 
 def _from_output(outcome: Outcome, pattern: re.Pattern, name=lambda line: line.strip()) -> None:
@@ -128,7 +136,8 @@ MONITORED = re.compile(r"Ranks? ([\d, ]+?) failed to pass monitoredBarrier in \d
 
 
 def read_monitored_barrier(outcome: Outcome, out: Path) -> None:
-    """gloo's monitored barrier: rank 0 names the ranks that did not arrive; another rank names rank 0."""
+    """gloo's monitored barrier: rank 0 names the first rank that did not arrive; another rank names rank 0 whenever
+    its exchange with rank 0 fails."""
     _from_output(outcome, MONITORED, lambda line: f"rank {next(filter(None, MONITORED.search(line).groups()))} "
                  "did not reach the monitored barrier")
 
@@ -235,7 +244,7 @@ def py_spy() -> str | None:
 
 
 class _PySpy(threading.Thread):
-    """`py-spy dump` of each rank from outside, `wait_s` after the fault (the run is stuck by then)."""
+    """`py-spy dump` of each rank from outside, `wait_s` after the fault (a hang is still waiting then)."""
 
     def __init__(self, out: Path, wait_s: float) -> None:
         super().__init__(daemon=True)
