@@ -53,7 +53,8 @@ def test_detail_names_both_shapes_before_gloo_aborts():
 def test_detail_with_ddp_dies_constructing_ddp():
     outcome = run("straggler", "detail_ddp")
     assert outcome.status == "failed"
-    assert outcome.answer and outcome.answer.startswith("SIGSEGV in DistributedDataParallel() at distributed.py:")
+    assert outcome.answer and outcome.answer.startswith("SIGSEGV"), outcome.text
+    assert "in DistributedDataParallel() at distributed.py:" in outcome.answer or "(no stack printed)" in outcome.answer
 
 
 def test_a_skipped_backward_slips_silently_then_the_flight_recorder_names_the_missing_rank(tmp_path):

@@ -172,6 +172,8 @@ def read_detail_ddp(outcome: Outcome, out: Path) -> None:
     """DETAIL with DDP: in torch 2.13 each rank dies (SIGSEGV) constructing DDP; faulthandler names the line."""
     _from_output(outcome, SEGFAULT, lambda line: "SIGSEGV in DistributedDataParallel() at "
                  "distributed.py:{1} in {2}".format(*SEGFAULT.search(line).groups()))
+    if outcome.answer is None:  # under load a rank can be ended before its stack reaches the output
+        _from_output(outcome, re.compile(r"killed by SIGSEGV"), lambda line: "SIGSEGV in a rank (no stack printed)")
 
 
 def read_flight_recorder(outcome: Outcome, out: Path) -> None:

@@ -59,11 +59,11 @@ def mistakes(script: str, answer: object) -> list[str]:
     if line is None:
         found.append(f"line is {answer['line']!r}: write it as 'FILE:LINE', e.g. '{script}:12'")
     elif (line[1] not in (None, script)) or int(line[2]) != planted.line(script):
-        found.append(f"line: not the line of the call where that rank's path differs from the others' (in {script}; "
-                     "for a straggler, its extra work)")
+        found.append(f"line: not the line of the mistake's call in {script} (the collective only some ranks call, or "
+                     "call with different shapes; a skipped backward: the backward; a straggler: its extra work)")
     if _normal(answer["collective"]).removeprefix("dist.") != _normal(planted.collective):
-        found.append("collective: not the collective the ranks meet in wrongly (for a straggler, the one the others "
-                     "wait in for it)")
+        found.append("collective: not the mistake's collective (the one called at its line; a skipped backward: "
+                     "DDP's all_reduce; a straggler: the one the others wait in for it)")
     if _normal(answer["cause"]) not in {_normal(k) for k in KINDS}:
         found.append(f"cause is {answer['cause']!r}: one of {', '.join(KINDS)}")
     elif _normal(answer["cause"]) != _normal(planted.cause):
