@@ -50,7 +50,7 @@ def test_a_right_answer_in_another_form_passes():
     ("run_b.py", {"rank": 0, "line": "run_b.py:12", "collective": "all_reduce", "cause": "mismatched-shapes"},
      ("rank:", "line:")),
     # a GPU tutorial's habit: an NCCL timeout, ranks as strings
-    ("run_c.py", {"rank": "1", "line": "run_c.py:33", "collective": "all_reduce", "cause": "NCCL timeout"},
+    ("run_c.py", {"rank": "1", "line": "run_c.py:32", "collective": "all_reduce", "cause": "NCCL timeout"},
      ("rank is '1'", "cause is 'NCCL timeout'")),
     # the straggler read as the rank that waits most
     ("run_c.py", {**RIGHT["run_c.py"], "rank": 0}, ("rank:",)),

@@ -84,7 +84,8 @@ def run(target: str | Path, tool: str = "none", timeout_s: float = 2.0, folder: 
         env = {TOOL: tool if tool in ("hang_report", "monitored_barrier", "flight_recorder", "faulthandler",
                                       "profiler") else "none",
                OUT: str(out), "MINITRAIN_COLLECTIVE_TIMEOUT": f"{timeout_s:g}", **ENV.get(tool, {})}
-        spy = _PySpy(out, timeout_s / 2) if tool == "py-spy" and py_spy() else None
+        marked = str(target) in KINDS  # the exercise's scripts do not mark their fault: that would give it away
+        spy = _PySpy(out, timeout_s / 2 if marked else 2 * timeout_s, marked) if tool == "py-spy" and py_spy() else None
         if spy:
             spy.start()
         try:
@@ -246,14 +247,15 @@ def py_spy() -> str | None:
 
 
 class _PySpy(threading.Thread):
-    """`py-spy dump` of each rank from outside, `wait_s` after the fault (a hang is still waiting then)."""
+    """`py-spy dump` of each rank from outside, `wait_s` after the fault (a hang is still waiting then), or after
+    the ranks started, for a script that does not mark its fault."""
 
-    def __init__(self, out: Path, wait_s: float) -> None:
-        super().__init__(daemon=True)
-        self.out, self.wait_s, self.stop = out, wait_s, threading.Event()
+    def __init__(self, out: Path, wait_s: float, marked: bool) -> None:
+        super().__init__(daemon=True)  # marked: the run writes its fault's moment (faults.py); else from the start
+        self.out, self.wait_s, self.marked, self.stop = out, wait_s, marked, threading.Event()
 
     def run(self) -> None:
-        while not list(self.out.glob("fault-rank-*.txt")):
+        while not list(self.out.glob("fault-rank-*.txt" if self.marked else "pid-rank-*.txt")):
             if self.stop.wait(0.05):
                 return
         if self.stop.wait(self.wait_s):

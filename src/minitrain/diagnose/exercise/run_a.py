@@ -29,7 +29,6 @@ def main() -> None:
             loss.backward()
             optimizer.step()
             if tools.rank == 0 and step % 2 == 1:
-                tools.fault()
                 stop[0] = float(validation_loss(model.module) < 1.0)
                 dist.broadcast(stop, src=0)
             if stop.item():

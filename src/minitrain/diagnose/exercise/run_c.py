@@ -29,7 +29,6 @@ def main() -> None:
             loss = model(batch(tools.rank, step)).loss
             optimizer.zero_grad()
             if tools.rank == 1:
-                tools.fault()
                 history.append(weight_norms(model.module, samples=40))
             loss.backward()
             optimizer.step()
