@@ -25,7 +25,8 @@ import torch
 
 HANG_STATUS = 3  # a rank ended by the watch exits with this status
 HANG_LINE = re.compile(r"\[rank (\d+)\] hangs at (\S+:\d+).*?: waits in (.+?) for [\d.]+ s")
-MISMATCH = "with a different shape (or dtype) on another rank"  # gloo sees sizes in bytes: a dtype as well
+MISMATCH = ("received a message of another size from another rank "  # gloo sees bytes: any cause, one message
+            "(its call differs: another collective, shape or dtype)")
 MISMATCH_LINE = re.compile(rf"\[rank (\d+)\] (\S+:\d+).*?: (.+?) {re.escape(MISMATCH)}")
 TORCH_DIR = str(Path(torch.__file__).parent) + os.sep
 MINITRAIN_DIR = str(Path(__file__).parent) + os.sep
@@ -162,7 +163,7 @@ def hang_line(rank: int, frame: FrameType | None, timeout_s: float) -> str:
 
 
 def mismatch_line(rank: int, frame: FrameType | None) -> str:
-    """The terminate handler's line: `[rank 0] train.py:87 in train: all_reduce with a different shape ...`."""
+    """The terminate handler's line: `[rank 0] train.py:87 in train: all_reduce received a message of another size ...`."""
     return (f"[rank {rank}] {learner_line(frame)}: {collective_name(collective_call(frame))} {MISMATCH} "
             "(gloo aborts this rank; its message follows)")
 
@@ -174,7 +175,7 @@ def named_hang(text: str) -> str | None:
 
 
 def named_mismatch(text: str) -> str | None:
-    """`all_reduce with a different shape (or dtype) on another rank at train.py:87 on rank 0` from the first
-    terminate handler's line in `text`, else None."""
+    """`all_reduce received a message of another size ... at train.py:87 on rank 0` from the first terminate
+    handler's line in `text`, else None."""
     found = MISMATCH_LINE.search(text)
     return None if found is None else f"{found[3]} {MISMATCH} at {found[2]} on rank {found[1]}"

@@ -13,6 +13,7 @@ import torch.distributed as dist
 from minitrain.diagnose import faults
 from minitrain.diagnose.tools import py_spy, run, torchfrtrace
 from minitrain.gloo_setup import loopback_interface
+from minitrain.hang_report import MISMATCH
 from minitrain.launch.spawn import fast_start_method, spawn_workers
 
 
@@ -38,7 +39,7 @@ def test_a_collective_one_rank_skips_aborts_at_once_and_hang_report_names_it():
     default = run("skipped-collective")
     assert "Received data size doesn't match expected size" in default.text
     named = run("skipped-collective", "hang_report")
-    assert named.answer == ("all_reduce with a different shape (or dtype) on another rank at "
+    assert named.answer == (f"all_reduce {MISMATCH} at "
                             f"faults.py:{line_of('dist.all_reduce(loss.detach())')} on rank 0")
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from minitrain.diagnose.faults import KINDS
 from minitrain.diagnose.inrank import OUT, TOOL
-from minitrain.hang_report import named_hang, named_mismatch
+from minitrain.hang_report import HANG_LINE, MISMATCH_LINE, named_hang, named_mismatch
 from minitrain.launch.stream import LaunchError, run_streaming
 from minitrain.launch.torchrun import torchrun_command
 
@@ -125,7 +125,7 @@ def read_default(outcome: Outcome, out: Path) -> None:
 
 def read_hang_report(outcome: Outcome, out: Path) -> None:
     """The lab's watch: `[rank R] hangs at FILE:LINE: waits in COLLECTIVE`, or its line for an abort."""
-    found = outcome.first(re.compile(r"\[rank \d+\] (hangs at|\S+:\d+ .*different shape)"))
+    found = outcome.first(re.compile(f"{HANG_LINE.pattern}|{MISMATCH_LINE.pattern}"))
     if found:
         outcome.answered_at = found[0]
         outcome.answer = named_hang(found[1]) or named_mismatch(found[1])

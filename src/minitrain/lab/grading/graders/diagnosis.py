@@ -31,7 +31,7 @@ class Planted:
 PLANTED = {
     "run_a.py": Planted(0, "dist.broadcast(stop", "broadcast", "skipped-collective", "hang_report", r"^hangs at run_a\.py"),
     "run_b.py": Planted(None, "dist.all_reduce(counts)", "all_reduce", "mismatched-shapes", "hang_report",
-                        r"^all_reduce with a different shape .* at run_b\.py:{line} "),
+                        r"^all_reduce received a message of another size .* at run_b\.py:{line} "),
     "run_c.py": Planted(1, "history.append(weight_norms", "all_reduce", "straggler", "profiler", r"^rank 1 arrives last"),
 }
 
