@@ -30,6 +30,7 @@ MISTAKES = {  # label -> (level, class, the words the grader must name it with)
     "register_hook": ("overlapped", scratch_mistakes.TensorHook, "OverlappedDDP raised AttributeError"),  # + the hint
     "weights averaged": ("naive", scratch_mistakes.AveragedWeights, "no gradient averaged: after finish()"),
     "cuda.synchronize": ("overlapped", scratch_mistakes.CudaSynchronize, "OverlappedDDP raised"),  # + the CPU hint
+    "counters never reset": ("bucketed", scratch_mistakes.CountersNeverReset, "no overlap from step 1 on"),
 }
 ANOTHER_FORM = {  # right in another form: gloo has ReduceOp.AVG in torch 2.13 (a GPU tutorial's NCCL habit that works)
     "ReduceOp.AVG": ("naive", scratch_mistakes.AverageOp),

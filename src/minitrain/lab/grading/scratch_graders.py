@@ -9,7 +9,8 @@ same batches. At 2 ranks the gradients and the weights after STEPS AdamW steps m
 for bit; at 3 within the tolerances below. Then the small models of scratch_cases (an unused layer and a
 buffer, a tied weight) and, bucketed, a cap smaller than one parameter. Each common mistake is named: a
 missing broadcast, a missing division, a hook that waits on the spot, buckets in forward order, a bucket
-left unflushed, buffers not broadcast, a tied weight hooked twice, a tied weight counted twice.
+left unflushed, buffers not broadcast, a tied weight hooked twice, a tied weight counted twice, per-step
+state not started afresh (the all-reduces are checked at every step).
 A worker runs several classes in turn (`scratch_results`), so one group grades many.
 """
 
@@ -70,26 +71,28 @@ def _shard(rank: int, world_size: int, config: TrainConfig, corpus_dir: Path) ->
 
 def _train(wrap: Callable[[nn.Module], nn.Module], rank: int, world_size: int, corpus_dir: Path,
            recorder: AllReduceRecorder | None = None) -> dict:
-    """STEPS AdamW steps of the wrapped MiniGPT: its weights after wrapping, step 0's gradients, the end's weights."""
+    """STEPS AdamW steps of the wrapped MiniGPT: its weights after wrapping, step 0's gradients, the end's weights,
+    and each step's all-reduces."""
     config = TrainConfig()
     model = _rank_model(rank, config, corpus_dir)
     shard = _shard(rank, world_size, config, corpus_dir)
     wrapped = wrap(model)
     wrapped_weights = [p.detach().clone() for p in model.parameters()]
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr)
-    grads, calls = None, []
+    grads, steps = None, []
     for step in range(STEPS):
+        before = len(recorder.calls) if recorder else 0
         loss = wrapped(next(shard)).loss
         with recorder.backward() if recorder else nullcontext():
             loss.backward()
         getattr(wrapped, "finish", lambda: None)()
+        steps.append(recorder.calls[before:] if recorder else [])
         if step == 0:
             grads = grads_of(model)
-            calls = list(recorder.calls) if recorder else []
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
     return {"wrapped": wrapped_weights, "grads": grads, "weights": [p.detach().clone() for p in model.parameters()],
-            "calls": calls}
+            "steps": steps}
 
 
 def _local_grads(rank: int, world_size: int, corpus_dir: Path) -> list[torch.Tensor]:
@@ -133,14 +136,19 @@ def _compare_grads(got: list, want: list, local: list, sums: list, world_size: i
     raise Mistake(f"{names[i]}: gradient differs from torch DDP's by {(got[i] - want[i]).abs().max().item():.2e}")
 
 
-def _check_calls(level: str, calls: list[dict], params: list[nn.Parameter], cap_mb: float) -> None:
-    """The all-reduces of step 0: launched during backward, not waited there, waited before finish() returned,
+def _check_calls(level: str, calls: list[dict], params: list[nn.Parameter], cap_mb: float, step: int = 0) -> None:
+    """The all-reduces of one step: launched during backward, not waited there, waited before finish() returned,
     and (bucketed) one per bucket of the reversed parameters."""
     if level == "naive" or not calls:
         if level != "naive":
-            raise Mistake("no all-reduce launched: call dist.all_reduce(..., async_op=True) from the gradient hook")
+            raise Mistake(f"no all-reduce launched at step {step}: call dist.all_reduce(..., async_op=True) from the "
+                          "gradient hook")
         return
     if not any(c["in_backward"] for c in calls):
+        if step > 0:
+            raise Mistake(f"no overlap from step {step} on: step 0 launched all-reduces in backward, step {step} "
+                          "launched every one after it; per-step state (which gradients are ready, which buckets "
+                          "launched) must start afresh each step")
         raise Mistake("no overlap: every all-reduce was launched after backward; launch them from the gradient hook")
     if any(c["waited"] == "backward" for c in calls if c["in_backward"]):
         raise Mistake("a hook that waits on the spot: an all-reduce launched in backward was waited for in backward "
@@ -168,9 +176,10 @@ def _tiny_cap_case(cls: type, rank: int, world_size: int, corpus_dir: Path, refe
     finally:
         recorder.close()
     params = list(_rank_model(0, TrainConfig(), corpus_dir).parameters())
-    if len(run["calls"]) != len(params):
-        raise Mistake(f"a cap smaller than one parameter: at {TINY_CAP_MB:g} MiB each of the {len(params)} parameters "
-                      f"is a bucket of its own, but {len(run['calls'])} all-reduce(s) ran per step")
+    for step, calls in enumerate(run["steps"]):
+        if len(calls) != len(params):
+            raise Mistake(f"a cap smaller than one parameter: at {TINY_CAP_MB:g} MiB each of the {len(params)} "
+                          f"parameters is a bucket of its own, but {len(calls)} all-reduce(s) ran at step {step}")
     if world_size == 2 and not all(torch.equal(a, b) for a, b in zip(run["weights"], reference["weights"])):
         raise Mistake(f"a cap smaller than one parameter: at {TINY_CAP_MB:g} MiB the weights after {STEPS} steps "
                       "differ from torch DDP's")
@@ -211,9 +220,10 @@ def _check_level(cls: type, level: str, rank: int, world_size: int, corpus_dir: 
                           "every parameter (and buffer) from rank 0 in __init__")
 
     def main_run() -> tuple[float, float, float]:
-        check_each_gradient_once(level, run["calls"], model0, CAP_MB)  # MiniGPT's head.weight is tok_emb.weight
+        check_each_gradient_once(level, run["steps"][0], model0, CAP_MB)  # MiniGPT's head.weight is tok_emb.weight
         grad_diff, grad_share = _compare_grads(run["grads"], reference["grads"], local, sums, world_size, names)
-        _check_calls(level, run["calls"], params, CAP_MB)
+        for step, calls in enumerate(run["steps"]):  # every step: state left over from the last one shows later
+            _check_calls(level, calls, params, CAP_MB, step)
         weight_diff = max((a - b).abs().max().item() for a, b in zip(run["weights"], reference["weights"]))
         if weight_diff > (0.0 if world_size == 2 else WEIGHT_TOL):
             raise Mistake(f"after {STEPS} AdamW steps the weights differ from torch DDP's by {weight_diff:.2e} "
