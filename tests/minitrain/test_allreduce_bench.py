@@ -170,11 +170,22 @@ def test_the_reading_and_the_takeaway_follow_the_results():
     full = bench.MEASUREMENT.load()
     fit, n, largest = full["fit"], full["world_size"], full["results"][-1]
     text = bench.reading(full) + bench.takeaway(full)
-    assert f"{fit['alpha_ms']:.2f} ms" in text and f"{fit['max_relative_error']:.0%} (at " in text
+    assert f"alpha = {fit['alpha_ms']:.3f} ms" in text and f"{fit['max_relative_error']:.0%} (at " in text
+    assert f"alpha {fit['alpha_ms']:.3f} ms" in bench.report(full)  # one precision for alpha, table and takeaway
     assert "likely too" not in text  # a miss at one size says nothing about the size next to it
     # like for like: every rank's sends cross the one loopback at once, against one stream one way
     assert bench.loopback_share(full) == n * largest["busbw_gbps"] / full["loopback"]["median_gbps"]
-    assert f"{bench.loopback_share(full):.0%} of what one" in bench.reading(full)
+    together, speeds = n * largest["busbw_gbps"], full["loopback"]["gbps"]
+    for words in (bench.reading(full), bench.takeaway(full)):  # the share against the stream's median and its range
+        assert (f"{bench.loopback_share(full):.0%} of one raw TCP stream one way" in words
+                and f"{together / max(speeds):.0%}-{together / min(speeds):.0%} of its fastest and slowest" in words)
+    assert "were slow" not in bench.reading(full)  # no count of slow iterations the results do not hold
+    tail = bench.slow_tail(full)
+    assert f"At {len(tail)} of the {len(full['results'])} sizes" in bench.reading(full)
+    gap = copy.deepcopy(full)  # a tail with a gap: its sizes listed, not a range
+    gap["results"][1]["p95_ms"] = gap["results"][1]["median_ms"]
+    listed = ", ".join(bench.size_label(r["bytes"]) for r in bench.slow_tail(gap))
+    assert f"({listed}) the p95" in bench.reading(gap) and "4 KiB to" not in bench.reading(gap)
     calm = copy.deepcopy(full)
     for row in calm["results"]:
         row["p95_ms"], row["mean_ms"] = 1.5 * row["median_ms"], 1.1 * row["median_ms"]
@@ -202,6 +213,16 @@ def test_the_fit_stands_beside_notebook_10s_run_of_the_same_bytes():
     if abs(alone / median - 1) >= 0.05:  # run against run: the stand-alone time against the benchmark's median
         assert f"{abs(alone / median - 1):.0%} {'less' if alone < median else 'more'} than that median" in text
     assert f"the fit is {abs(line / median - 1):.0%} above" in text  # the line against the median at that size
+    assert f"| {line:.2f} |" in text and f"| {median:.2f} |" in text  # both numbers compared are in the table
+    two = copy.deepcopy(ten)  # two buckets: every row a sum of two calls
+    half = full["gradient"]["bytes"] // 2
+    two["buckets"] = [{"bytes": half}, {"bytes": full["gradient"]["bytes"] - half}]
+    near2 = [min(full["results"], key=lambda r: abs(np.log(r["bytes"] / b["bytes"]))) for b in two["buckets"]]
+    text2 = bench.against_another_run(full, two)
+    sum_median = sum(r["median_ms"] for r in near2)
+    sum_line = sum(bench.predict_allreduce_ms(r["bytes"], full["fit"]) for r in near2)
+    assert f"| {sum_median:.2f} |" in text2 and f"| {sum_line:.2f} |" in text2 and "each row sums them" in text2
+    assert f"the fit is {abs(sum_line / sum_median - 1):.0%} {'above' if sum_line > sum_median else 'below'}" in text2
     near = copy.deepcopy(ten)
     near["allreduce_ms"]["standalone"] = 1.01 * median
     assert "agrees with that median within 5%" in bench.against_another_run(full, near)

@@ -4,7 +4,7 @@
     python -m minitrain.measure.allreduce_bench --quick --out build/bench   # a few seconds
 
 Two gloo ranks all-reduce float32 tensors from 4 KiB to 64 MiB; per size: median and p95 time,
-algorithm and bus bandwidth, then a latency-bandwidth fit t(n) = alpha + n * beta. The same two
+algorithm and bus bandwidth, then a latency-bandwidth fit t(s) = alpha + s * beta (s: message bytes). The same two
 processes then stream bytes one way over a plain 127.0.0.1 socket: the physical reference.
 Writes allreduce_bench.json and allreduce_bench.png (default: experiments/35-ddp-cpu/beyond/).
 """
@@ -99,7 +99,7 @@ def ring_allreduce(inputs: list[np.ndarray]) -> tuple[list[np.ndarray], list[int
 
 
 def fit_alpha_beta(sizes_bytes: list[int], seconds: list[float]) -> dict[str, float]:
-    """Least-squares fit of t(n) = alpha + n * beta; alpha in ms, beta as 1/beta in GB/s.
+    """Least-squares fit of t(s) = alpha + s * beta (s: message bytes); alpha in ms, beta as 1/beta in GB/s.
 
     Residuals are relative (each row divided by its t): plain least squares would fit only the
     largest sizes, which are 10,000x longer, and leave alpha as noise. A fixed cost is not negative:
@@ -242,10 +242,10 @@ def plot(result: dict, out: Path) -> None:
     ax1.plot(sizes, [r["median_ms"] for r in rows], "o", color="#4c72b0", label="median")
     ax1.plot(sizes, [r["p95_ms"] for r in rows], "_", color="#4c72b0", markersize=10, label="p95")
     ax1.plot(line, [predict_allreduce_ms(n, fit) for n in line], "--", color="0.3",
-             label=f"fit: {fit['alpha_ms']:.3f} ms + n / {fit['bandwidth_gbps']:.2f} GB/s")
+             label=f"fit: {fit['alpha_ms']:.3f} ms + s / {fit['bandwidth_gbps']:.2f} GB/s (s: message bytes)")
     if fit["alpha_ms"] > 0:
         ax1.axvline(crossover_bytes(fit), color="0.3", linestyle=":", linewidth=1,
-                    label=f"alpha = n x beta at {size_label(crossover_bytes(fit))}")
+                    label=f"alpha = s x beta at {size_label(crossover_bytes(fit))}")
     ax1.set_yscale("log")
     ax1.set_ylabel("time per all-reduce (ms)")
     ax1.set_title("Time: flat (latency, alpha), then linear (bandwidth, beta)")
@@ -393,7 +393,7 @@ def slow_tail(result: dict, times: float = 4) -> list[dict]:
 
 def reading(result: dict) -> str:
     """The notebook's reading of the figure, in sentences with this run's numbers."""
-    fit, rows, loop = result["fit"], result["results"], result["loopback"]
+    fit, rows = result["fit"], result["results"]
     worst, row = fit_misses(result)[0]
     left = (f"Left: the fit's two costs are equal at {size_label(crossover_bytes(fit))} (dotted line); smaller "
             "messages pay mostly the fixed cost." if fit["alpha_ms"] > 0 else
@@ -404,20 +404,27 @@ def reading(result: dict) -> str:
     tail = slow_tail(result)
     if tail:
         ratios = [r["p95_ms"] / r["median_ms"] for r in tail]
-        slow = [(r["mean_ms"] - r["median_ms"]) / (r["p95_ms"] - r["median_ms"]) for r in tail]
-        text.append(f"At {len(tail)} of the {len(rows)} sizes ({size_label(tail[0]['bytes'])} to "
-                    f"{size_label(tail[-1]['bytes'])}) the p95 is {min(ratios):.0f} to {max(ratios):.0f} times the "
-                    f"median; their means say that, if each slow iteration took about the p95, {min(slow):.0%} to "
-                    f"{max(slow):.0%} were slow. The medians, and the fit on them, leave that tail out.")
+        first, last = rows.index(tail[0]), rows.index(tail[-1])
+        where = (f"{size_label(tail[0]['bytes'])} to {size_label(tail[-1]['bytes'])}" if last - first + 1 == len(tail)
+                 else ", ".join(size_label(r["bytes"]) for r in tail))
+        text.append(f"At {len(tail)} of the {len(rows)} sizes ({where}) the p95 is {min(ratios):.0f} to "
+                    f"{max(ratios):.0f} times the median: a tail of slow iterations, which the medians, and the fit "
+                    "on them, leave out.")
     else:
         text.append("At every size the p95 stays under 4 times the median: no group of much slower iterations.")
     best, largest, n = max(rows, key=lambda r: r["algbw_gbps"]), rows[-1], result["world_size"]
     peak = "" if best is largest else f"the highest algbw, {best['algbw_gbps']:.2f} GB/s, came at {size_label(best['bytes'])}; "
     text.append(f"Right: {peak}at {size_label(largest['bytes'])} each rank sent {largest['busbw_gbps']:.2f} GB/s (busbw), "
-                f"{_ranks(n)} at once: {n * largest['busbw_gbps']:.2f} GB/s through loopback, {loopback_share(result):.0%} "
-                f"of what one stream carried one way ({loop['median_gbps']:.2f} GB/s, median of {loop['repeats']}; "
-                f"{min(loop['gbps']):.2f} to {max(loop['gbps']):.2f}).")
+                f"{_ranks(n)} at once: {n * largest['busbw_gbps']:.2f} GB/s through loopback, {_against_stream(result)}.")
     return "\n\n".join(text)
+
+
+def _against_stream(result: dict) -> str:
+    """All ranks' sends at the largest size against one raw stream's median, and against its fastest and slowest repeat."""
+    loop, together = result["loopback"], result["world_size"] * result["results"][-1]["busbw_gbps"]
+    return (f"{loopback_share(result):.0%} of one raw TCP stream one way ({loop['median_gbps']:.2f} GB/s, median of "
+            f"{loop['repeats']}; {together / max(loop['gbps']):.0%}-{together / min(loop['gbps']):.0%} of its fastest "
+            "and slowest)")
 
 
 def _apart(first: str, second: str) -> str:
@@ -435,48 +442,53 @@ def _when(date: str) -> str:
 
 
 def against_another_run(result: dict, wire: dict) -> str:
-    """The fit's time for the gradients beside notebook 10's stand-alone timing of the same all-reduces
-    (wire.json), as a markdown table and one sentence on how far apart the two runs are."""
+    """The fit's time for the gradients beside this benchmark's medians at the nearest sizes measured and notebook
+    10's stand-alone timing of the same all-reduces (wire.json): a markdown table, each row a sum over the buckets,
+    and one sentence on how far apart the fit and the medians, then the two runs, are."""
     buckets, grad = [b["bytes"] for b in wire["buckets"]], result["gradient"]["bytes"]
     if sum(buckets) != grad:
         return f"Notebook 10's run all-reduced {sum(buckets):,} bytes, not these {grad:,}: nothing to compare."
-    fit_ms = sum(predict_allreduce_ms(b, result["fit"]) for b in buckets)
+    fit = lambda sizes: sum(predict_allreduce_ms(b, result["fit"]) for b in sizes)  # noqa: E731
+    nearest = [min(result["results"], key=lambda r: abs(math.log(r["bytes"] / b))) for b in buckets]
+    sizes = [r["bytes"] for r in nearest]
+    median = sum(r["median_ms"] for r in nearest)
     alone = wire["allreduce_ms"]["standalone"]
-    nearest = min(result["results"], key=lambda r: abs(math.log(r["bytes"] / grad)))
     ours, theirs = result["provenance"], wire["provenance"]
-    calls = "one all-reduce" if len(buckets) == 1 else f"{len(buckets)} all-reduces, one per DDP bucket"
+    one = len(buckets) == 1
+    calls = "one all-reduce" if one else f"{len(buckets)} all-reduces, one per DDP bucket (each row sums them)"
+    at = (f"at {size_label(sizes[0])}, the nearest size measured" if one else
+          f"at the nearest sizes measured ({', '.join(size_label(b) for b in sizes)})")
     table = [f"| {grad:,} bytes ({grad / MiB:.2f} MiB) in {calls} | ms | recorded |", "|---|---|---|",
-             f"| this benchmark's fit | {fit_ms:.2f} | {_when(ours.date)} |",
-             f"| this benchmark's median at {size_label(nearest['bytes'])}, the nearest size measured | "
-             f"{nearest['median_ms']:.2f} | {_when(ours.date)} |",
+             f"| this benchmark's fit for these bytes | {fit(buckets):.2f} | {_when(ours.date)} |",
+             f"| this benchmark's fit {at} | {fit(sizes):.2f} | {_when(ours.date)} |",
+             f"| this benchmark's median {at} | {median:.2f} | {_when(ours.date)} |",
              f"| notebook 10: the same bytes alone, between barriers (median) | {alone:.2f} | {_when(theirs.date)} |"]
     when = (f"recorded {_apart(ours.date, theirs.date)} "
             f"{'in the same sitting' if ours.sitting == theirs.sitting else 'in another sitting'}")
-    miss = predict_allreduce_ms(nearest["bytes"], result["fit"]) / nearest["median_ms"] - 1  # the line at that size
-    diff = alone / nearest["median_ms"] - 1  # run against run, not against the line
-    fit = f"At {size_label(nearest['bytes'])} the fit is {abs(miss):.0%} {'above' if miss > 0 else 'below'} this benchmark's own median. "
-    sentence = fit + (f"Notebook 10's run of these bytes, {when}, agrees with that median within 5%." if abs(diff) < 0.05 else
-                      f"Notebook 10's run of these bytes, {when}, took {abs(diff):.0%} {'less' if diff < 0 else 'more'} "
-                      "than that median: two runs of one all-reduce can differ by that much, so neither the fit nor "
-                      "one run prices the next.")
+    miss = fit(sizes) / median - 1  # the line against the medians, at the same sizes
+    diff = alone / median - 1  # run against run, not against the line
+    line = f"At {'that size' if one else 'those sizes'} the fit is {abs(miss):.0%} {'above' if miss > 0 else 'below'} this benchmark's median. "
+    sentence = line + (f"Notebook 10's run of these bytes, {when}, agrees with that median within 5%." if abs(diff) < 0.05 else
+                       f"Notebook 10's run of these bytes, {when}, took {abs(diff):.0%} {'less' if diff < 0 else 'more'} "
+                       "than that median: two runs of one all-reduce can differ by that much, so neither the fit nor "
+                       "one run prices the next.")
     return "\n".join(table) + "\n\n" + sentence
 
 
 def takeaway(result: dict) -> str:
     """The notebook's takeaway, in sentences with this run's numbers."""
-    fit, grad, loop, n = result["fit"], result["gradient"], result["loopback"], result["world_size"]
+    fit, grad, n = result["fit"], result["gradient"], result["world_size"]
     crossover = crossover_bytes(fit)
     side = "past" if grad["bytes"] > crossover else "below"
     return "\n".join([
-        (f"- One all-reduce cost a fixed alpha = {fit['alpha_ms']:.2f} ms, then about {fit['bandwidth_gbps']:.2f} GB/s "
+        (f"- One all-reduce cost a fixed alpha = {fit['alpha_ms']:.3f} ms, then about {fit['bandwidth_gbps']:.2f} GB/s "
          f"(1/beta); the two are equal at {size_label(crossover)}." if fit["alpha_ms"] > 0 else
          f"- The fit found no fixed cost above 0; one all-reduce moved about {fit['bandwidth_gbps']:.2f} GB/s (1/beta)."),
         f"- MiniGPT's {grad['bytes'] / MiB:.2f} MiB of gradients lie {side} that crossover: this run's line gives "
         f"{grad['predicted_allreduce_ms']:.2f} ms, {fit['alpha_ms'] / grad['predicted_allreduce_ms']:.0%} of it latency; "
         "notebook 10's run of the same bytes is in the table above.",
         f"- At {size_label(result['results'][-1]['bytes'])} {_ranks(n)} ranks together pushed "
-        f"{n * result['results'][-1]['busbw_gbps']:.2f} GB/s through loopback, {loopback_share(result):.0%} of what "
-        f"one raw TCP stream carried one way ({loop['median_gbps']:.2f} GB/s)."])
+        f"{n * result['results'][-1]['busbw_gbps']:.2f} GB/s through loopback, {_against_stream(result)}."])
 
 
 def options(p) -> None:

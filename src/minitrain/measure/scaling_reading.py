@@ -135,12 +135,10 @@ def hook_reading(results: dict, buckets: dict[int, tuple]) -> str:
     peaks = {largest_share(results, *c)[0] for c in found}
     apart = all(largest_share(results, *c)[1].startswith("apart") for c in found)
     split = next((n for n in sizes if buckets[n][0] >= 2), None)
-    one_before = split is not None and all(buckets[n][1] == 1 for n in sizes[:sizes.index(split)])
     if len(peaks) == 1:
         peak = peaks.pop()
         where = (f"The share peaks at {params_label(peak)} in all {len(found)} curves"
-                 + (", each apart from every other size's repeats" if apart else "")
-                 + (", the smallest size DDP splits into two buckets." if peak == split and one_before else "."))
+                 + (", each apart from every other size's repeats." if apart else "."))
     else:
         where = "The share peaks at " + ", ".join(sorted(params_label(p) for p in peaks)) + ", by curve."
     keys = {TWO_PROCS: "allreduce_share_2proc", PINNED: "allreduce_share_pinned"}
@@ -151,8 +149,9 @@ def hook_reading(results: dict, buckets: dict[int, tuple]) -> str:
               "every size." if strong_larger else "")
     return (f"From {params_label(n0)} to {params_label(n1)} the gradients grow {n1 / n0:.1f}x and the hook time "
             + " and ".join(spans) + f". {where}{strong} The hook times each bucket from its launch to the end of its "
-            "all-reduce, so a bucket launched while backward still runs also counts the backward work that shares "
-            "the cores with it; the matrix records no traces to split the two.")
+            "all-reduce: " + (f"from {params_label(split)} on DDP makes more than one bucket, and " if split else "")
+            + "a bucket launched while backward still runs also counts backward's work on the shared cores; the "
+            "matrix records no traces to split the two.")
 
 
 def verdict_table(results: dict) -> str:
@@ -175,11 +174,35 @@ def verdict_table(results: dict) -> str:
     if cells:  # each cell's verdict can be chance: say how often, and how many of the table's that makes
         lines.append(f"with no real difference, repeats this few lie wholly apart by chance {max(cells):.0%} of the "
                      f"time or less: about {sum(cells):.1f} of these {len(cells)} cells")
+    lines += like_for_like(results)
     labels_of = lambda c: f"{labels[c['faster_before']]} -> {labels[c['faster_after']]} between "  # noqa: E731
+    crossings = results["summary"]["crossings"]
     clear = [labels_of(c) + f"{params_label(c['between_params'][0])} and {params_label(c['between_params'][1])} "
-             f"({c['scaling']})" for c in results["summary"]["crossings"] if c["separated"]]
-    lines.append("crossings beyond the repeats' spread: " + ("; ".join(clear) if clear else "none"))
+             f"({c['scaling']})" for c in crossings if c["separated"]]
+    lines.append(f"crossings (the faster of two configurations, by median, changes between neighbouring sizes): "
+                 f"{len(crossings)}; beyond the repeats' spread (at both sizes one's repeats all above the other's): "
+                 + ("; ".join(clear) if clear else "none"))
     return "\n".join(lines)
+
+
+def like_for_like(results: dict) -> list[str]:
+    """What each scaling's 2-process against 1-process-on-all-cores verdict compares: the weak one mixes processes
+    against threads with the size of each core's operations, the strong one does not; its verdicts counted."""
+    config = next(c for c in results["configurations"] if c["name"] == ALL_CORES)
+    threads, weak = config["threads"] or results["cores"], results["weak_batch_per_rank"]
+    lines = []
+    if "weak" in results["summary"]["scalings"]:
+        lines.append(f"weak: each of the 2 processes computes on {weak} sequences, 1 process splits {weak} among "
+                     f"{threads} threads: processes against threads, mixed with the size of each core's operations")
+    if "strong" in results["summary"]["scalings"]:
+        sizes = results["summary"]["sizes"]
+        tps = lambda c, n: [r["tokens_per_sec"]["median"] for r in repeats_of(results, c, "strong", n)]  # noqa: E731
+        verdicts = [verdict_over_repeats(tps(TWO_PROCS, n), tps(ALL_CORES, n)) for n in sizes
+                    if tps(TWO_PROCS, n) and tps(ALL_CORES, n)]
+        lines.append(f"strong: {results['strong_global_batch']} sequences per step on both sides, the like-for-like "
+                     f"test: 2 processes slower at {verdicts.count('slower')}, faster at {verdicts.count('faster')} of "
+                     f"{len(verdicts)} sizes")
+    return lines
 
 
 def affinity_table(results: dict) -> str:
