@@ -177,9 +177,29 @@ def test_takeaway_follows_the_data():
     assert "(8 buckets, 29.0 ms, repeats 28.0-30.0 ms), overlaps the default's repeats (27.0-33.0 ms)" in unclear
     assert "same single bucket (default and 25) have medians of 30.0 and 31.0 ms" in unclear
     assert "no clear difference, the repeats' ranges overlap" in unclear
+    # the wait after backward beside the same-bucket caps' spread, and the hook named in the per-bucket cost
+    assert "waited 1.0 ms by default, 1.0 ms with 8 buckets" in slower and "waited 1.0 and 1.0 ms, and 1.0 lies within" in slower
+    assert "the lab's Python comm hook on every bucket" in hedged
+    apart = made_up((30, 29, 31), (40, 38, 42))
+    apart["caps"][1]["overlap"]["after_backward_ms"], apart["caps"][2]["overlap"]["after_backward_ms"] = 3.0, 7.0
+    assert "waited 1.0 and 3.0 ms, and 7.0 lies above that spread" in takeaway(apart)
+    alone = copy.deepcopy(apart)
+    del alone["caps"][1]  # one single-bucket cap: no spread to set beside
+    assert "that spread" not in takeaway(alone) and "7.0 ms with 8 buckets (medians, profiled steps)." in takeaway(alone)
     close = made_up((30, 27, 33), (29, 28, 30))  # the 8-bucket cap's steps overlap the default's: no verdict
     close["caps"][2]["overlap"]["rows"] = close["caps"][0]["overlap"]["rows"]
     assert "No cap with more buckets overlapped more" in takeaway(close)
+
+
+def test_takeaway_on_the_committed_run_sets_the_wait_beside_its_noise():
+    from minitrain.measure import buckets
+
+    results = buckets.MEASUREMENT.load()
+    alike = [c for c in results["caps"] if c["count"] == 1]
+    text = takeaway(results)
+    assert " and ".join([", ".join(f"{c['overlap']['after_backward_ms']:.1f}" for c in alike[:-1]),
+                         f"{alike[-1]['overlap']['after_backward_ms']:.1f}"]) + " ms, and" in text
+    assert "(stock DDP divides in C++; notebook 15 times it without a hook)" in text
 
 
 def test_takeaway_names_the_cap_that_did_not_overlap_more():

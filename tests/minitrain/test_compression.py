@@ -138,3 +138,22 @@ def test_the_takeaway_follows_the_results_and_times_nothing():
     unequal = copy.deepcopy(results)
     unequal["variants"][1]["ranks_bitwise_equal"] = False
     assert f"{len(results['variants']) - 1} of {len(results['variants'])} variants" in compression.takeaway(unequal)
+
+
+def test_the_figure_and_the_takeaway_judge_by_one_band():
+    """The grey band is plain's value ± one seed spread, and the takeaway's "within one seed spread" is inside it:
+    on the committed run and on a copy whose plain run moved, so that fp16 leaves the band."""
+    results = compression.MEASUREMENT.load()
+    plain, spread = results["variants"][0]["val_loss"], results["seed_spread"]["val_loss"]
+    assert compression.seed_band(results, "val_loss") == (plain - spread, plain + spread)
+    inside = [v["name"] for v in results["variants"][1:] if abs(v["val_loss"] - plain) <= spread]
+    assert f"within one seed spread: {', '.join(inside)};" in compression.takeaway(results)
+    moved = copy.deepcopy(results)
+    moved["variants"][0]["val_loss"] = rows(results)["fp16"]["val_loss"] + 2 * spread  # fp16 now two spreads below plain
+    low, high = compression.seed_band(moved, "val_loss")
+    assert not low <= rows(results)["fp16"]["val_loss"] <= high
+    said = compression.takeaway(moved)
+    assert "fp16" in said.split("beyond it:")[1] and "fp16" not in said.split("beyond it:")[0].split("spread:")[1]
+    none = copy.deepcopy(results)
+    none["seed_spread"]["val_loss"] = None
+    assert compression.seed_band(none, "val_loss") is None and "seed spread" not in compression.takeaway(none)

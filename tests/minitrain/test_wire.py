@@ -200,7 +200,7 @@ def test_the_benchmarks_tail_is_named_only_when_it_has_one():
 def traced(*starts: float) -> dict:
     """Overlap rows of two ranks' one profiled step, each all-reduce 2 ms long, begun at `starts` ms
     against its rank's backward end."""
-    rows = [{"rank": r, "step": 0, "allreduce_ms": 2.0, "overlapped_ms": max(0.0, min(2.0, -s)), "start_ms": s,
+    rows = [{"rank": r, "step": 0, "allreduce": 0, "allreduce_ms": 2.0, "overlapped_ms": max(0.0, min(2.0, -s)), "start_ms": s,
              "after_backward_ms": max(0.0, s + 2.0), "backward_ms": 17.0} for r, s in enumerate(starts)]
     return {"overlap": {"rows": rows, "overlapped_share": 0.1}, "buckets": [{"params": ["w", "tok_emb.weight"]}],
             "allreduce_ms": {"transfer": {"median": 3.0}, "standalone": 1.0}}
@@ -217,15 +217,36 @@ def test_the_latest_start_is_aligned_with_the_other_ranks_on_the_shared_clock():
 
     late = traced(-0.2, 1.5)  # rank 1 began 1.5 ms after its backward ended
     waited = wire_reading.delayed_start_text(late, spanned(1000.0, 500.0))  # rank 0 began 0.5 ms after rank 1
-    assert "Rank 1, traced step 0: the latest start, 1.50 ms after its backward ended" in waited
-    assert "rank 0's began 0.50 ms after it and ended 0.50 ms after it" in waited
-    assert "for 25% of its time this all-reduce waited for the other rank to start" in waited
+    assert "The latest start after backward: rank 1's all-reduce in traced step 0, 1.50 ms after" in waited
+    assert "Rank 0's began 0.50 ms later and ended 0.50 ms later" in waited
+    assert "for 25% of its time rank 1's all-reduce waited for rank 0 to start" in waited
     first = wire_reading.delayed_start_text(late, spanned(0.0, 500.0))  # rank 0 had begun first: rank 1 waited for
-    assert "rank 0's had begun 0.50 ms before it and ended 0.50 ms before it" in first and "waited for the" not in first
-    assert "clock" not in wire_reading.delayed_start_text(late, [])  # no traces to align: no claim about them
+    assert "Rank 0's had begun 0.50 ms earlier and ended 0.50 ms earlier" in first and "waited for rank" not in first
+    assert "Rank 0's" not in wire_reading.delayed_start_text(late, [])  # no traces to align: no claim about them
     early = traced(-0.2, -0.5)
-    assert "every traced all-reduce began before its rank's backward ended" in wire_reading.delayed_start_text(early, [])
+    assert "Every traced all-reduce began before its rank's backward ended" in wire_reading.delayed_start_text(early, [])
     assert "{" not in waited + first
+    # two all-reduces a step: the latest start is the second, and it is paired with the other rank's second
+    two = traced(-0.2, -0.4)
+    two["overlap"]["rows"] += [r | {"allreduce": 1, "start_ms": s} for r, s in zip(two["overlap"]["rows"], (0.1, 1.0))]
+    spans = spanned(0.0, 0.0) + [s | {"allreduce": 1} for s in spanned(3000.0, 2000.0)]
+    second = wire_reading.delayed_start_text(two, spans)
+    assert "rank 1's all-reduce 1 (launch order) in traced step 0, 1.00 ms after" in second
+    assert "Rank 0's began 1.00 ms later" in second  # the second all-reduces' starts, not the first's
+
+
+def test_the_latest_start_sentence_on_the_committed_run():
+    from minitrain.measure import wire, wire_reading
+
+    results = wire.MEASUREMENT.load()
+    spans = wire_reading.trace_spans(results, wire.BEYOND_DIR)
+    late = max(results["overlap"]["rows"], key=lambda r: r["start_ms"])
+    mine = next(s for s in spans if (s["rank"], s["step"], s["allreduce"]) == (late["rank"], late["step"], late["allreduce"]))
+    other = wire_reading._other(spans, mine)
+    text = wire_reading.delayed_start_text(results, spans)
+    lag = (other["start_us"] - mine["start_us"]) / 1e3
+    assert f"{late['start_ms']:.2f} ms after that rank's backward ended" in text
+    assert f"Rank {other['rank']}'s {'began' if lag > 0 else 'had begun'} {abs(lag):.2f} ms" in text
 
 
 def test_the_hooks_work_before_gloo_is_measured_against_the_transfers_excess():
@@ -254,11 +275,16 @@ def test_the_bytes_sentence_counts_headers_and_retransmissions():
 
     def sent(extra: float, again: list[float]) -> dict:
         return {"bytes_per_step": {"measured": {"sent_per_rank": [1.0, 1.0], "overhead_bytes_per_step": extra,
-                                                "sent_over_theory": 1.0005, "retransmitted_per_rank": again}}}
+                                                "sent_over_theory": 1.0005, "retransmitted_per_rank": again}},
+                "config": {"plan": {"measured": 40}}}
 
     assert "12 of gloo's 48-byte message headers. No byte was sent twice." in wire_reading.bytes_text(sent(576, [0, 0]))
     again = wire_reading.bytes_text(sent(580, [290, 0]))
-    assert "not a whole number" in again and "Rank 0 also sent 290 bytes a step a second time" in again
+    assert "not a whole number" in again and "Rank 0 also sent 11,600 bytes a second time over the 40 measured" in again
+    from minitrain.measure import wire  # the committed run: its total, from the mean a step and the steps measured
+    results = wire.MEASUREMENT.load()
+    mean, steps = results["bytes_per_step"]["measured"]["retransmitted_per_rank"][0], results["config"]["plan"]["measured"]
+    assert f"{mean * steps:,.0f} bytes a second time over the {steps} measured steps" in wire_reading.bytes_text(results)
 
 
 def test_trace_spans_pair_the_hooks_division_with_its_allreduce():

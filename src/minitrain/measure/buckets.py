@@ -356,6 +356,16 @@ def fit_price(most: dict, default: dict) -> str:
             "a line through one run's medians, while a sum of calls adds their means.")
 
 
+def _against_alike(ms: float, alike: list[dict], what: str) -> str:
+    """A profiled wait after backward set against its spread over the caps that make the same buckets (their noise)."""
+    waits = [c["overlap"]["after_backward_ms"] for c in alike]
+    if len(waits) < 2:
+        return "."
+    side = "above" if ms > max(waits) else "below" if ms < min(waits) else "within"
+    return (f"; the caps that make the same {what} waited {and_list([f'{w:.1f}' for w in waits])} ms, and "
+            f"{ms:.1f} lies {side} that spread.")
+
+
 def takeaway(results: dict) -> str:
     """What this run shows, in sentences with its numbers; each verdict follows the data."""
     caps, config = results["caps"], results["config"]
@@ -385,7 +395,8 @@ def takeaway(results: dict) -> str:
     lines.append(f"- Overlap: {d_o['overlapped_share']:.0%} of the all-reduce time ran while backward computed with "
                  "the default caps" + (" (one bucket: not real overlap)" if default["count"] == 1 else "")
                  + f", {m_o['overlapped_share']:.0%} with {most['count']} buckets.{compared} After backward the step "
-                 f"waited {d_o['after_backward_ms']:.1f} ms against {m_o['after_backward_ms']:.1f} ms ({profiled}).")
+                 f"waited {d_o['after_backward_ms']:.1f} ms by default, {m_o['after_backward_ms']:.1f} ms with "
+                 f"{most['count']} buckets ({profiled}){_against_alike(m_o['after_backward_ms'], alike, alike_what)}")
 
     if best["count"] == default["count"]:
         speed = (f"no cap with more buckets was faster; the shortest median step, {best['step_ms']:.1f} ms, came with "
@@ -413,9 +424,10 @@ def takeaway(results: dict) -> str:
             spread = (f"; {min(alike_backward):.1f}-{max(alike_backward):.1f} ms across the caps that make the "
                       f"same {alike_what}" if len(alike) > 1 else "")
             why = (f" Backward's autograd nodes took longer, {backward}{spread}: gloo's threads share the "
-                   f"{results['provenance'].cores} logical CPUs with backward, and DDP's per-bucket work runs inside "
-                   f"backward's nodes. With {config['plan']['profiled'] * config['world_size']} samples per cap, a "
-                   "correlation, not a measured cause.")
+                   f"{results['provenance'].cores} logical CPUs with backward, and the per-bucket work runs inside "
+                   "backward's nodes, here with the lab's Python comm hook on every bucket (stock DDP divides in C++; "
+                   f"notebook 15 times it without a hook). With {config['plan']['profiled'] * config['world_size']} "
+                   "samples per cap, a correlation, not a measured cause.")
         else:
             why = f" Backward's autograd nodes took about as long, {backward}: the extra time is outside them."
         lines.append(f"- Cost: with {most['count']} buckets the step took {most['step_ms']:.1f} ms, "

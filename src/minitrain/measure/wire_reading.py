@@ -79,13 +79,14 @@ def bytes_text(results: dict) -> str:
     framing = (f"{extra:,.0f} bytes a step above the ring's ({measured['sent_over_theory']:.4f}x): "
                + (f"{headers:.0f} of gloo's {HEADER_BYTES}-byte message headers." if headers == round(headers)
                   else f"not a whole number of gloo's {HEADER_BYTES}-byte message headers."))
-    again = measured["retransmitted_per_rank"]
+    again, steps = measured["retransmitted_per_rank"], results["config"]["plan"]["measured"]
     twice = [(r, b) for r, b in enumerate(again) if b]
     resent = ("No byte was sent twice." if not twice else
               and_list([f"rank {r}" for r, _ in twice]).capitalize() + " also sent "
-              + and_list([f"{b:,.0f}" for _, b in twice]) + " bytes a step a second time (`bytes_retrans`, counted "
-              "apart): TCP resends what is not acknowledged in time, and even a loopback drops packets when a queue "
-              "overflows; the counters do not say which happened.")
+              + and_list([f"{b * steps:,.0f}" for _, b in twice]) + f" bytes a second time over the {steps} measured "
+              "steps (`bytes_retrans`, counted apart; the table gives their mean a step): TCP resends what is not acknowledged in "
+              "time, and even a loopback drops packets when a queue overflows; the counters do not say which, nor "
+              "in which steps.")
     return f"The ranks sent a mean {framing} {resent}"
 
 
@@ -184,26 +185,29 @@ def hook_text(results: dict, spans: list[dict]) -> str:
 
 
 def delayed_start_text(results: dict, spans: list[dict]) -> str:
-    """The traced all-reduce that began latest after its rank's backward ended, and the other rank's of that step,
-    aligned on the clock both traces share."""
+    """The traced all-reduce that began latest after its rank's backward ended, and the other rank's all-reduce
+    of the same step and bucket, aligned on the clock both traces share."""
     late = max(results["overlap"]["rows"], key=lambda r: r["start_ms"])
-    where = f"Rank {late['rank']}, traced step {late['step']}: "
+    several = any(r["allreduce"] > 0 for r in results["overlap"]["rows"])
+    which = (f"rank {late['rank']}'s all-reduce" + (f" {late['allreduce']} (launch order)" if several else "")
+             + f" in traced step {late['step']}")
     if late["start_ms"] <= 0:
-        return where + ("every traced all-reduce began before its rank's backward ended (the latest "
-                        f"{-late['start_ms']:.2f} ms before), so none waited to start.")
-    text = (where + f"the latest start, {late['start_ms']:.2f} ms after its backward ended; the all-reduce ran "
-            f"{late['allreduce_ms']:.2f} ms.")
-    mine = next((s for s in spans if (s["rank"], s["step"], s["allreduce"]) == (late["rank"], late["step"], 0)), None)
+        return (f"Every traced all-reduce began before its rank's backward ended (the latest, {which}, "
+                f"{-late['start_ms']:.2f} ms before), so none waited to start.")
+    text = (f"The latest start after backward: {which}, {late['start_ms']:.2f} ms after that rank's backward ended; "
+            f"it ran {late['allreduce_ms']:.2f} ms.")
+    key = (late["rank"], late["step"], late["allreduce"])
+    mine = next((s for s in spans if (s["rank"], s["step"], s["allreduce"]) == key), None)
     other = _other(spans, mine) if mine else None
     if other is None:
         return text
     lag = (other["start_us"] - mine["start_us"]) / 1e3
     end = (other["end_us"] - mine["end_us"]) / 1e3
-    span = f" and ended {abs(end):.2f} ms {'before' if end < 0 else 'after'} it"
-    return text + (f" On the clock both traces share, rank {other['rank']}'s began {lag:.2f} ms after it{span}: for "
-                   f"{lag / late['allreduce_ms']:.0%} of its time this all-reduce waited for the other rank to start."
-                   if lag > 0 else f" On the clock both traces share, rank {other['rank']}'s had begun {-lag:.2f} ms "
-                   f"before it{span}: this rank was the one waited for.")
+    ended = f"ended {abs(end):.2f} ms {'earlier' if end < 0 else 'later'}"
+    return text + (f" Rank {other['rank']}'s began {lag:.2f} ms later and {ended}: for {lag / late['allreduce_ms']:.0%} "
+                   f"of its time rank {late['rank']}'s all-reduce waited for rank {other['rank']} to start."
+                   if lag > 0 else f" Rank {other['rank']}'s had begun {-lag:.2f} ms earlier and {ended}: rank "
+                   f"{late['rank']} was the one waited for.")
 
 
 def slow_transfer_text(results: dict, bench: dict) -> str:
