@@ -1,26 +1,39 @@
-"""Notebook 16's exercise grader (ex16a-c): a blank stops before any process, a right answer in another form passes
-on a real run, and the wrong answers a learner gives are each named, costing their script's point only. (The
-reference passes in notebook 16's grader cell and in test_grade's reference tree, both on real runs.)"""
+"""Notebook 16's exercise grader (ex16a-c), with the teacher's key: a blank stops before any process, right answers in
+the forms the lab's tools print pass on a real run, and the wrong answers a learner gives are each named, costing
+their script's point only; without the key (the student edition) a right and a wrong answer read the same. (The
+reference passes in notebook 16's grader cell and in class grading, test_grade's, both on real runs.) The student
+edition leaves this file out: RIGHT is the key."""
 
 import time
 
 import nbformat
 import pytest
 
+from minitrain.diagnose.exercise import FOLDER as EXERCISE
 from minitrain.diagnose.faults import KINDS
 from minitrain.lab.editions import student
-
-from minitrain.lab.grading.graders.diagnosis import PLANTED, grade_diagnosis, mistakes
+from minitrain.lab.grading.graders import diagnosis
+from minitrain.lab.grading.graders.diagnosis import BY_TEACHER, grade_diagnosis, mistakes
 from minitrain.lab.grading.graders.running import ExerciseError
+from minitrain.lab.teaching.diagnosis import PLANTED
 from minitrain.paths import NOTEBOOKS_DIR
 
+LINE = {script: planted.line(script) for script, planted in PLANTED.items()}
+ROOT_CAUSE = next(n for n, text in enumerate((EXERCISE / "run_b.py").read_text().splitlines(), 1) if "VOCAB - 8" in text)
 RIGHT = {
-    "run_a.py": {"rank": 0, "line": f"run_a.py:{PLANTED['run_a.py'].line('run_a.py')}", "collective": "broadcast",
+    "run_a.py": {"rank": 0, "line": f"run_a.py:{LINE['run_a.py']}", "collective": "broadcast",
                  "cause": "skipped-collective"},
-    "run_b.py": {"rank": None, "line": f"run_b.py:{PLANTED['run_b.py'].line('run_b.py')}", "collective": "all_reduce",
+    "run_b.py": {"rank": None, "line": f"run_b.py:{LINE['run_b.py']}", "collective": "all_reduce",
                  "cause": "mismatched-shapes"},
-    "run_c.py": {"rank": 1, "line": f"run_c.py:{PLANTED['run_c.py'].line('run_c.py')}", "collective": "all_reduce",
-                 "cause": "straggler"},
+    "run_c.py": {"rank": 1, "line": f"run_c.py:{LINE['run_c.py']}", "collective": "all_reduce", "cause": "straggler"},
+}
+OTHER_FORMS = {  # right answers as the lab's tools print them (hang_report, faulthandler, py-spy, the profiler)
+    "run_a.py": {"rank": 0, "line": f"run_a.py:{LINE['run_a.py']} in main", "collective": "torch.distributed.broadcast",
+                 "cause": "Skipped collective"},
+    "run_b.py": {"rank": None, "line": f'File "src/minitrain/diagnose/exercise/run_b.py", line {LINE["run_b.py"]} in main',
+                 "collective": "dist.all_reduce", "cause": "mismatched_shapes"},
+    "run_c.py": {"rank": 1, "line": f"main (run_c.py:{LINE['run_c.py']})", "collective": "gloo:all_reduce",
+                 "cause": "STRAGGLER"},
 }
 
 
@@ -33,13 +46,16 @@ def test_a_blank_diagnose_stops_before_any_process_starts():
     assert time.monotonic() - start < 1.0
 
 
-def test_a_right_answer_in_another_form_passes():
-    other = {"rank": 0, "line": str(PLANTED["run_a.py"].line("run_a.py")), "collective": "dist.broadcast",
-             "cause": "Skipped collective"}
-    assert mistakes("run_a.py", other) == []
-    assert mistakes("run_b.py", {**RIGHT["run_b.py"], "line": f"src/minitrain/diagnose/exercise/{RIGHT['run_b.py']['line']}",
-                                 "collective": "allreduce"}) == []
-    assert "right" in grade_diagnosis(lambda script: other, ("run_a.py",))  # a real run, this answer
+@pytest.mark.parametrize("script", PLANTED)
+def test_right_answers_in_the_tools_forms_pass(script):
+    assert mistakes(script, RIGHT[script], PLANTED[script]) == []
+    assert mistakes(script, OTHER_FORMS[script], PLANTED[script]) == []
+    assert mistakes(script, {**RIGHT[script], "line": LINE[script], "collective": "allreduce"
+                             if "all_reduce" in RIGHT[script]["collective"] else "c10d::broadcast_"}, PLANTED[script]) == []
+
+
+def test_a_right_answer_in_another_form_passes_on_a_real_run():
+    assert grade_diagnosis(OTHER_FORMS.__getitem__, ("run_a.py",)).startswith("run_a.py: right (a real run")
 
 
 @pytest.mark.parametrize("script, wrong, named", [
@@ -49,26 +65,39 @@ def test_a_right_answer_in_another_form_passes():
     # the table's example taken literally
     ("run_b.py", {"rank": 0, "line": "run_b.py:12", "collective": "all_reduce", "cause": "mismatched-shapes"},
      ("rank:", "line:")),
+    # run_b's root cause (the line that makes the shapes differ) given as its line
+    ("run_b.py", {**RIGHT["run_b.py"], "line": f"run_b.py:{ROOT_CAUSE}"}, ("line:",)),
+    # the frame torch's traceback ends in, not the script's
+    ("run_a.py", {**RIGHT["run_a.py"], "line": "distributed_c10d.py:3151 in broadcast"}, ("line:",)),
     # a GPU tutorial's habit: an NCCL timeout, ranks as strings
     ("run_c.py", {"rank": "1", "line": "run_c.py:32", "collective": "all_reduce", "cause": "NCCL timeout"},
      ("rank is '1'", "cause is 'NCCL timeout'")),
     # the straggler read as the rank that waits most
     ("run_c.py", {**RIGHT["run_c.py"], "rank": 0}, ("rank:",)),
+    ("run_a.py", {**RIGHT["run_a.py"], "line": "run_a.py:29, run_a.py:30"}, ("line is",)),
     ("run_a.py", {"rank": 0, "line": "run_a.py"}, ("has no collective, cause",)),
     ("run_b.py", ["rank", None], ("not a dict",)),
 ])
 def test_each_wrong_answer_is_named_field_by_field(script, wrong, named):
-    found = mistakes(script, wrong)
+    found = mistakes(script, wrong, PLANTED[script])
     assert len(found) == len(named) and all(n in f for n, f in zip(named, found)), found
-    right = RIGHT[script]
-    assert not any(str(right["line"]) in f for f in found)  # the grader never gives the answer away
+    assert not any(f"{script}:{LINE[script]}" in f for f in found)  # the grader never gives the answer away
 
 
-def test_a_wrong_answer_costs_its_own_script_only():
+def test_a_wrong_answer_costs_its_own_script_only_on_a_real_run():
     answers = {**RIGHT, "run_a.py": {**RIGHT["run_a.py"], "rank": 1}}
     with pytest.raises(ExerciseError, match=r"^run_a\.py: rank:"):
         grade_diagnosis(answers.__getitem__, ("run_a.py",))
-    assert mistakes("run_b.py", answers["run_b.py"]) == [] and mistakes("run_c.py", answers["run_c.py"]) == []
+    assert mistakes("run_b.py", answers["run_b.py"], PLANTED["run_b.py"]) == []
+
+
+def test_without_the_key_a_right_and_a_wrong_answer_read_the_same(monkeypatch):
+    """The student edition (no minitrain.lab.teaching.diagnosis: test_student runs it there for real)."""
+    monkeypatch.setattr(diagnosis, "the_key", lambda: None)
+    wrong = {script: {**answer, "rank": 7, "cause": "straggler"} for script, answer in RIGHT.items()}
+    verdicts = {grade_diagnosis(answers.__getitem__) for answers in (RIGHT, OTHER_FORMS, wrong)}
+    assert len(verdicts) == 1 and verdicts.pop().startswith(BY_TEACHER)
+    assert "line is 'here'" in grade_diagnosis(lambda script: {**RIGHT[script], "line": "here"})  # its form, still
 
 
 def test_the_blank_stub_states_every_key_the_grader_checks():
@@ -76,5 +105,6 @@ def test_the_blank_stub_states_every_key_the_grader_checks():
     [cell] = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "diagnose"]
     assert 'raise NotImplementedError("not done yet: diagnose")' in cell.source
     said = ['"rank": an int', "None when every rank runs the same lines", '"FILE:LINE"', "the line number",
-            "KeyError", *(f'"{kind}"' for kind in KINDS)]
+            "collective's line, not the line that makes the shapes differ", "KeyError",
+            *(f'"{kind}"' for kind in KINDS)]
     assert not [s for s in said if s not in cell.source], [s for s in said if s not in cell.source]

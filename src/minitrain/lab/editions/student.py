@@ -49,6 +49,8 @@ EXCLUDED = (  # the reference run's artifacts (the learner makes their own), the
     # and the shim that `python -m minitrain.lab.teacher` runs
     "src/minitrain/lab/teaching/teacher.py", "src/minitrain/lab/teaching/rubric.py", BLOCK_G_MODULE,
     "src/minitrain/lab/teacher.py",
+    # notebook 16's key (the faults planted in its scripts: class grading grades ex16a-c with it) and its grader's test
+    "src/minitrain/lab/teaching/diagnosis.py", "tests/diagnose/test_diagnosis_grader.py",
     # the reference's own tests: of the editions, the graders and grading (with the near-answers they grade), the
     # committed artifacts
     "tests/minitrain/test_student.py", "tests/minitrain/test_graders.py", "tests/minitrain/test_grade.py",

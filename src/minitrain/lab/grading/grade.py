@@ -5,11 +5,12 @@
 
 Each row of TODOS is graded by this module's `--todo KEY REPO` mode in a child forked from a process that
 imported torch once (minitrain.lab.grading.forkserver), REPO/src first on PYTHONPATH, its tree stopped at the timeout:
-PASS, FAIL (the mistake named), "not done" (a stub still raises "not done yet: ..."), or "hangs". A row whose
-`needs` did not all pass is not run: "blocked", naming them. The points are summed apart for each part of the
-lab (PARTS: the sheet, the exercises beyond it, the optional one). A submission is a student tree, or any folder
-holding its notebooks: only the learner's files (TODO_FILES, the notebooks, the run's artifacts) go into a fresh
-student tree: its own graders and tests never run.
+PASS, FAIL (the mistake named), "not done" (a stub still raises "not done yet: ..."), "hangs", or "teacher" (ex16a-c
+where the teacher's key is not: the student edition). A row whose `needs` did not all pass is not run: "blocked",
+naming them; in class grading it is graded with the reference's files of the TODOs it needs, and says so. The points
+are summed apart for each part of the lab (PARTS: the sheet, the exercises beyond it, the optional one). A submission
+is a student tree, or any folder holding its notebooks: only the learner's files (TODO_FILES, the notebooks, the run's
+artifacts) go into a fresh student tree, with the teacher's key (TEACHER_KIT): its own graders and tests never run.
 """
 
 import argparse
@@ -34,20 +35,23 @@ from minitrain.lab.grading.forkserver import Forkserver
 from minitrain.lab.grading.todos import (BY_KEY, EXERCISES, EXPERIMENT, PARTS, RUN_FILES, RUN_FOLDERS, TODO_FILES,
                                          TODOS, Todo)
 from minitrain.parent_watch import WATCH_PID
-from minitrain.paths import REPO, relative
+from minitrain.paths import EDITION_MARK, REPO, relative
 
 RESULT = "grade-result: "  # the child's last line: this, then {"status": ..., "detail": ...}
 NOT_DONE = "not done yet"
 SHORT = 72  # characters of a prerequisite's verdict in the row it blocks: one line, never a launcher's log
+TEACHER_KIT = ("src/minitrain/lab/teaching/diagnosis.py",)  # the teacher's modules class grading puts in each tree
+BY_TEACHER = "teacher"  # the status of a row graded only in class grading (its key is not in the student edition)
 
 
 @dataclass
 class Grade:
     todo: Todo
-    status: str  # PASS, FAIL, not done, hangs, blocked (a TODO in todo.needs did not pass: not run)
+    status: str  # PASS, FAIL, not done, hangs, blocked (a TODO in todo.needs did not pass: not run), teacher
     detail: str
     seconds: float = 0.0
     blocked_by: tuple["Grade", ...] = ()
+    stand_ins: tuple["Grade", ...] = ()  # the needed TODOs that failed, graded with the reference's files in place
 
     @property
     def points(self) -> int:
@@ -67,6 +71,10 @@ class NotDone(Exception):
 
 class Failed(Exception):
     """A TODO's grader found a mistake; the message names it."""
+
+
+class ByTeacher(Exception):
+    """A TODO graded only where the teacher's key is (class grading); the message says so."""
 
 
 # ------------------------------------------------------------------------------------------------
@@ -193,7 +201,7 @@ def _wrap_folder(folder: Path) -> Path:
 
 def _grade_exercise(repo: Path, todo: Todo) -> str:
     from minitrain.lab.grading import graders
-    from minitrain.lab.grading.graders.diagnosis import grade_diagnosis
+    from minitrain.lab.grading.graders.diagnosis import BY_TEACHER as BY_TEACHER_TEXT, grade_diagnosis
     with tempfile.TemporaryDirectory(prefix="minitrain-grade-") as tmp:
         folder = Path(tmp)
         try:
@@ -207,7 +215,10 @@ def _grade_exercise(repo: Path, todo: Todo) -> str:
         calls = {"ex03": lambda: graders.grade_rank1_holds_rank0_init(learner, _wrap_folder(folder)),
                  "ex04": lambda: graders.grade_timing_hook(learner)}
         if todo.key.startswith("ex16"):  # one script each: ex16a is run_a.py
-            return _graded(lambda: grade_diagnosis(learner, (f"run_{todo.key[-1]}.py",)))
+            verdict = _graded(lambda: grade_diagnosis(learner, (f"run_{todo.key[-1]}.py",)))
+            if verdict.startswith(BY_TEACHER_TEXT):  # the student edition: no key to grade it with
+                raise ByTeacher(verdict)
+            return verdict
         return _graded(calls[todo.key])
 
 
@@ -227,6 +238,8 @@ def grade_todo(repo: Path, key: str) -> tuple[str, str]:
         return "not done", str(e)
     except Failed as e:
         return "FAIL", str(e)
+    except ByTeacher as e:
+        return BY_TEACHER, str(e)
     except NotImplementedError as e:
         return "not done", str(e) if NOT_DONE in str(e) else f"{NOT_DONE}: {e}"
     except Exception as e:  # the learner's code crashed where no grader expected it: still a row
@@ -290,14 +303,18 @@ def _in_short(g: Grade) -> str:
     return line if len(line) <= SHORT else line[:SHORT].rsplit(" ", 1)[0] + " ..."
 
 
-def blocked(todo: Todo, unmet: list[Grade]) -> Grade:
-    """`todo`, not run: the TODOs it needs that did not pass, each with its verdict in short, on one line:
-    "needs A and B1 (not done yet), B2 (hangs at data.py:150 on rank 0 (waits in all_gather_object))"."""
+def _needs(unmet: list[Grade]) -> str:
+    """The TODOs that did not pass, each with its verdict in short, on one line: "A and B1 (not done yet), B2 (hangs
+    at data.py:150 on rank 0 (waits in all_gather_object))"."""
     reasons: dict[str, list[str]] = {}  # one verdict, the keys it stops: "A and B1 (not done yet)"
     for g in unmet:
         reasons.setdefault(_in_short(g), []).append(g.todo.key)
-    listed = ", ".join(f"{_listed(keys)} ({why})" for why, keys in reasons.items())
-    return Grade(todo, "blocked", f"needs {listed}", blocked_by=tuple(unmet))
+    return ", ".join(f"{_listed(keys)} ({why})" for why, keys in reasons.items())
+
+
+def blocked(todo: Todo, unmet: list[Grade]) -> Grade:
+    """`todo`, not run: "needs " and the TODOs it needs that did not pass, to fix first (_needs)."""
+    return Grade(todo, "blocked", f"needs {_needs(unmet)}", blocked_by=tuple(unmet))
 
 
 def _listed(keys: list[str]) -> str:
@@ -305,17 +322,44 @@ def _listed(keys: list[str]) -> str:
     return f"{', '.join(keys[:-1])} and {keys[-1]}" if len(keys) > 1 else keys[0]
 
 
+def _forkserver(repo: Path, env: dict[str, str] | None) -> Forkserver:
+    """The server that forks `repo`'s graders: `repo`/src first on PYTHONPATH, `env` added."""
+    pythonpath = os.pathsep.join([str(repo / "src"), *filter(None, [os.environ.get("PYTHONPATH")])])
+    return Forkserver({"PYTHONPATH": pythonpath, WATCH_PID: str(os.getpid()), **(env or {})}, cwd=repo)
+
+
+def run_with_reference(reference: Path, repo: Path, todo: Todo, unmet: list[Grade], timeout_s: float | None = None,
+                       env: dict[str, str] | None = None) -> Grade:
+    """`todo` graded in a copy of `repo` whose files of the `unmet` TODOs it needs are `reference`'s (class grading:
+    a mistake costs its own points once); its detail says so."""
+    files = sorted({g.todo.file for g in unmet})
+    with tempfile.TemporaryDirectory(prefix="minitrain-with-reference-") as tmp:
+        tree = Path(shutil.copytree(repo, Path(tmp) / repo.name, symlinks=True))
+        for rel in files:
+            shutil.copy(reference / rel, tree / rel)
+        server = _forkserver(tree, env)
+        try:
+            grade = run_todo(server, tree, todo, timeout_s)
+        finally:
+            server.close()
+    names = _listed([f"{Path(rel).name}" for rel in files])
+    grade.detail = f"graded with the reference's {names} in place of yours ({_needs(unmet)}): {grade.detail}"
+    grade.stand_ins = tuple(unmet)
+    return grade
+
+
 def grade_repo(repo: Path, keys: list[str] | None = None, timeout_s: float | None = None,
-               echo: Callable[[str], None] | None = None, jobs: int = 1, env: dict[str, str] | None = None) -> list[Grade]:
+               echo: Callable[[str], None] | None = None, jobs: int = 1, env: dict[str, str] | None = None,
+               reference: Path | None = None) -> list[Grade]:
     """Every TODO of `repo` (or those in `keys`, and those they need), each in a process of its own, `jobs` at a
     time (1 by default: the timing graders measure waits, which a busy machine blurs), a TODO's needs first (one
-    that does not pass blocks it: not run), forked from one that imported torch once, `repo`/src first on
-    PYTHONPATH, `env` added (e.g. MINITRAIN_COLLECTIVE_TIMEOUT; minitrain.lab.grading.forkserver)."""
+    that does not pass blocks it: not run; with a `reference` tree, it is graded with the reference's files of
+    those it needs instead), forked from one that imported torch once, `repo`/src first on PYTHONPATH, `env` added
+    (e.g. MINITRAIN_COLLECTIVE_TIMEOUT; minitrain.lab.grading.forkserver)."""
     repo = Path(repo).resolve()
     waiting = _with_needs(keys)
     order = [t.key for t in waiting]
-    pythonpath = os.pathsep.join([str(repo / "src"), *filter(None, [os.environ.get("PYTHONPATH")])])
-    server = Forkserver({"PYTHONPATH": pythonpath, WATCH_PID: str(os.getpid()), **(env or {})}, cwd=repo)
+    server = _forkserver(repo, env)
     grades: dict[str, Grade] = {}
     running: dict[Future, Todo] = {}
 
@@ -327,12 +371,15 @@ def grade_repo(repo: Path, keys: list[str] | None = None, timeout_s: float | Non
         with ThreadPoolExecutor(max_workers=jobs) as pool:
             while waiting or running:
                 for todo in [t for t in waiting if all(k in grades for k in t.needs)]:  # in TODOS' order
-                    if unmet := [grades[k] for k in todo.needs if grades[k].status != "PASS"]:
+                    unmet = [grades[k] for k in todo.needs if grades[k].status != "PASS"]
+                    if unmet and reference is None:
                         waiting.remove(todo)
                         done(blocked(todo, unmet))
                     elif len(running) < jobs:  # no more in flight than `jobs`: a TODO ready next goes first
                         waiting.remove(todo)
-                        running[pool.submit(run_todo, server, repo, todo, timeout_s)] = todo
+                        job = ((run_with_reference, reference, repo, todo, unmet, timeout_s, env) if unmet
+                               else (run_todo, server, repo, todo, timeout_s))
+                        running[pool.submit(*job)] = todo
                 if running:
                     finished, _ = wait(running, return_when=FIRST_COMPLETED)
                     for future in finished:
@@ -344,9 +391,10 @@ def grade_repo(repo: Path, keys: list[str] | None = None, timeout_s: float | Non
 
 
 def format_row(g: Grade) -> str:
-    """A TODO's line of the table; a blocked one, never run, has no time."""
+    """A TODO's line of the table; a blocked one, never run, has no time; one graded by the teacher, no points."""
     seconds = "" if g.status == "blocked" else f" ({g.seconds:.0f} s)"
-    return (f"{g.todo.key:<5} {g.todo.file:<40} {g.points}/{g.todo.points}  {g.status:<8}  {g.todo.what}: {g.detail}"
+    points = "-" if g.status == BY_TEACHER else g.points  # not graded here: no point lost
+    return (f"{g.todo.key:<5} {g.todo.file:<40} {points}/{g.todo.points}  {g.status:<8}  {g.todo.what}: {g.detail}"
             + seconds)
 
 
@@ -356,14 +404,18 @@ def _by_part(row: list[Grade]) -> dict[str, list[Grade]]:
 
 
 def _points(grades: list[Grade]) -> tuple[int, int]:
-    """The points `grades` earned, and out of how many."""
-    return sum(g.points for g in grades), sum(g.todo.points for g in grades)
+    """The points `grades` earned, and out of how many (a row graded by the teacher counts in neither)."""
+    graded = [g for g in grades if g.status != BY_TEACHER]
+    return sum(g.points for g in graded), sum(g.todo.points for g in graded)
 
 
 def part_score(grades: list[Grade]) -> str:
-    """One part's points, "12/15", or "not started 0/3" when grading saw no work in any of its TODOs."""
+    """One part's points, "12/15", or "not started 0/3" when grading saw no work in any of its TODOs; then the
+    rows the teacher grades: "3/3, ex16a, ex16b and ex16c graded by your teacher"."""
     score = "{}/{}".format(*_points(grades))
-    return score if any(g.started for g in grades) else f"not started {score}"
+    score = score if any(g.started for g in grades) else f"not started {score}"
+    by_teacher = [g.todo.key for g in grades if g.status == BY_TEACHER]
+    return score + (f", {_listed(by_teacher)} graded by your teacher" if by_teacher else "")
 
 
 def summary(row: list[Grade]) -> str:
@@ -396,23 +448,28 @@ def submission_tree(submission: Path, fresh: Path, out: Path) -> Path:
 
 def grade_class(folder: Path, keys: list[str] | None = None, timeout_s: float | None = None,
                 echo: Callable[[str], None] = print, jobs: int = 1) -> dict[str, list[Grade]]:
-    """Every submission (a subfolder) of `folder`, graded in a fresh student tree of its own; writes
+    """Every submission (a subfolder) of `folder`, graded in a fresh student tree of its own with the teacher's key
+    (TEACHER_KIT), a TODO whose needs failed with the reference's files of them (run from the reference); writes
     folder/grades.csv (one row per submission: each TODO's status and points, each part's points)."""
     from minitrain.lab.editions.student import write_student_edition
     folder = Path(folder)
     submissions = sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
     if not submissions:
         raise ValueError(f"--class {folder}: no submission folders in it (one folder per learner)")
+    reference = None if (REPO / EDITION_MARK).exists() else REPO  # the reference's files, where they are
     grades: dict[str, list[Grade]] = {}
     with tempfile.TemporaryDirectory(prefix="minitrain-class-") as tmp:
         fresh = Path(tmp) / "fresh"
         write_student_edition(fresh)
+        for rel in TEACHER_KIT:
+            if (REPO / rel).is_file():
+                shutil.copy(REPO / rel, fresh / rel)
         if (REPO / "data" / "corpus").is_dir():
             shutil.copytree(REPO / "data" / "corpus", fresh / "data" / "corpus")
         for submission in submissions:
             tree = submission_tree(submission, fresh, Path(tmp) / submission.name)
             echo(f"--- {submission.name}")
-            grades[submission.name] = grade_repo(tree, keys, timeout_s, echo, jobs)
+            grades[submission.name] = grade_repo(tree, keys, timeout_s, echo, jobs, reference=reference)
             shutil.rmtree(tree)
     write_csv(folder / "grades.csv", grades)
     return grades
@@ -432,14 +489,17 @@ def write_csv(path: Path, grades: dict[str, list[Grade]]) -> None:
 
 
 def class_table(grades: dict[str, list[Grade]]) -> str:
-    """Each submission's statuses, a column per TODO, then each part's score (part_score)."""
+    """Each submission's statuses, a column per TODO ("*": graded with the reference's files of a TODO it needs),
+    then each part's score (part_score)."""
     first = next(iter(grades.values()))
     width = max(map(len, grades))
     lines = [f"{'submission':<{width}}  " + "  ".join(f"{g.todo.key:<8}" for g in first)
              + "".join(f"  {p:<16}" for p in _by_part(first)).rstrip()]
     for name, row in grades.items():
-        lines.append(f"{name:<{width}}  " + "  ".join(f"{g.status:<8}" for g in row)
+        lines.append(f"{name:<{width}}  " + "  ".join(f"{g.status + '*' * bool(g.stand_ins):<8}" for g in row)
                      + "".join(f"  {part_score(part):<16}" for part in _by_part(row).values()).rstrip())
+    if any(g.stand_ins for row in grades.values() for g in row):
+        lines.append("*: graded with the reference's version of a TODO it needs that did not pass (its row says which)")
     return "\n".join(lines)
 
 

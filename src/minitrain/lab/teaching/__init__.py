@@ -1,3 +1,4 @@
 """The teacher's modules: the key's quotes and TEACHER.md's times (teacher), the Block G paragraph's rubric (rubric),
-Block G's reference paragraph (reference). Only the teacher uses them (`python -m minitrain.lab.teacher`,
-`make measurements`): the student edition keeps this package's __init__ alone."""
+Block G's reference paragraph (reference), notebook 16's answer key (diagnosis, which class grading grades ex16a-c
+with). Only the teacher uses them (`python -m minitrain.lab.teacher`, `make measurements`, `python -m
+minitrain.lab.grade --class`): the student edition keeps this package's __init__ alone."""

@@ -1,48 +1,52 @@
-"""Notebook 16's exercise: the learner's diagnosis of each broken script, against the fault planted in it, which a
-real 2-rank run under one tool must show first (else the script, or torch, changed: the grader says so)."""
+"""Notebook 16's exercise (ex16a-c): the learner's diagnosis of each broken script, its form checked here, its keys
+against the fault planted in the script, which a real 2-rank run under one tool must show first (else the script, or
+torch, changed: the grader says so). The planted faults are the teacher's key (minitrain.lab.teaching.diagnosis),
+which the student edition leaves out: there a diagnosis is "graded by your teacher", in class grading."""
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from minitrain.diagnose.exercise import FOLDER as EXERCISE
 from minitrain.diagnose.faults import KINDS
 from minitrain.diagnose.tools import run
 from minitrain.lab.grading.graders.running import ExerciseError
 
+if TYPE_CHECKING:
+    from minitrain.lab.teaching.diagnosis import Planted
+
+SCRIPTS = ("run_a.py", "run_b.py", "run_c.py")
 FIELDS = ("rank", "line", "collective", "cause")
 NOT_DONE = "not done yet"
-
-
-@dataclass(frozen=True)
-class Planted:
-    rank: int | None  # the rank that does what the others do not; None: every rank runs the same lines
-    call: str  # the text of the planted line, which locates it in the script
-    collective: str  # all_reduce, broadcast, barrier ... (DDP's gradient all-reduce counts as all_reduce)
-    cause: str  # one of faults.KINDS
-    tool: str  # the tool whose answer the real run must give
-    shows: str  # a pattern the tool's answer matches when the fault shows
-
-    def line(self, script: str) -> int:
-        lines = (EXERCISE / script).read_text().splitlines()
-        return next(n for n, text in enumerate(lines, 1) if self.call in text)
-
-
-PLANTED = {
-    "run_a.py": Planted(0, "dist.broadcast(stop", "broadcast", "skipped-collective", "hang_report", r"^hangs at run_a\.py"),
-    "run_b.py": Planted(None, "dist.all_reduce(counts)", "all_reduce", "mismatched-shapes", "hang_report",
-                        r"^all_reduce received a message of another size .* at run_b\.py:{line} "),
-    "run_c.py": Planted(1, "history.append(weight_norms", "all_reduce", "straggler", "profiler", r"^rank 1 arrives last"),
-}
+BY_TEACHER = "graded by your teacher"
+KEY_MODULE = "minitrain.lab.teaching.diagnosis"
+LOCATION = re.compile(r'([\w.-]+\.py)"?(?::|,?\s+line\s+)(\d+)')  # run_a.py:33, File "run_a.py", line 33
+COLLECTIVE = re.compile(r"^(?:.*[.:])?(\w+?)_?(?:\(.*\))?$")  # torch.distributed.broadcast, gloo:all_reduce, c10d::allreduce_
 
 
 def _normal(text: object) -> str:
     return re.sub(r"[\s_-]+", "", str(text).lower())
 
 
-def mistakes(script: str, answer: object) -> list[str]:
-    """What is wrong in the learner's answer for `script`, one item per field (none: right). Never the right value."""
-    planted = PLANTED[script]
+def location(line: object) -> tuple[str | None, int] | None:
+    """(file or None, number) of a "line" answer in a form the lab's tools print (run_a.py:33, run_a.py:33 in main,
+    File ".../run_a.py", line 33, main (run_a.py:33), 33); None: not one place."""
+    places = set(LOCATION.findall(str(line)))
+    if len(places) == 1:
+        [(file, number)] = places
+        return file, int(number)
+    bare = re.fullmatch(r"\s*(?:line\s+)?(\d+)\s*", str(line))
+    return (None, int(bare[1])) if bare else None
+
+
+def collective(text: object) -> str:
+    """A collective's name as the tools print it, normalised: torch.distributed.all_reduce, gloo:all_reduce -> allreduce."""
+    found = COLLECTIVE.match(str(text).strip())
+    return _normal(found[1] if found else text)
+
+
+def form_mistakes(script: str, answer: object) -> list[str]:
+    """What in the answer for `script` is not in the stub's form (no key needed: nothing about the answer itself)."""
     if not isinstance(answer, dict):
         return [f"the answer is {type(answer).__name__}, not a dict with the keys {', '.join(FIELDS)}"]
     missing = [f for f in FIELDS if f not in answer]
@@ -52,52 +56,80 @@ def mistakes(script: str, answer: object) -> list[str]:
     rank = answer["rank"]
     if not (rank is None or (isinstance(rank, int) and not isinstance(rank, bool))):
         found.append(f"rank is {rank!r}: give an int, or None when every rank runs the same lines")
-    elif rank != planted.rank:
-        found.append("rank: not the rank that does what the others do not (None when every rank runs the same lines "
-                     "and only their data differs); a rank the tool names waiting may be the one left behind")
-    line = re.fullmatch(r"(?:.*?([\w.]+\.py):)?(\d+)", str(answer["line"]).strip())
-    if line is None:
-        found.append(f"line is {answer['line']!r}: write it as 'FILE:LINE', e.g. '{script}:12'")
-    elif (line[1] not in (None, script)) or int(line[2]) != planted.line(script):
-        found.append(f"line: not the line of the mistake's call in {script} (the collective only some ranks call, or "
-                     "call with different shapes; a skipped backward: the backward; a straggler: its extra work)")
-    if _normal(answer["collective"]).removeprefix("dist.") != _normal(planted.collective):
-        found.append("collective: not the mistake's collective (the one called at its line; a skipped backward: "
-                     "DDP's all_reduce; a straggler: the one the others wait in for it)")
+    if location(answer["line"]) is None:
+        found.append(f"line is {answer['line']!r}: write one place as 'FILE:LINE', e.g. '{script}:12'")
     if _normal(answer["cause"]) not in {_normal(k) for k in KINDS}:
         found.append(f"cause is {answer['cause']!r}: one of {', '.join(KINDS)}")
-    elif _normal(answer["cause"]) != _normal(planted.cause):
+    return found
+
+
+def mistakes(script: str, answer: object, planted: "Planted") -> list[str]:
+    """What is wrong in the learner's answer for `script` against its `planted` fault, one item per field (none:
+    right). Never the right value."""
+    found = form_mistakes(script, answer)
+    if found:
+        return found
+    if answer["rank"] != planted.rank:
+        found.append("rank: not the rank that does what the others do not (None when every rank runs the same lines "
+                     "and only their data differs); a rank the tool names waiting may be the one left behind")
+    file, number = location(answer["line"])
+    if file not in (None, script) or number != planted.line(script):
+        found.append(f"line: not the line of the mistake's call in {script} (the collective only some ranks call; "
+                     "with different shapes, the collective's line, not the line that makes them differ; a skipped "
+                     "backward: the backward; a straggler: its extra work)")
+    if collective(answer["collective"]) != collective(planted.collective):
+        found.append("collective: not the mistake's collective (the one called at its line; a skipped backward: "
+                     "DDP's all_reduce; a straggler: the one the others wait in for it)")
+    if _normal(answer["cause"]) != _normal(planted.cause):
         found.append("cause: not what went wrong here")
     return found
 
 
-def shows_fault(script: str, timeout_s: float = 2.0) -> str:
+def shows_fault(script: str, planted: "Planted", timeout_s: float = 2.0) -> str:
     """Run `script` on 2 real ranks under its planted fault's tool; the tool's answer, if it shows the fault."""
-    planted = PLANTED[script]
     outcome = run(EXERCISE / script, planted.tool, timeout_s)
-    pattern = planted.shows.format(line=planted.line(script))
-    if not (outcome.answer and re.search(pattern, outcome.answer)):
+    if not (outcome.answer and re.search(planted.shows.format(line=planted.line(script)), outcome.answer)):
         raise RuntimeError(f"{script} did not show its planted fault under {planted.tool} (answer: {outcome.answer}; "
                            f"status {outcome.status}): the script or torch changed; tell the teacher")
     return outcome.answer
 
 
-def grade_diagnosis(diagnose: Callable[[str], dict], scripts: tuple[str, ...] = tuple(PLANTED)) -> str:
-    """Each script's planted fault shown by a real run, then `diagnose(script)` checked field by field."""
-    verdicts, wrong = [], []
+def the_key() -> "dict[str, Planted] | None":
+    """The planted faults (the teacher's key), or None where the key is not (the student edition)."""
+    try:
+        from minitrain.lab.teaching.diagnosis import PLANTED
+    except ModuleNotFoundError as e:
+        if e.name != KEY_MODULE:
+            raise
+        return None
+    return PLANTED
+
+
+def grade_diagnosis(diagnose: Callable[[str], dict], scripts: tuple[str, ...] = SCRIPTS) -> str:
+    """`diagnose(script)` for each script (a blank stops first); with the teacher's key, each script's planted fault
+    shown by a real run, then the answer checked key by key; without it, "graded by your teacher" and the form."""
+    answers = {}
     for script in scripts:
         try:
-            answer = diagnose(script)
+            answers[script] = diagnose(script)
         except NotImplementedError as e:
             raise ExerciseError(f"{NOT_DONE}: diagnose ({e})") from e
-        if answer is None:
+        if answers[script] is None:
             raise ExerciseError(f"{NOT_DONE}: diagnose({script!r}) returned None")
-        found = mistakes(script, answer)
-        shown = shows_fault(script)
+    key = the_key()
+    if key is None:
+        form = [f"{script}: " + "; ".join(found) for script, answer in answers.items()
+                if (found := form_mistakes(script, answer))]
+        return (f"{BY_TEACHER}, in class grading: the answer key is not in this tree"
+                + ("; before you hand it in, its form: " + " | ".join(form) if form else ""))
+    verdicts, wrong = [], []
+    for script, answer in answers.items():
+        found = mistakes(script, answer, key[script])
+        shown = shows_fault(script, key[script])
         if found:
             wrong.append(f"{script}: " + "; ".join(found))
         else:
-            verdicts.append(f"{script}: right (a real run under {PLANTED[script].tool}: {shown})")
+            verdicts.append(f"{script}: right (a real run under {key[script].tool}: {shown})")
     if wrong:
         raise ExerciseError("\n".join(wrong + verdicts))
     return "\n".join(verdicts)
