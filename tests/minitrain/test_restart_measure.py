@@ -154,3 +154,23 @@ def test_the_sigterm_lead_and_the_peer_error_note_come_from_the_log():
     results["timeline"].append({"event": "peer_error", "since_fault_s": 0.1})
     assert "its `Connection reset by peer` is above" in log_excerpt(results)
     assert sigterm_lead_ms({"log_excerpt": results["log_excerpt"][1:]}) is None  # no SIGTERM sent: no lead
+
+
+def test_the_done_wrong_table_does_not_judge_a_resume_by_one_batchs_loss():
+    """Committed restart.json: both wrong resumes ended lower, one of them on another batch; the table names
+    what a final loss is and does not call it better. A copy whose losses came out higher says no "lower"."""
+    from minitrain.measure.restart import MEASUREMENT, done_wrong_table
+
+    results = MEASUREMENT.load()
+    table = done_wrong_table(results)
+    lower = [w["left_out"] for w in results["done_wrong"]["runs"] if w["final_loss"][1] < w["final_loss"][0]]
+    assert "a final loss is one batch's loss (without the data item, not the uninterrupted run's batch)" in table
+    assert (f"without the {' or the '.join(lower)} item it came out lower" in table) == bool(lower)
+    assert "even lower" not in table and "no proof of a resume either way" in table
+    higher = copy.deepcopy(results)
+    for w in higher["done_wrong"]["runs"]:
+        w["final_loss"][1] = w["final_loss"][0] + 0.1
+    assert "came out lower" not in done_wrong_table(higher) and "no proof of a resume either way" in done_wrong_table(higher)
+    no_data = copy.deepcopy(results)
+    no_data["done_wrong"]["runs"] = [w for w in no_data["done_wrong"]["runs"] if w["left_out"] != "data"]
+    assert "not the uninterrupted run's batch" not in done_wrong_table(no_data)

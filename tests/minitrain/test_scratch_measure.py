@@ -70,8 +70,33 @@ def test_the_notebook_tables_and_sentences_follow_the_results(quick_run):
     verdict = step_verdict(over, naive)
     assert f"the step took {over['step_ms']:.1f} against {naive['step_ms']:.1f} ms ({verdict} over" in said[1]
     lesson = over["finish_ms"] < naive["finish_ms"] and verdict != "faster"  # said only when the data show it
-    assert ("did not make the step faster" in said[1]) == lesson
+    assert ("shortened the wait after it, not the step" in said[1]) == lesson
     assert len(block_medians(naive)) == 8  # --repeats 4: fewer rounds than blocks, one round a block
+
+
+def test_backward_is_called_longer_only_beyond_the_noise_rule():
+    """The committed run: OverlappedDDP's profiled backward above NaiveDDP's in every sample, stated as a
+    correlation; a copy whose samples overlap gets no such sentence, and no cause."""
+    import copy
+
+    from minitrain.measure import scratch
+
+    results = MEASUREMENT.load()
+    levels = scratch.by_name(results)
+    over, naive = levels["OverlappedDDP"], levels["NaiveDDP"]
+    said = compared_text(results)
+    apart = min(scratch.backward_samples(over)) > max(scratch.backward_samples(naive))
+    assert ("backward was longer in every profiled (step, rank) than NaiveDDP's in any" in said) == apart
+    assert "backward itself took longer" not in said
+    mixed = copy.deepcopy(results)
+    mixed_over = scratch.by_name(mixed)["OverlappedDDP"]
+    first = (mixed_over["overlap_rows"][0]["rank"], mixed_over["overlap_rows"][0]["step"])
+    for row in mixed_over["overlap_rows"]:  # one (rank, step) as fast as NaiveDDP's fastest: the ranges overlap
+        if (row["rank"], row["step"]) == first:
+            row["backward_ms"] = min(scratch.backward_samples(naive))
+    text = compared_text(mixed)
+    assert "shortened the wait after it, not the step" in text  # the committed run's finish() and step verdict
+    assert "overlap NaiveDDP's: no clear difference" in text and "longer in every" not in text
 
 
 def test_only_kinetos_start_and_stop_lines_are_filtered():

@@ -173,13 +173,13 @@ def accuracy_test(results: dict) -> tuple[bool | None, str]:
         return p < ALPHA, (f"{b} pairs right with 1 process only, {c} with 2 only: exact McNemar p = {p:.2g}, "
                            f"{'a' if p < ALPHA else 'no'} difference at {ALPHA}")
     fewest, most, low, high = pairing_bounds(round(one["accuracy"] * n), round(two["accuracy"] * n), n)
-    pairing = f"without per-pair outcomes, {fewest} to {most} pairs may be right in one run only"
+    pairing = (f"this run predates per-pair outcomes (the next sitting records them): {fewest} to {most} pairs may be "
+               "right in one run only")
     if low >= ALPHA:
         return False, f"{pairing}; even {fewest} gives exact McNemar p = {low:.2g}: no difference under any pairing"
     if high < ALPHA:
         return True, f"{pairing}; even {most} gives exact McNemar p = {high:.2g}: a difference under every pairing"
-    return None, (f"{pairing}, p from {low:.2g} to {high:.2g}: the paired test needs the per-pair outcomes, "
-                  "which `make measurements` now records")
+    return None, f"{pairing}, p from {low:.2g} to {high:.2g}: the paired test needs the per-pair outcomes"
 
 
 def learning_verdict(results: dict) -> str:

@@ -358,9 +358,11 @@ def done_wrong_table(results: dict) -> str:
     lines += [f"{w['left_out']:<10}  {str(w['bitwise_equal']):>13}  {w['max_abs_diff']:18.3e}  "
               f"{w['final_loss'][1]:10.4f}  {w['final_loss'][0]:13.4f}" for w in wrong["runs"]]
     lower = [w["left_out"] for w in wrong["runs"] if w["final_loss"][1] < w["final_loss"][0]]
-    if lower:
-        lines.append(f"without the {' or the '.join(lower)} item the final training loss is even lower than the "
-                     "uninterrupted run's: a loss that looks good is no proof of a correct resume")
+    other_batch = "data" in [w["left_out"] for w in wrong["runs"]]  # the stream restarted: another last batch
+    lines.append("a final loss is one batch's loss" + (" (without the data item, not the uninterrupted run's batch)"
+                                                       if other_batch else "")
+                 + (f"; without the {' or the '.join(lower)} item it came out lower" if lower else "")
+                 + ": no proof of a resume either way; the bitwise comparison is")
     return "\n".join(lines)
 
 
