@@ -26,20 +26,24 @@ from minitrain.ddp import cleanup, init_distributed, is_main_process, unwrap, wr
 from minitrain.launch import spawn_workers
 from minitrain.run_record import write_run_files
 from minitrain.script import parse_args, run_setup, run_step  # parse_args: the script's options
-from minitrain.timing import VARIANTS, StepTimer, attach_instrumented_hook, timed_backward
+from minitrain.comm_hook import attach_instrumented_hook
+from minitrain.timing import VARIANTS, StepTimer, timed_backward
 from minitrain.train import build_model_for_corpus, log_step, seed_everything
 
 def setup(args: argparse.Namespace, wrap: Callable[[nn.Module], nn.Module] = wrap_for_ddp
           ) -> tuple[int, int, nn.Module, Shard, torch.optim.Optimizer]:
     """Block C's setup on one rank: (rank, world_size, the wrapped model, this rank's shard, the optimizer).
 
-    Join the group with init_distributed("gloo"); seed = args.seed + rank (35000 + rank by default: the sheet's
-    rule), passed to seed_everything and to make_shard (seed=); build the model with build_model_for_corpus and
-    the shard with make_shard from args (corpus_dir, block_size, batch_size, n_layer, n_head, n_embd); wrap the
-    model with `wrap` (wrap_for_ddp unless the lab passes another: --bucket-cap-mb, the deeper measurements,
-    notebook 15's wrappers); AdamW over the wrapped model's parameters at args.lr. Return the model `wrap`
-    returned (the lab checks that setup called it). The grader reads each rank's seed from the run (run.json's
-    ranks) and holds both ranks' weights to DDP's arithmetic bit for bit."""
+    In this order: join the group with init_distributed("gloo") (it gives the rank); seed = args.seed + rank
+    (35000 + rank by default: the sheet's rule) to seed_everything; build the model; wrap it; AdamW over the wrapped
+    model's parameters at args.lr. The order that matters is seeding before building: the initial weights come from
+    torch's RNG, and built before it is seeded they are not the seed's (rank 0's are the ones DDP broadcasts and the
+    grader rebuilds). The model: build_model_for_corpus(corpus_dir, block_size, **config), its sizes given as the
+    keywords n_layer, n_head and n_embd, each from args. The shard: make_shard with args.corpus_dir, batch_size,
+    block_size and seed=seed, at any point once the seed is known (it shuffles with an RNG of its own). Wrap with
+    `wrap` (wrap_for_ddp unless the lab passes another: --bucket-cap-mb, the deeper measurements, notebook 15's
+    wrappers) and return the model it returned (the lab checks that setup called it). The grader reads each rank's
+    seed from the run (run.json's ranks) and holds both ranks' weights to DDP's arithmetic bit for bit."""
     ### BEGIN SOLUTION: Block C: setup
     rank, world_size = init_distributed("gloo")
     seed = args.seed + rank  # different per rank; DDP broadcasts rank 0's weights anyway

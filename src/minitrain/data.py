@@ -145,7 +145,9 @@ def check_shards(shard: Shard, rank: int, world_size: int, corpus_total: int) ->
     sentence (`shard.first_sentence`), then gathers every rank's pair (a collective: all ranks call it) and checks that the sizes add up to
     `corpus_total` and that no two first sentences are equal: otherwise RuntimeError, on every rank (raised: not an
     assert, which python -O skips, nor another error type).
-    Returns {"shard_sentences": [size of rank 0, rank 1, ...], "first_sentences": [first of rank 0, ...]}."""
+    Returns {"shard_sentences": [size of rank 0, rank 1, ...], "first_sentences": [first of rank 0, ...]}.
+    The sheet's sanity check: it catches sizes that do not add up to the corpus and two ranks starting on the same
+    sentence, but passes two identical shards (each rank's own seed makes their first sentences differ): notebook 02."""
     ### BEGIN SOLUTION: Block B: the counts check and the first-sentence log
     print(f"[rank {rank}] pid {os.getpid()}, shard: {shard.num_sentences} sentences, "
           f"first it trains on: {shard.first_sentence!r}", flush=True)

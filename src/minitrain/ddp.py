@@ -64,10 +64,10 @@ def barrier() -> None:
 
 def cleanup() -> None:
     """Leave the process group at the end of training: wait for every rank first (a rank that leaves while a
-    peer is mid-collective makes the peer abort at exit), then destroy the group (dist.is_initialized() is
-    False after it). A no-op without a process group, so safe to call twice."""
+    peer is mid-collective can make the peer fail: a race, seen here now and then as an abort at exit), then destroy
+    the group (dist.is_initialized() is False after it). A no-op without a process group, so safe to call twice."""
     ### BEGIN SOLUTION: Block A: cleanup
     if dist.is_initialized():
-        dist.barrier()  # a rank that left while its peer is mid-collective makes the peer abort at exit
+        dist.barrier()  # leaving while the peer is mid-collective can make it fail (a race)
         dist.destroy_process_group()
     ### END SOLUTION

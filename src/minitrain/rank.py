@@ -19,7 +19,8 @@ from torch.nn.parallel import DistributedDataParallel
 from minitrain.data import SEED_BASE
 from minitrain.ddp import wrap_for_ddp
 from minitrain.script import run_setup, run_step, train_script
-from minitrain.timing import StepTimer, allreduce_ms, attach_instrumented_hook
+from minitrain.comm_hook import allreduce_ms, attach_instrumented_hook
+from minitrain.timing import StepTimer
 from minitrain.train import TrainConfig
 
 

@@ -21,7 +21,8 @@ from minitrain.data import SEED_BASE
 from minitrain.model import count_parameters
 from minitrain.paths import relative
 from minitrain.provenance import provenance, rank_facts
-from minitrain.timing import VARIANTS, InstrumentedHook, summarize
+from minitrain.comm_hook import InstrumentedHook
+from minitrain.timing import VARIANTS, summarize
 
 TIMED = ("step_ms", "forward_ms", "backward_ms", "optimizer_ms", *(v.field for v in VARIANTS))
 

@@ -47,7 +47,8 @@ def log_step(step: int, loss: float, seconds: float, **extra: float) -> str:
 
 def build_model_for_corpus(corpus_dir: Path, block_size: int,
                            **config: int | float) -> tuple[MiniGPT, Tokenizer]:
-    """A MiniGPT sized to the corpus's vocabulary (other config fields as given), and its tokenizer."""
+    """A MiniGPT sized to the corpus's vocabulary, and its tokenizer. `config`: MiniGPTConfig's other fields as
+    keywords, e.g. n_layer=2, n_head=4, n_embd=96 (its defaults), dropout=0.0; built from torch's RNG as seeded."""
     if Path(corpus_dir) == DEFAULT_CORPUS_DIR:
         ensure_corpus(corpus_dir)  # generated on first use (atomically: two ranks at once are harmless)
     tokenizer = Tokenizer.load(Path(corpus_dir) / "vocab.json")

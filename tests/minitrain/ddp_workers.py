@@ -8,7 +8,8 @@ import torch
 from minitrain.ddp import cleanup, init_distributed, unwrap, wrap_for_ddp
 from minitrain.model import build_minigpt
 from minitrain.script import run_setup, run_step, train_script
-from minitrain.timing import VARIANTS, attach_instrumented_hook
+from minitrain.comm_hook import attach_instrumented_hook
+from minitrain.timing import VARIANTS
 
 
 def snapshot(model: torch.nn.Module) -> dict[str, torch.Tensor]:

@@ -425,12 +425,13 @@ def test_the_committed_rubric_is_the_one_written_from_the_committed_manifest():
 
 
 def test_teacher_check_names_a_stale_rubric(tmp_path, monkeypatch, capsys):
-    """The rubric alone is stale: TEACHER.md's times are made up-to-date with a times file of their own."""
+    """The rubric alone is stale: TEACHER.md's and README's times are made up-to-date with a times file of their own."""
     write_times(tmp_path, {name: 1.0 for name in numbered_notebooks()}, lab_run("python -m minitrain.lab", 2))
     monkeypatch.setattr(teacher, "TIMES", tmp_path / TIMES_FILE)
-    guide = tmp_path / teacher.GUIDE.name
-    guide.write_text(teacher.guide_with_times(teacher.GUIDE.read_text(), read_times(tmp_path)))
-    monkeypatch.setattr(teacher, "GUIDE", guide)
+    for name, write in (("GUIDE", teacher.guide_with_times), ("README", teacher.readme_with_times)):
+        copy = tmp_path / getattr(teacher, name).name
+        copy.write_text(write(getattr(teacher, name).read_text(), read_times(tmp_path)))
+        monkeypatch.setattr(teacher, name, copy)
     stale = tmp_path / RUBRIC.name
     stale.write_text(rubric_text(COMMITTED).replace("| `verdict` | ", "| `verdict` | not "))
     monkeypatch.setattr(teacher, "RUBRIC", stale)

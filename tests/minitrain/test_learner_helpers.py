@@ -75,3 +75,29 @@ def test_make_lab_names_a_blank_todo_in_one_line():
                "line 129 (shown above), save the file, then run this cell again\n")  # papermill's report of a notebook's stop
     assert not_done(stopped) == ("Block B: make_shard's split is blank: write it in src/minitrain/data.py at line 129, "
                                  "then run make lab again")
+
+
+def test_make_lab_names_a_blank_block_g_on_its_failed_line(tmp_path, monkeypatch, committed_run, capsys):
+    """Notebook 06 as the student edition hands it out (Block G blank, everything else written), executed as make
+    lab executes it, against a copy of the committed run: the FAILED line itself names Block G and the notebook."""
+    import shutil
+
+    import nbformat
+
+    from minitrain.lab.editions.student import student_notebook
+    from minitrain.lab.running import runner
+    from minitrain.lab.running.notebook_times import LAST_ON_THE_PATH
+    from minitrain.paths import NOTEBOOKS_DIR
+
+    out = tmp_path / "run"
+    shutil.copytree(committed_run, out, ignore=shutil.ignore_patterns("beyond", "diagnose"))
+    monkeypatch.setenv("MINITRAIN_LAB_OUT", str(out))
+    src = tmp_path / LAST_ON_THE_PATH
+    nbformat.write(student_notebook(nbformat.read(NOTEBOOKS_DIR / LAST_ON_THE_PATH, as_version=4)), src)
+    with pytest.raises(runner.NotebookFailed) as failure:
+        runner.Execution(src, tmp_path / "executed.ipynb", {"live_run": False}).wait()
+    assert runner.failed(*runner.notebooks_failed([str(failure.value)]), out) == 1
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0] == (f"FAILED: not done yet: Block G: your paragraph (notebooks/{LAST_ON_THE_PATH}): write it, "
+                        "then run make lab again"), lines
+    assert lines[-1] == f"next: {runner.AGAIN}"

@@ -12,7 +12,8 @@ from minitrain.ddp import cleanup, init_distributed
 from minitrain.launch import fast_start_method, spawn_workers
 from minitrain.rank import DDPRank, StepRecord
 from minitrain.scratch_ddp import NaiveDDP
-from minitrain.timing import HookTimer, InstrumentedHook
+from minitrain.comm_hook import InstrumentedHook
+from minitrain.timing import HookTimer
 from minitrain.verify import compare_states
 
 STEPS = 3

@@ -321,6 +321,24 @@ def test_teacher_md_s_times_are_the_committed_lab_run_s():
         "TEACHER.md's times are stale: run `python -m minitrain.lab.teacher`"
 
 
+def test_readme_s_time_is_the_sum_of_the_core_path_in_notebook_times():
+    """README's "How long it takes" holds the sum of notebooks 01-06's seconds in the committed notebook-times.json
+    and how many ran at once, written by `python -m minitrain.lab.teacher`; a core notebook without a time is named."""
+    from minitrain.lab.running.notebook_times import lab_run, numbered_notebooks, read_times
+
+    text = teacher.README.read_text()
+    committed = read_times(teacher.TIMES.parent)
+    assert teacher.readme_with_times(text, committed) == text, "README's time is stale: run `python -m minitrain.lab.teacher`"
+    core = numbered_notebooks(every=False)
+    times = {"notebooks": {n: 10.0 + i for i, n in enumerate(numbered_notebooks())}, **lab_run("python -m minitrain.lab", 1)}
+    sentence = teacher.MACHINE_PART.search(teacher.readme_with_times(text, times))[0]
+    assert f"added up to {sum(10.0 + i for i in range(len(core))):.0f} s" in sentence and "(one at a time;" in sentence
+    assert "load average" not in text
+    del times["notebooks"][core[2]]
+    with pytest.raises(ValueError, match="lacks a time of notebooks 01-06"):
+        teacher.readme_with_times(text, times)
+
+
 def test_teacher_check_names_stale_or_missing_times(tmp_path, monkeypatch, capsys):
     from minitrain.lab.running.notebook_times import TIMES_FILE, lab_run, numbered_notebooks, write_times
 

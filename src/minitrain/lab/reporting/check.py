@@ -22,7 +22,7 @@ from minitrain.lab.reporting.verdict import verdict_over_repeats
 from minitrain.launch import LaunchError, run_streaming
 from minitrain.paths import EXPERIMENT_DIR, REPO
 from minitrain.timing import VARIANTS, manifest_fields, summarize
-from minitrain.verify import ATOL, StateFileError, compare_state_files
+from minitrain.verify import CLOSE, StateFileError, compare_state_files
 
 DDP_TESTS = REPO / "tests" / "minitrain" / "test_ddp.py"
 DDP_TESTS_PLUGINS_OFF = ("-p", "no:nbval", "-p", "no:cacheprovider")  # nbval's import is a second of CPU; no cache
@@ -33,6 +33,7 @@ TIMED = tuple(v.field for v in VARIANTS)  # timings.jsonl keys summarized in the
 # manifest field -> (timings.jsonl key, minitrain.timing.summarize statistic)
 TIMING_FIELDS = {name: (v.field, stat) for v in VARIANTS for name, stat in manifest_fields(v).items()}
 PLACEHOLDER = re.compile(r"<[^<>]+>")  # "<filled in>", "<true/false>", ...
+MEANS = {"byte_equivalent": "the sheet's name for the allclose verdict", "bitwise_equal": "the bytes compared"}
 
 
 @dataclass
@@ -110,7 +111,8 @@ def check_files(folder: Path) -> str:
 
 
 def check_equivalence(folder: Path) -> str:
-    """Condition 2: both ranks' states are allclose at atol 1e-5, and the manifest says so too."""
+    """Condition 2: both ranks' states are allclose (minitrain.verify.CLOSE), and the manifest says so too:
+    byte_equivalent, the sheet's name for that allclose verdict, and bitwise_equal, the byte comparison."""
     try:
         result = compare_state_files(folder / "state-rank-0.pt", folder / "state-rank-1.pt")
     except StateFileError as e:
@@ -119,18 +121,18 @@ def check_equivalence(folder: Path) -> str:
     if not result.allclose:
         worst = max(result.per_tensor, key=result.per_tensor.get)
         problems.append(f"the ranks' states differ: max |diff| {result.max_abs_diff:.3e} "
-                        f"in {worst!r} (atol {ATOL:g})")
+                        f"in {worst!r} (allclose: {CLOSE})")
     manifest = load_manifest(folder)
     for key, found in (("byte_equivalent", result.allclose), ("bitwise_equal", result.bitwise_equal)):
         if getattr(manifest, key) is not found:
-            problems.append(f"manifest {key} is {getattr(manifest, key)!r}, the state files say {found}")
+            problems.append(f"manifest {key} ({MEANS[key]}) is {getattr(manifest, key)!r}, the state files say {found}")
     claimed = manifest.max_abs_diff
     if not (is_number(claimed) and math.isclose(claimed, result.max_abs_diff, rel_tol=RTOL)):
         problems.append(f"manifest max_abs_diff is {claimed!r}, "
                         f"the state files say {result.max_abs_diff:.6g}")
     if problems:
         raise CheckFailed("; ".join(problems))
-    return (f"allclose at atol {ATOL:g}, max |diff| {result.max_abs_diff:.3e}, "
+    return (f"allclose ({CLOSE}), max |diff| {result.max_abs_diff:.3e}, "
             f"bitwise equal: {result.bitwise_equal}; the manifest agrees")
 
 

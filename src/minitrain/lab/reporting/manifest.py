@@ -45,9 +45,9 @@ class Manifest:
     step_breakdown_ms: dict[str, dict[str, float]]  # "1proc", "2proc" -> phase -> median ms
     buckets: list[dict[str, int]]
     gradient_bytes: int
-    byte_equivalent: bool
+    byte_equivalent: bool  # the sheet's field name; it holds the allclose verdict (minitrain.verify.CLOSE), not bytes
     max_abs_diff: float
-    bitwise_equal: bool
+    bitwise_equal: bool  # the state files' tensors compared byte for byte (minitrain.verify.state_bytes)
     threads_per_rank: dict[str, int]
     cores: int
     cpu_model: str

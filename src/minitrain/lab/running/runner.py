@@ -116,7 +116,8 @@ def execute(src: Path, dst: Path, parameters: dict) -> float:
 
 
 def not_done(text: str) -> str | None:
-    """A TODO still blank, in one line: what, where (the stub's file and line), and what to do."""
+    """A TODO still blank, in one line: what, where (the stub's file and line, or the notebook whose cell
+    raised), and what to do."""
     lines = text.splitlines()
     for i, line in enumerate(lines):
         if stop := re.search(r"TodoNotDone: (.+ is blank: write it in .+?), save the file", line):  # a notebook's stop
@@ -124,7 +125,9 @@ def not_done(text: str) -> str | None:
         if "NotImplementedError: not done yet: " in line:
             what = line[line.index("not done yet: "):]
             where = [re.search(r'File "([^"]+)", line (\d+)', earlier) for earlier in lines[:i]]
-            at = next((f" ({relative(Path(m[1]))}:{m[2]})" for m in reversed(where) if m), "")
+            notebook = re.match(r"(\S+\.ipynb) failed", text)  # a notebook's own cell (Block G's): no File line
+            at = next((f" ({relative(Path(m[1]))}:{m[2]})" for m in reversed(where) if m),
+                      f" (notebooks/{notebook[1]})" if notebook else "")
             return f"{what}{at}: write it, then run make lab again"
     return None
 
@@ -144,6 +147,13 @@ ROW_STEPS = {
     "ddp tests": (f"fix what .venv/bin/python -m pytest tests/minitrain/test_ddp.py names (Block A: "
                   f"src/minitrain/ddp.py), then {AGAIN}"),
 }
+
+
+def notebooks_failed(failures: list[str]) -> tuple[str, str]:
+    """What failed, for the FAILED line (one line per notebook that raised, the first on that line: a blank TODO
+    named in one line), and the next step."""
+    blank = [not_done(f) for f in failures]
+    return "\n".join(line or f for line, f in zip(blank, failures)), AGAIN if any(blank) else NOTEBOOK_STEP
 
 
 def failed(what: str, next_step: str, out: Path) -> int:
@@ -365,8 +375,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"lab total: {time.perf_counter() - total:.1f} s (measured runs {measured:.1f} s, then "
           f"{time.perf_counter() - total - measured:.1f} s)", flush=True)
     if failures:
-        blank = [line for f in failures if (line := not_done(f))]
-        return failed("\n" + "\n".join(not_done(f) or f for f in failures), AGAIN if blank else NOTEBOOK_STEP, out)
+        return failed(*notebooks_failed(failures), out)
     if bad := [r for r in results if not r.passed]:
         return failed(f"the checker found a problem (FAIL rows above: {', '.join(r.name for r in bad)})",
                       ROW_STEPS.get(bad[0].name, f"fix what the {bad[0].name} row names, then {AGAIN}"), out)

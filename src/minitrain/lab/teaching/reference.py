@@ -46,7 +46,7 @@ def reference_paragraph(m: Manifest) -> str:
     elif m.verdict == "faster":
         text.append(f"On the same logical CPUs, 2 processes of {plural(t2, 'thread')} each gained more than one "
                     f"process with {plural(t1, 'thread')}, and the all-reduce did not take that gain away; these runs "
-                    "do not measure why. The sheet expected the opposite.")
+                    "do not measure why. The sheet expected 2 processes \"to be slower\".")
     elif m.world_size * t2 > cores:
         text.append("As the sheet expected: the ranks' threads outnumber the logical CPUs, so the processes "
                     "contend for them and pay the all-reduce on top.")

@@ -1,6 +1,7 @@
 """The teacher's key, solutions/01-ddp-cpu-ref.md, quotes the reference code by name, the paragraph's
 rubric, solutions/rubric-paragraph.md, is written from the committed manifest, and TEACHER.md's table of
-the time per notebook from the committed notebook-times.json (the last lab run's); this refreshes all three.
+the time per notebook and README's sum of the core path's from the committed notebook-times.json (the last lab
+run's); this refreshes them all.
 
     python -m minitrain.lab.teacher            # rewrite every quote from the current sources, the rubric, the times
     python -m minitrain.lab.teacher --check    # exit 1 when a quote, the rubric or the times are stale
@@ -26,6 +27,8 @@ from minitrain.paths import EXPERIMENT_DIR, REPO, relative
 KEY = REPO / "solutions" / "01-ddp-cpu-ref.md"
 QUOTE = re.compile(r"<!-- quote: (?P<file>[^:\s]+)::(?P<name>[\w.-]+) -->\n```python\n(?P<code>.*?)```", re.S)
 GUIDE = REPO / "TEACHER.md"
+README = REPO / "README.md"
+MACHINE_PART = re.compile(r"^The machine's part of those six notebooks.*?before them\.", re.M | re.S)
 TIMES = EXPERIMENT_DIR / TIMES_FILE
 TIME_ROW = re.compile(r"^\| (?P<nn>\d\d) (?P<what>[^|]+?) \| (?:core|optional) \| [^|]* \|$", re.M)
 TIMES_FROM = re.compile(r"^Times from `[^`]*`: .*(?:\n.+)*", re.M)  # to the paragraph's end
@@ -72,10 +75,28 @@ def guide_with_times(text: str, times: dict) -> str:
     return TIMES_FROM.sub(lambda _: f"Times from `{relative(TIMES)}`: {provenance_line(times)}.", text)
 
 
+def readme_with_times(text: str, times: dict) -> str:
+    """README's `text` with its sentence on the machine's part of the core path written from `times`
+    (notebook-times.json): the sum of notebooks 01-06's seconds, how many ran at once, the sitting."""
+    core = [times["notebooks"].get(name) for name in numbered_notebooks(every=False)]
+    if None in core:
+        raise ValueError(f"{relative(TIMES)} lacks a time of notebooks 01-06 (not run, or failed): run `make lab` again")
+    if not MACHINE_PART.search(text):
+        raise ValueError("it needs a sentence starting \"The machine's part of those six notebooks\" and ending "
+                         "\"before them.\"")
+    at_once = times.get("side_by_side", 1)
+    sentence = (f"The machine's part of those six notebooks, with every TODO written and the runs already made, "
+                f"added up to {sum(core):.0f} s in the lab run that executed the committed notebooks ("
+                + ("one at a time" if at_once == 1 else f"{at_once} at a time, so each one's seconds include sharing "
+                   "the machine with another") + f"; sitting {times['sitting']}), not counting the measured runs "
+                "that `make lab` makes before them.")
+    return MACHINE_PART.sub(lambda _: sentence, text)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description="Refresh the quotes of the teacher's key from the reference sources, "
                                             "the paragraph's rubric from the committed manifest, and TEACHER.md's "
-                                            "times from the committed notebook-times.json.")
+                                            "and README.md's times from the committed notebook-times.json.")
     p.add_argument("--check", action="store_true", help="only say whether a quote, the rubric or the times are stale "
                                                         "(exit 1)")
     args = p.parse_args(argv)
@@ -90,14 +111,21 @@ def main(argv: list[str] | None = None) -> int:
     except ManifestError as e:
         print(f"error: {relative(RUBRIC)}: {e}", file=sys.stderr)
         return 2
-    guide, no_times = GUIDE.read_text(), ""
+    no_times = ""
     try:
-        new_guide = guide_with_times(guide, read_times(TIMES.parent))
-    except FileNotFoundError as e:  # no lab run has recorded its times yet: the table is not derived
-        new_guide, no_times = None, f"{e}; then run `python -m minitrain.lab.teacher`"
+        times = read_times(TIMES.parent)
+    except FileNotFoundError as e:  # no lab run has recorded its times yet: the times are not derived
+        times, no_times = None, f"{e}; then run `python -m minitrain.lab.teacher`"
     except ValueError as e:
         print(f"error: {relative(GUIDE)}: {e}", file=sys.stderr)
         return 2
+    timed = {}  # TEACHER.md and README.md -> (as they are, with the times written; None: no times yet)
+    for path, write in ((GUIDE, guide_with_times), (README, readme_with_times)):
+        try:
+            timed[path] = path.read_text(), None if times is None else write(path.read_text(), times)
+        except ValueError as e:
+            print(f"error: {relative(path)}: {e}", file=sys.stderr)
+            return 2
     if args.check:
         stale = [f"{a['file']}::{a['name']}" for a, b in zip(QUOTE.finditer(text), QUOTE.finditer(new))
                  if a["code"] != b["code"]]
@@ -106,20 +134,22 @@ def main(argv: list[str] | None = None) -> int:
         rubric_stale = not RUBRIC.exists() or RUBRIC.read_text() != rubric
         print(f"{relative(RUBRIC)}: " + (f"differs from the one written from {relative(MANIFEST)}; run "
                                         "`python -m minitrain.lab.teacher`" if rubric_stale else "up to date"))
-        times_stale = new_guide != guide
-        print(f"{relative(GUIDE)}: " + (no_times if new_guide is None else
-                                       f"its times differ from {relative(TIMES)}; run `python -m minitrain.lab.teacher`"
-                                       if times_stale else f"times up to date with {relative(TIMES)}"))
+        times_stale = [path for path, (old, new_text) in timed.items() if new_text != old]
+        for path, (old, new_text) in timed.items():
+            print(f"{relative(path)}: " + (no_times if new_text is None else
+                                          f"its times differ from {relative(TIMES)}; run `python -m minitrain.lab.teacher`"
+                                          if new_text != old else f"times up to date with {relative(TIMES)}"))
         return 1 if stale or rubric_stale or times_stale else 0
     Path(KEY).write_text(new)
     RUBRIC.write_text(rubric)
     print(f"{relative(KEY)}: {len(QUOTE.findall(new))} quotes refreshed")
     print(f"{relative(RUBRIC)}: written from {relative(MANIFEST)}")
-    if new_guide is None:
-        print(f"{relative(GUIDE)}: left as it is: {no_times}", file=sys.stderr)
+    if times is None:
+        print(f"{relative(GUIDE)}, {relative(README)}: left as they are: {no_times}", file=sys.stderr)
         return 1
-    GUIDE.write_text(new_guide)
-    print(f"{relative(GUIDE)}: times written from {relative(TIMES)}")
+    for path, (_, new_text) in timed.items():
+        path.write_text(new_text)
+        print(f"{relative(path)}: times written from {relative(TIMES)}")
     return 0
 
 

@@ -264,8 +264,8 @@ def _cleanup_leaves(ddp: types.ModuleType, rank: int) -> float:
         raise Mistake("cleanup() left the process group open: end with dist.destroy_process_group()")
     if rank == 0 and waited < LATE_S / 2:
         raise Mistake(f"cleanup() did not wait for every rank: rank 1 called it {LATE_S} s late and rank 0 left "
-                      f"after {waited:.3f} s; a rank that leaves while a peer is mid-collective makes the peer abort "
-                      "at exit: wait for every rank before leaving the group")
+                      f"after {waited:.3f} s; a rank that leaves while a peer is mid-collective can make the peer fail "
+                      "(a race: now and then an abort at exit): wait for every rank before leaving the group")
     _call(ddp.cleanup, when="called a second time, after leaving the group, ",
           fix="; it must do nothing then: leave the group only when dist.is_initialized()")
     return waited
