@@ -1,7 +1,9 @@
 """The grade command on real student trees, every TODO in a process of its own: the blank tree is "not
-done" everywhere (C "blocked" by the TODOs it needs), the reference put back passes, a mistake is named, a
-hang is graded "hangs", leaves no process and blocks the TODO that needs it, the sheet's points are summed
-apart from the exercises', and a class folder gets its table and grades.csv."""
+done" everywhere (C "blocked" by the TODOs it needs), the reference put back passes (notebook 16's exercise "graded
+by your teacher": its key is not in the tree), a mistake is named, a hang is graded "hangs", leaves no process and
+blocks the TODO that needs it, the sheet's points are summed apart from the exercises', and a class folder gets its
+table and grades.csv: notebook 16's exercise graded with the teacher's key, a TODO whose needs failed with the
+reference's files of them."""
 
 import ast
 import csv
@@ -66,10 +68,14 @@ def solved_tree(student_tree, out):
 
 
 def test_the_reference_put_back_passes_and_each_part_is_summed_apart(student_tree, tmp_path):
+    """Every row passes but notebook 16's: the key is not in the student tree, the teacher grades it (no point lost)."""
     grades = grade.grade_repo(solved_tree(student_tree, tmp_path / "reference"), jobs=2)
     failed = {g.todo.key: (g.status, g.detail) for g in grades if g.status != "PASS"}
-    assert failed == {}
-    assert grade.summary(grades) == "the sheet 15/15, exercises beyond it 3/3, optional (notebooks 15 and 16) 6/6"
+    assert failed == {k: ("teacher", "graded by your teacher, in class grading: the answer key is not in this tree")
+                      for k in ("ex16a", "ex16b", "ex16c")}
+    assert grade.summary(grades) == ("the sheet 15/15, exercises beyond it 3/3, optional (notebooks 15 and 16) 3/3, "
+                                     "ex16a, ex16b and ex16c graded by your teacher")
+    assert " -/1  teacher " in grade.format_row(grades[-1])
 
 
 def with_function(path, name: str, code: str) -> None:
@@ -244,25 +250,44 @@ def test_a_hang_costs_its_own_points_once(student_tree, tmp_path):
     assert "blocked" in grade.class_table({"hangs": grades}).splitlines()[1]
 
 
+WRONG_A = "return TorchDDP(model, bucket_cap_mb=bucket_cap_mb, find_unused_parameters=True)"
+
+
 def test_a_class_is_graded_into_a_table_and_a_csv(student_tree, tmp_path):
-    """Two submissions: one learner's notebooks only, another's tree; each in a fresh student tree."""
+    """Two submissions, each in a fresh student tree with the teacher's key: one learner's notebooks only (ex03 and
+    notebook 16's diagnosis right: graded on a real run), another's tree, every solution pasted but Block A wrong
+    (find_unused_parameters=True): A fails, and C, which needs it, is graded with the reference's ddp.py and passes;
+    its row says so. A mistake costs its own points once."""
     folder = tmp_path / "class"
     (folder / "ana" / "work").mkdir(parents=True)
-    shutil.copy(grade.REPO / "notebooks/03-wrapping.ipynb", folder / "ana" / "work")  # the solved notebook
+    for name in ("03-wrapping.ipynb", "16-when-it-breaks.ipynb"):  # the solved notebooks
+        shutil.copy(grade.REPO / "notebooks" / name, folder / "ana" / "work")
     tree = learner.copy_tree(student_tree, folder / "ben")
-    learner.put_back_the_reference(tree, ["experiments/35-ddp-cpu/compare_states.py"])
+    learner.put_back_the_reference(tree, grade.TODO_FILES)
+    ddp = tree / "src/minitrain/ddp.py"
+    ddp.write_text(ddp.read_text().replace("return TorchDDP(model, bucket_cap_mb=bucket_cap_mb)", WRONG_A))
+    assert WRONG_A in ddp.read_text()
     lines: list[str] = []
-    grades = grade.grade_class(folder, ["ex03", "E"], echo=lines.append)
+    grades = grade.grade_class(folder, ["ex03", "C", "E", "ex16b"], echo=lines.append)
     statuses = {name: {g.todo.key: g.status for g in row} for name, row in grades.items()}
-    assert statuses == {"ana": {"E": "not done", "ex03": "PASS"}, "ben": {"E": "PASS", "ex03": "not done"}}
+    assert statuses == {"ana": {"A": "not done", "B1": "not done", "B2": "not done", "C": "not done", "D": "not done",
+                                "E": "not done", "ex03": "PASS", "ex16b": "PASS"},
+                        "ben": {"A": "FAIL", "B1": "PASS", "B2": "PASS", "C": "PASS", "D": "PASS", "E": "PASS",
+                                "ex03": "PASS", "ex16b": "PASS"}}
+    rows = {name: {g.todo.key: g for g in row} for name, row in grades.items()}
+    assert "find_unused_parameters" in rows["ben"]["A"].detail
+    assert rows["ben"]["C"].detail.startswith("graded with the reference's ddp.py in place of yours (A (FAIL: ")
+    assert rows["ben"]["ex16b"].detail.startswith("run_b.py: right (a real run under hang_report")
     with open(folder / "grades.csv") as f:
-        rows = list(csv.DictReader(f))
-    assert list(rows[0])[-4:] == ["sheet", "sheet out of", "beyond", "beyond out of"]  # each part apart, no total
-    assert [(r["submission"], r["E status"], r["ex03 status"], r["sheet"], r["sheet out of"], r["beyond"],
-             r["beyond out of"]) for r in rows] == [("ana", "not done", "PASS", "0", "1", "1", "1"),
-                                                    ("ben", "PASS", "not done", "1", "1", "0", "1")]
+        csv_rows = list(csv.DictReader(f))
+    assert list(csv_rows[0])[-6:] == ["sheet", "sheet out of", "beyond", "beyond out of", "optional",
+                                      "optional out of"]  # each part apart, no total
+    assert [(r["submission"], r["A points"], r["C points"], r["sheet"], r["sheet out of"], r["beyond"],
+             r["optional"]) for r in csv_rows] == [("ana", "0", "0", "0", "11", "1", "1"),
+                                                   ("ben", "0", "3", "8", "11", "1", "1")]
     assert "--- ana" in lines and "--- ben" in lines
     assert sorted(os.listdir(folder)) == ["ana", "ben", "grades.csv"]
     table = grade.class_table(grades).splitlines()
-    assert table[0].split() == ["submission", "E", "ex03", "sheet", "beyond"]
-    assert table[1].split() == ["ana", "not", "done", "PASS", "not", "started", "0/1", "1/1"]
+    assert table[0].split() == ["submission", "A", "B1", "B2", "C", "D", "E", "ex03", "ex16b", "sheet", "beyond",
+                                "optional"]
+    assert table[2].split()[:5] == ["ben", "FAIL", "PASS", "PASS", "PASS*"] and table[-1].startswith("*: graded with")

@@ -242,7 +242,8 @@ def test_teacher_md_lists_every_todo_with_its_points():
 
 
 TEACHER_MODULES = ("src/minitrain/lab/teaching/teacher.py", "src/minitrain/lab/teaching/rubric.py",
-                   "src/minitrain/lab/teaching/reference.py", "src/minitrain/lab/teacher.py")  # and the teacher's shim
+                   "src/minitrain/lab/teaching/reference.py", "src/minitrain/lab/teaching/diagnosis.py",
+                   "src/minitrain/lab/teacher.py")  # and the teacher's shim
 
 
 def _reference_sentences() -> list[str]:
@@ -547,3 +548,71 @@ def test_the_detector_finds_an_answer_written_out_elsewhere(student_tree, tmp_pa
             return net, data, torch.optim.AdamW(net.parameters(), lr=args.lr)
         '''))
     assert answers_in(tree)[("src/minitrain/helper.py", "build")].endswith("Block C: setup")
+
+
+def _normalised(text: str) -> str:
+    """Each non-blank line stripped, joined: a block of code found whatever its indentation."""
+    return "\n".join(line.strip() for line in text.splitlines() if line.strip())
+
+
+def _answers(todo: grade.Todo) -> list[str]:
+    """The reference's answer to `todo` as text: each solution region of its file (its notebook's), normalised."""
+    if todo.file.endswith("/"):  # F: the learner's run
+        return []
+    blocks, inside = [], None
+    for line in "\n".join(_sources(REPO / todo.file)).splitlines():
+        if student.BEGIN_LINE.match(line):
+            inside = []
+        elif student.END_LINE.match(line):
+            blocks.append(_normalised("\n".join(inside)))
+            inside = None
+        elif inside is not None:
+            inside.append(line)
+    return [b for b in blocks if b]
+
+
+@pytest.mark.parametrize("key", [t.key for t in grade.TODOS])
+def test_no_file_of_the_student_tree_holds_an_exercise_s_answer(student_tree, key):
+    """Every exercise, graded by code or by data: no solution region's code in any file (tests and graders too), no
+    run of the reference's (F, G), no planted place of notebook 16's scripts (the key is data: its module and test
+    are left out, and test_the_student_tree_s_diagnosis_grader_cannot_tell_right_from_wrong runs the grader there)."""
+    from minitrain.lab.teaching.diagnosis import PLANTED
+
+    todo = grade.BY_KEY[key]
+    answers = _answers(todo)
+    assert answers or todo.file.endswith("/"), f"{key}: no solution region in {todo.file}"
+    texts = {str(p.relative_to(student_tree)): _normalised("\n".join(_sources(p)) if p.suffix == ".ipynb" else
+                                                           p.read_text(errors="replace"))
+             for p in student_tree.rglob("*") if p.is_file() and p.suffix in (".py", ".ipynb", ".md", ".json", ".txt",
+                                                                              ".toml", ".cfg", ".yaml", ".yml", "")}
+    assert not [(rel, a[:60]) for rel, text in texts.items() for a in answers if a in text]
+    if key in ("F", "G"):  # the learner's run: the reference's is not there to copy
+        assert not [n for n in grade.RUN_FILES if (student_tree / grade.EXPERIMENT / n).exists()]
+    if key.startswith("ex16"):
+        script = f"run_{key[-1]}.py"
+        place = f"{script}:{PLANTED[script].line(script)}"
+        assert not [rel for rel, text in texts.items() if place in text], place
+        assert not (student_tree / "src/minitrain/lab/teaching/diagnosis.py").exists()
+
+
+RIGHT_OR_WRONG = """import json, sys
+from minitrain.lab.grading.graders.diagnosis import grade_diagnosis
+answers = json.loads(sys.argv[1])
+print(json.dumps([grade_diagnosis(lambda script: answer) for answer in answers]))
+"""
+
+
+def test_the_student_tree_s_diagnosis_grader_cannot_tell_right_from_wrong(student_tree):
+    """With the answer key nowhere in the tree (as code, data or a hash of it), its grader gives the right answer and
+    every wrong one the same verdict: "graded by your teacher"; no run starts (the key names the tool to run)."""
+    from minitrain.lab.teaching.diagnosis import PLANTED
+
+    answers = []
+    for script, p in PLANTED.items():
+        right = {"rank": p.rank, "line": f"{script}:{p.line(script)}", "collective": p.collective, "cause": p.cause}
+        answers += [right, {**right, "rank": 1 - (p.rank or 0)}, {**right, "line": f"{script}:1"},
+                    {**right, "cause": "barrier-on-one-rank"}]
+    proc = subprocess.run([sys.executable, "-c", RIGHT_OR_WRONG, json.dumps(answers)], capture_output=True, text=True,
+                          timeout=120, cwd=student_tree, env={"PYTHONPATH": str(student_tree / "src"), "PATH": ""})
+    verdicts = set(json.loads(proc.stdout or "null") or [proc.stderr])
+    assert len(verdicts) == 1 and verdicts.pop().startswith("graded by your teacher"), verdicts

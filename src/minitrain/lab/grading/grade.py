@@ -7,10 +7,11 @@ Each row of TODOS is graded by this module's `--todo KEY REPO` mode in a child f
 imported torch once (minitrain.lab.grading.forkserver), REPO/src first on PYTHONPATH, its tree stopped at the timeout:
 PASS, FAIL (the mistake named), "not done" (a stub still raises "not done yet: ..."), "hangs", or "teacher" (ex16a-c
 where the teacher's key is not: the student edition). A row whose `needs` did not all pass is not run: "blocked",
-naming them; in class grading it is graded with the reference's files of the TODOs it needs, and says so. The points
-are summed apart for each part of the lab (PARTS: the sheet, the exercises beyond it, the optional one). A submission
-is a student tree, or any folder holding its notebooks: only the learner's files (TODO_FILES, the notebooks, the run's
-artifacts) go into a fresh student tree, with the teacher's key (TEACHER_KIT): its own graders and tests never run.
+naming them; in class grading it is graded with the reference's files of the TODOs it needs, and says so, and a
+"teacher" row's answer (the child's result carries it) is checked against the key here, in the reference's process.
+The points are summed apart for each part of the lab (PARTS: the sheet, the exercises beyond it, the optional one). A
+submission is a student tree, or any folder holding its notebooks: only the learner's files (TODO_FILES, the
+notebooks, the run's artifacts) go into a fresh student tree: its own graders and tests never run, and no key is there.
 """
 
 import argparse
@@ -40,7 +41,6 @@ from minitrain.paths import EDITION_MARK, REPO, relative
 RESULT = "grade-result: "  # the child's last line: this, then {"status": ..., "detail": ...}
 NOT_DONE = "not done yet"
 SHORT = 72  # characters of a prerequisite's verdict in the row it blocks: one line, never a launcher's log
-TEACHER_KIT = ("src/minitrain/lab/teaching/diagnosis.py",)  # the teacher's modules class grading puts in each tree
 BY_TEACHER = "teacher"  # the status of a row graded only in class grading (its key is not in the student edition)
 
 
@@ -52,6 +52,7 @@ class Grade:
     seconds: float = 0.0
     blocked_by: tuple["Grade", ...] = ()
     stand_ins: tuple["Grade", ...] = ()  # the needed TODOs that failed, graded with the reference's files in place
+    answer: object = None  # a "teacher" row's answer (the learner's diagnosis), for the key in class grading
 
     @property
     def points(self) -> int:
@@ -74,7 +75,11 @@ class Failed(Exception):
 
 
 class ByTeacher(Exception):
-    """A TODO graded only where the teacher's key is (class grading); the message says so."""
+    """A TODO graded only where the teacher's key is (class grading); the message says so, `answer` is the learner's."""
+
+    def __init__(self, verdict: str, answer: object) -> None:
+        super().__init__(verdict)
+        self.answer = answer
 
 
 # ------------------------------------------------------------------------------------------------
@@ -215,15 +220,17 @@ def _grade_exercise(repo: Path, todo: Todo) -> str:
         calls = {"ex03": lambda: graders.grade_rank1_holds_rank0_init(learner, _wrap_folder(folder)),
                  "ex04": lambda: graders.grade_timing_hook(learner)}
         if todo.key.startswith("ex16"):  # one script each: ex16a is run_a.py
-            verdict = _graded(lambda: grade_diagnosis(learner, (f"run_{todo.key[-1]}.py",)))
-            if verdict.startswith(BY_TEACHER_TEXT):  # the student edition: no key to grade it with
-                raise ByTeacher(verdict)
+            script, given = f"run_{todo.key[-1]}.py", {}
+            verdict = _graded(lambda: grade_diagnosis(lambda s: given.setdefault(s, learner(s)), (script,)))
+            if verdict.startswith(BY_TEACHER_TEXT):  # no key in this tree (a student edition): the answer goes back
+                raise ByTeacher(verdict, given[script])
             return verdict
         return _graded(calls[todo.key])
 
 
-def grade_todo(repo: Path, key: str) -> tuple[str, str]:
-    """(status, detail) of one TODO, graded in this process whatever it needs (grade_repo blocks it first)."""
+def grade_todo(repo: Path, key: str, answer: dict | None = None) -> tuple[str, str]:
+    """(status, detail) of one TODO, graded in this process whatever it needs (grade_repo blocks it first); a
+    "teacher" row's answer goes in `answer["answer"]`."""
     todo = BY_KEY[key]
     graders: dict[str, Callable[[], str]] = {
         "A": _grade_block_a, "B1": lambda: _grade_make_shard(repo),
@@ -239,6 +246,8 @@ def grade_todo(repo: Path, key: str) -> tuple[str, str]:
     except Failed as e:
         return "FAIL", str(e)
     except ByTeacher as e:
+        if answer is not None:
+            answer["answer"] = e.answer
         return BY_TEACHER, str(e)
     except NotImplementedError as e:
         return "not done", str(e) if NOT_DONE in str(e) else f"{NOT_DONE}: {e}"
@@ -254,8 +263,8 @@ def _child(repo: Path, key: str) -> int:
     if Path(minitrain.__file__).resolve().parents[1] != (repo / "src").resolve():
         status, detail = "FAIL", f"imported minitrain from {minitrain.__file__}, not {repo / 'src'}"
     else:
-        status, detail = grade_todo(repo, key)
-    print(RESULT + json.dumps({"status": status, "detail": detail}), flush=True)
+        status, detail = grade_todo(repo, key, answer := {})
+    print(RESULT + json.dumps({"status": status, "detail": detail, **answer}, default=repr), flush=True)
     return 0
 
 
@@ -284,7 +293,28 @@ def run_todo(server: Forkserver, repo: Path, todo: Todo, timeout_s: float | None
         tail = " | ".join(line for line in output[-3:] if line.strip())
         return Grade(todo, "FAIL", f"the grader's process ended without a result: {tail}", seconds)
     result = json.loads(results[-1][len(RESULT):])
-    return Grade(todo, result["status"], result["detail"], seconds)
+    return Grade(todo, result["status"], result["detail"], seconds, answer=result.get("answer"))
+
+
+def graded_by_key(grade: Grade) -> Grade:
+    """A "teacher" row of notebook 16's exercise graded here, with the key (class grading, from the reference): the
+    learner's answer, which their process sent back, checked after a real run shows the script's fault."""
+    from minitrain.lab.grading.graders import ExerciseError
+    from minitrain.lab.grading.graders.diagnosis import graded_by_key as check
+    start = time.monotonic()
+    try:
+        status, detail = "PASS", check({f"run_{grade.todo.key[-1]}.py": grade.answer})
+    except ExerciseError as e:
+        status, detail = "FAIL", str(e)
+    except RuntimeError as e:  # the script no longer shows its fault
+        status, detail = "FAIL", str(e)
+    return Grade(grade.todo, status, detail, grade.seconds + time.monotonic() - start)
+
+
+def run_graded(server: Forkserver, repo: Path, todo: Todo, timeout_s: float | None, by_key: bool) -> Grade:
+    """run_todo, then, `by_key` (class grading, the key at hand), a "teacher" row graded with the key here."""
+    grade = run_todo(server, repo, todo, timeout_s)
+    return graded_by_key(grade) if by_key and grade.status == BY_TEACHER else grade
 
 
 def _with_needs(keys: list[str] | None) -> list[Todo]:
@@ -322,6 +352,12 @@ def _listed(keys: list[str]) -> str:
     return f"{', '.join(keys[:-1])} and {keys[-1]}" if len(keys) > 1 else keys[0]
 
 
+def _key_at_hand() -> bool:
+    """Whether this process can import notebook 16's key (the reference; not a student edition)."""
+    from minitrain.lab.grading.graders.diagnosis import the_key
+    return the_key() is not None
+
+
 def _forkserver(repo: Path, env: dict[str, str] | None) -> Forkserver:
     """The server that forks `repo`'s graders: `repo`/src first on PYTHONPATH, `env` added."""
     pythonpath = os.pathsep.join([str(repo / "src"), *filter(None, [os.environ.get("PYTHONPATH")])])
@@ -354,12 +390,13 @@ def grade_repo(repo: Path, keys: list[str] | None = None, timeout_s: float | Non
     """Every TODO of `repo` (or those in `keys`, and those they need), each in a process of its own, `jobs` at a
     time (1 by default: the timing graders measure waits, which a busy machine blurs), a TODO's needs first (one
     that does not pass blocks it: not run; with a `reference` tree, it is graded with the reference's files of
-    those it needs instead), forked from one that imported torch once, `repo`/src first on PYTHONPATH, `env` added
-    (e.g. MINITRAIN_COLLECTIVE_TIMEOUT; minitrain.lab.grading.forkserver)."""
+    those it needs instead, and a "teacher" row with the key, here), forked from one that imported torch once,
+    `repo`/src first on PYTHONPATH, `env` added (e.g. MINITRAIN_COLLECTIVE_TIMEOUT; minitrain.lab.grading.forkserver)."""
     repo = Path(repo).resolve()
     waiting = _with_needs(keys)
     order = [t.key for t in waiting]
     server = _forkserver(repo, env)
+    by_key = reference is not None and _key_at_hand()
     grades: dict[str, Grade] = {}
     running: dict[Future, Todo] = {}
 
@@ -378,7 +415,7 @@ def grade_repo(repo: Path, keys: list[str] | None = None, timeout_s: float | Non
                     elif len(running) < jobs:  # no more in flight than `jobs`: a TODO ready next goes first
                         waiting.remove(todo)
                         job = ((run_with_reference, reference, repo, todo, unmet, timeout_s, env) if unmet
-                               else (run_todo, server, repo, todo, timeout_s))
+                               else (run_graded, server, repo, todo, timeout_s, by_key))
                         running[pool.submit(*job)] = todo
                 if running:
                     finished, _ = wait(running, return_when=FIRST_COMPLETED)
@@ -448,9 +485,9 @@ def submission_tree(submission: Path, fresh: Path, out: Path) -> Path:
 
 def grade_class(folder: Path, keys: list[str] | None = None, timeout_s: float | None = None,
                 echo: Callable[[str], None] = print, jobs: int = 1) -> dict[str, list[Grade]]:
-    """Every submission (a subfolder) of `folder`, graded in a fresh student tree of its own with the teacher's key
-    (TEACHER_KIT), a TODO whose needs failed with the reference's files of them (run from the reference); writes
-    folder/grades.csv (one row per submission: each TODO's status and points, each part's points)."""
+    """Every submission (a subfolder) of `folder`, graded in a fresh student tree of its own; run from the reference,
+    a TODO whose needs failed with the reference's files of them, and notebook 16's answers with the key, in this
+    process; writes folder/grades.csv (one row per submission: each TODO's status and points, each part's points)."""
     from minitrain.lab.editions.student import write_student_edition
     folder = Path(folder)
     submissions = sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
@@ -461,9 +498,6 @@ def grade_class(folder: Path, keys: list[str] | None = None, timeout_s: float | 
     with tempfile.TemporaryDirectory(prefix="minitrain-class-") as tmp:
         fresh = Path(tmp) / "fresh"
         write_student_edition(fresh)
-        for rel in TEACHER_KIT:
-            if (REPO / rel).is_file():
-                shutil.copy(REPO / rel, fresh / rel)
         if (REPO / "data" / "corpus").is_dir():
             shutil.copytree(REPO / "data" / "corpus", fresh / "data" / "corpus")
         for submission in submissions:
@@ -492,7 +526,7 @@ def class_table(grades: dict[str, list[Grade]]) -> str:
     """Each submission's statuses, a column per TODO ("*": graded with the reference's files of a TODO it needs),
     then each part's score (part_score)."""
     first = next(iter(grades.values()))
-    width = max(map(len, grades))
+    width = max(len("submission"), *map(len, grades))
     lines = [f"{'submission':<{width}}  " + "  ".join(f"{g.todo.key:<8}" for g in first)
              + "".join(f"  {p:<16}" for p in _by_part(first)).rstrip()]
     for name, row in grades.items():

@@ -1,7 +1,8 @@
 """Notebook 16's exercise (ex16a-c): the learner's diagnosis of each broken script, its form checked here, its keys
 against the fault planted in the script, which a real 2-rank run under one tool must show first (else the script, or
 torch, changed: the grader says so). The planted faults are the teacher's key (minitrain.lab.teaching.diagnosis),
-which the student edition leaves out: there a diagnosis is "graded by your teacher", in class grading."""
+which the student edition leaves out: there a diagnosis is "graded by your teacher", and class grading checks the
+learner's answers with the key in its own process (graded_by_key), never where the learner's code runs."""
 
 import re
 from collections.abc import Callable
@@ -20,7 +21,7 @@ FIELDS = ("rank", "line", "collective", "cause")
 NOT_DONE = "not done yet"
 BY_TEACHER = "graded by your teacher"
 KEY_MODULE = "minitrain.lab.teaching.diagnosis"
-LOCATION = re.compile(r'([\w.-]+\.py)"?(?::|,?\s+line\s+)(\d+)')  # run_a.py:33, File "run_a.py", line 33
+LOCATION = re.compile(r'([\w.-]+\.py)"?(?::|,?\s+line\s+)(\d+)')  # run_a.py:12, File "run_a.py", line 12
 COLLECTIVE = re.compile(r"^(?:.*[.:])?(\w+?)_?(?:\(.*\))?$")  # torch.distributed.broadcast, gloo:all_reduce, c10d::allreduce_
 
 
@@ -29,8 +30,8 @@ def _normal(text: object) -> str:
 
 
 def location(line: object) -> tuple[str | None, int] | None:
-    """(file or None, number) of a "line" answer in a form the lab's tools print (run_a.py:33, run_a.py:33 in main,
-    File ".../run_a.py", line 33, main (run_a.py:33), 33); None: not one place."""
+    """(file or None, number) of a "line" answer in a form the lab's tools print (run_a.py:12, run_a.py:12 in main,
+    File ".../run_a.py", line 12, main (run_a.py:12), 12); None: not one place."""
     places = set(LOCATION.findall(str(line)))
     if len(places) == 1:
         [(file, number)] = places
@@ -116,12 +117,17 @@ def grade_diagnosis(diagnose: Callable[[str], dict], scripts: tuple[str, ...] = 
             raise ExerciseError(f"{NOT_DONE}: diagnose ({e})") from e
         if answers[script] is None:
             raise ExerciseError(f"{NOT_DONE}: diagnose({script!r}) returned None")
-    key = the_key()
-    if key is None:
+    if the_key() is None:
         form = [f"{script}: " + "; ".join(found) for script, answer in answers.items()
                 if (found := form_mistakes(script, answer))]
         return (f"{BY_TEACHER}, in class grading: the answer key is not in this tree"
                 + ("; before you hand it in, its form: " + " | ".join(form) if form else ""))
+    return graded_by_key(answers)
+
+
+def graded_by_key(answers: dict[str, object]) -> str:
+    """The learner's answer for each script checked against the key, after a real run shows the script's fault."""
+    key = the_key()
     verdicts, wrong = [], []
     for script, answer in answers.items():
         found = mistakes(script, answer, key[script])
