@@ -8,10 +8,11 @@ Each wraps a model the same way, so one loop drives any of them (and torch's DDP
     model.finish()                       # every gradient now holds the average over the ranks
     optimizer.step()
 
-The average: divide each gradient by the world size, then all-reduce it (a sum): torch DDP's order (it multiplies
-by 1/world_size, the same bits at 2 ranks). Summing first and dividing after is accepted too: at 2 ranks both give
-DDP's bits; at 3 the grader allows the rounding bound notebook 15 derives. Hooks and buckets last across steps; what belongs to one step (the works to wait for,
-which gradients and buckets are ready or launched) starts afresh each step: the grader checks every step.
+The average: divide each gradient by the world size, then all-reduce it (a sum): torch DDP's order (it
+multiplies by 1/world_size, the same bits at 2 ranks). Summing first and dividing after is accepted too: at 2 ranks
+both give DDP's bits; at 3 the grader allows the rounding bound notebook 15 derives. Hooks and buckets last across
+steps; what belongs to one step (the works to wait for, which gradients and buckets are ready or launched) starts
+afresh each step: the grader checks every step.
 """
 
 import torch
@@ -81,9 +82,8 @@ class OverlappedDDP(NaiveDDP):
 
 
 class BucketedDDP(NaiveDDP):
-    """Level 3: gradients in buckets of at most bucket_cap_mb MiB (a larger parameter alone; DDP's rule, close a bucket
-    once it reaches the cap, passes too), in reverse model order (backward's); one flat asynchronous all-reduce per
-    bucket once all of it is ready: in readiness order (DDP's: in bucket order)."""
+    """Level 3: buckets of at most bucket_cap_mb MiB (a larger parameter alone; DDP's close-at-the-cap rule passes too)
+    in reverse model order; one flat asynchronous all-reduce per bucket once all of it is ready, in readiness order."""
 
     def __init__(self, module: nn.Module, bucket_cap_mb: float = 25.0) -> None:
         super().__init__(module)  # the broadcast of level 1
@@ -123,8 +123,8 @@ class BucketedDDP(NaiveDDP):
         ### END SOLUTION
 
     def finish(self) -> None:
-        """Flush the buckets a parameter without gradient kept waiting, wait for every bucket, copy back; then reset
-        the step's state, so that the next backward launches its buckets again."""
+        """Flush the buckets a parameter without gradient kept waiting, wait for every bucket, copy back; reset the
+        step's state for the next backward."""
         ### BEGIN SOLUTION: BucketedDDP: flush, wait, copy the averages back into the gradients
         for bucket in self.buckets:  # same buckets everywhere; a parameter unused on some ranks only is not handled
             if self.waiting[id(bucket)] > 0:

@@ -177,7 +177,7 @@ def test_the_reading_and_the_takeaway_follow_the_results():
     assert bench.loopback_share(full) == n * largest["busbw_gbps"] / full["loopback"]["median_gbps"]
     together, speeds = n * largest["busbw_gbps"], full["loopback"]["gbps"]
     for words in (bench.reading(full), bench.takeaway(full)):  # the share against the stream's median and its range
-        assert (f"{bench.loopback_share(full):.0%} of one raw TCP stream one way" in words
+        assert (f"{bench.loopback_share(full):.0%} of one raw TCP stream's median, one way" in words
                 and f"{together / max(speeds):.0%}-{together / min(speeds):.0%} of its fastest and slowest" in words)
     assert "were slow" not in bench.reading(full)  # no count of slow iterations the results do not hold
     tail = bench.slow_tail(full)

@@ -160,13 +160,13 @@ def test_the_verdict_table_judges_every_size_over_the_repeats():
         row = verdict_row(scaling_reading.verdict_table(boosted), f"2 processes x 1 thread vs {labels[sm.ALL_CORES]}, {scaling}")
         assert row.count("faster") == len(sizes) and "slower" not in row and "no clear" not in row
     table = scaling_reading.verdict_table(results)
-    assert ("beyond the repeats' spread (at both sizes one's repeats all above the other's): none" in table
+    assert ("with every repeat apart at both sizes: none" in table
             or any(c["separated"] for c in results["summary"]["crossings"]))
-    assert f"sizes): {len(results['summary']['crossings'])};" in table  # the crossing defined, all of them counted
+    assert f"by median): {len(results['summary']['crossings'])};" in table  # the crossing defined, all of them counted
     # beside the table: the weak verdict mixes processes against threads with op size; the strong one counted
-    assert "processes against threads, mixed with the size of each core's operations" in table
+    assert "weak mixes processes against threads with op size" in table
     strong = verdict_row(table, f"2 processes x 1 thread vs {labels[sm.ALL_CORES]}, strong")
-    assert (f"like-for-like test: 2 processes slower at {strong.count('slower')}, faster at {strong.count('faster')} "
+    assert (f"is like for like: 2 processes slower at {strong.count('slower')}, faster at {strong.count('faster')} "
             f"of {len(sizes)} sizes") in table
     assert f"2 processes slower at 0, faster at {len(sizes)} of" in scaling_reading.verdict_table(boosted)
     clear = copy.deepcopy(results)

@@ -419,12 +419,13 @@ def reading(result: dict) -> str:
     return "\n\n".join(text)
 
 
-def _against_stream(result: dict) -> str:
-    """All ranks' sends at the largest size against one raw stream's median, and against its fastest and slowest repeat."""
+def _against_stream(result: dict, short: bool = False) -> str:
+    """All ranks' sends at the largest size against one raw stream's median, and against its fastest and slowest
+    repeat (`short`: without the stream's own numbers)."""
     loop, together = result["loopback"], result["world_size"] * result["results"][-1]["busbw_gbps"]
-    return (f"{loopback_share(result):.0%} of one raw TCP stream one way ({loop['median_gbps']:.2f} GB/s, median of "
-            f"{loop['repeats']}; {together / max(loop['gbps']):.0%}-{together / min(loop['gbps']):.0%} of its fastest "
-            "and slowest)")
+    span = f"{together / max(loop['gbps']):.0%}-{together / min(loop['gbps']):.0%} of its fastest and slowest"
+    return (f"{loopback_share(result):.0%} of one raw TCP stream's median, one way ("
+            + (span if short else f"{loop['median_gbps']:.2f} GB/s of {loop['repeats']} repeats; {span}") + ")")
 
 
 def _apart(first: str, second: str) -> str:
@@ -467,7 +468,8 @@ def against_another_run(result: dict, wire: dict) -> str:
             f"{'in the same sitting' if ours.sitting == theirs.sitting else 'in another sitting'}")
     miss = fit(sizes) / median - 1  # the line against the medians, at the same sizes
     diff = alone / median - 1  # run against run, not against the line
-    line = f"At {'that size' if one else 'those sizes'} the fit is {abs(miss):.0%} {'above' if miss > 0 else 'below'} this benchmark's median. "
+    line = (f"At {'that size' if one else 'those sizes'} the fit is {abs(miss):.0%} {'above' if miss > 0 else 'below'} "
+            "this benchmark's median. ")
     sentence = line + (f"Notebook 10's run of these bytes, {when}, agrees with that median within 5%." if abs(diff) < 0.05 else
                        f"Notebook 10's run of these bytes, {when}, took {abs(diff):.0%} {'less' if diff < 0 else 'more'} "
                        "than that median: two runs of one all-reduce can differ by that much, so neither the fit nor "
@@ -488,7 +490,7 @@ def takeaway(result: dict) -> str:
         f"{grad['predicted_allreduce_ms']:.2f} ms, {fit['alpha_ms'] / grad['predicted_allreduce_ms']:.0%} of it latency; "
         "notebook 10's run of the same bytes is in the table above.",
         f"- At {size_label(result['results'][-1]['bytes'])} {_ranks(n)} ranks together pushed "
-        f"{n * result['results'][-1]['busbw_gbps']:.2f} GB/s through loopback, {_against_stream(result)}."])
+        f"{n * result['results'][-1]['busbw_gbps']:.2f} GB/s through loopback, {_against_stream(result, short=True)}."])
 
 
 def options(p) -> None:

@@ -179,9 +179,8 @@ def verdict_table(results: dict) -> str:
     crossings = results["summary"]["crossings"]
     clear = [labels_of(c) + f"{params_label(c['between_params'][0])} and {params_label(c['between_params'][1])} "
              f"({c['scaling']})" for c in crossings if c["separated"]]
-    lines.append(f"crossings (the faster of two configurations, by median, changes between neighbouring sizes): "
-                 f"{len(crossings)}; beyond the repeats' spread (at both sizes one's repeats all above the other's): "
-                 + ("; ".join(clear) if clear else "none"))
+    lines.append(f"crossings (the faster configuration changes between neighbouring sizes, by median): {len(crossings)}; "
+                 "with every repeat apart at both sizes: " + ("; ".join(clear) if clear else "none"))
     return "\n".join(lines)
 
 
@@ -192,15 +191,15 @@ def like_for_like(results: dict) -> list[str]:
     threads, weak = config["threads"] or results["cores"], results["weak_batch_per_rank"]
     lines = []
     if "weak" in results["summary"]["scalings"]:
-        lines.append(f"weak: each of the 2 processes computes on {weak} sequences, 1 process splits {weak} among "
-                     f"{threads} threads: processes against threads, mixed with the size of each core's operations")
+        lines.append(f"weak mixes processes against threads with op size: each process computes on {weak} sequences, "
+                     f"1 process splits {weak} among {threads} threads")
     if "strong" in results["summary"]["scalings"]:
         sizes = results["summary"]["sizes"]
         tps = lambda c, n: [r["tokens_per_sec"]["median"] for r in repeats_of(results, c, "strong", n)]  # noqa: E731
         verdicts = [verdict_over_repeats(tps(TWO_PROCS, n), tps(ALL_CORES, n)) for n in sizes
                     if tps(TWO_PROCS, n) and tps(ALL_CORES, n)]
-        lines.append(f"strong: {results['strong_global_batch']} sequences per step on both sides, the like-for-like "
-                     f"test: 2 processes slower at {verdicts.count('slower')}, faster at {verdicts.count('faster')} of "
+        lines.append(f"strong ({results['strong_global_batch']} sequences per step either way) is like for like: "
+                     f"2 processes slower at {verdicts.count('slower')}, faster at {verdicts.count('faster')} of "
                      f"{len(verdicts)} sizes")
     return lines
 
