@@ -305,10 +305,11 @@ def compared_text(results: dict) -> str:
                f"medians), backward in the profiled steps {backward[0]:.1f} against {backward[1]:.1f} ms.")
     if over["finish_ms"] < naive["finish_ms"] and over_verdict != "faster":  # the wait moved, the step did not gain
         samples = backward_samples(over), backward_samples(naive)
-        longer = verdict_over_repeats(*samples, higher_is_faster=False) == "slower"  # the lab's noise rule
+        apart = {"slower": "longer", "faster": "shorter"}.get(  # the lab's noise rule: every sample beyond every one
+            verdict_over_repeats(*samples, higher_is_faster=False))
         overlap += (" Launching the all-reduces inside backward shortened the wait after it, not the step; "
-                    + (f"backward was longer in every profiled (step, rank) than NaiveDDP's in any ({len(samples[0])} "
-                       "against " f"{len(samples[1])}): a correlation, not a measured cause." if longer else
+                    + (f"backward was {apart} in every profiled (step, rank) than NaiveDDP's in any ({len(samples[0])} "
+                       f"against {len(samples[1])}): a correlation, not a measured cause." if apart else
                        "the profiled backward times overlap NaiveDDP's: no clear difference."))
     return "\n".join([
         f"- The same {results['gradient_elements']:,} gradient elements: NaiveDDP's finish() "
