@@ -1,11 +1,13 @@
 """A hang names itself: a watch thread in every rank ends a rank whose main thread waits in one collective
 longer than the collective timeout, after one line naming the rank, the learner's line and the collective.
 
-A collective whose shape differs across ranks does not hang on gloo (torch 2.13): the rank receiving more
-bytes than it expects aborts, gloo's gloo::EnforceNotMet thrown in its own thread ("Received data size doesn't
-match expected size"), which no Python code can catch. A C++ terminate handler installed here prints one line
-first, naming the rank, the learner's line and the collective; the C++ runtime's own then prints gloo's message.
-A rank receiving fewer bytes does not notice: a broadcast from a smaller tensor completes, the rest unchanged.
+A rank whose collective receives a message longer than the buffer gloo posted for it (torch 2.13: another
+shape or dtype on another rank, or another collective) aborts, gloo's gloo::EnforceNotMet thrown in its own
+thread ("Received data size doesn't match expected size"), which no Python code can catch. A C++ terminate
+handler installed here prints one line first, naming the rank, the learner's line and the collective; the C++
+runtime's own then prints gloo's message. Other sizes need not abort: a shorter message is taken without a word
+(the buffer's rest unchanged), and a message never sent leaves the rank waiting: the watch's case
+(minitrain.diagnose.faults.all_reduce_sizes shows each).
 """
 
 import atexit

@@ -11,6 +11,7 @@ import pytest
 import torch.distributed as dist
 
 from minitrain.diagnose import faults
+from minitrain.diagnose.faults import all_reduce_sizes
 from minitrain.diagnose.tools import py_spy, run, torchfrtrace
 from minitrain.gloo_setup import loopback_interface
 from minitrain.hang_report import MISMATCH
@@ -18,9 +19,9 @@ from minitrain.launch.spawn import fast_start_method, spawn_workers
 
 
 def line_of(text: str) -> int:
-    """The line of faults.py holding `text` (the tests find the lines, not hard-code them)."""
-    lines, first = inspect.getsourcelines(faults)
-    return next(n for n, line in enumerate(lines, 1) if text in line)
+    """The line of faults.train holding `text` (the tests find the lines, not hard-code them)."""
+    lines, first = inspect.getsourcelines(faults.train)
+    return next(n for n, line in enumerate(lines, first) if text in line)
 
 
 def test_by_default_a_barrier_on_one_rank_times_out_on_both_ranks_naming_no_rank():
@@ -35,18 +36,66 @@ def test_faulthandler_names_each_ranks_line_at_the_timeout():
                               f"rank 1 at faults.py:{line_of('loss.backward()')} in train")
 
 
+def test_all_reduces_of_other_sizes_wait_return_abort_or_sum_in_part_depending_on_the_sizes():
+    assert all_reduce_sizes((1, 2)) == ["waits until the timeout (1 s), then raises"] * 2
+    assert all_reduce_sizes((2, 3)) == ["returns its 2 floats summed", "waits until the timeout (1 s), then raises"]
+    aborts, other = all_reduce_sizes((63, 64))
+    assert aborts == "aborts: a message of 64 bytes where it expects at most 60"
+    assert other in ("returns, 1 of its 64 floats not summed: no error",  # it had every piece before the abort
+                     "raises: Connection reset by peer", "raises: Connection closed by peer"), other
+
+
 def test_a_collective_one_rank_skips_aborts_at_once_and_hang_report_names_it():
     default = run("skipped-collective")
     assert "Received data size doesn't match expected size" in default.text
     named = run("skipped-collective", "hang_report")
     assert named.answer == (f"all_reduce {MISMATCH} at "
                             f"faults.py:{line_of('dist.all_reduce(loss.detach())')} on rank 0")
+    assert named.names(*faults.planted("skipped-collective"))
+
+
+def test_the_flight_recorder_reads_the_one_dump_left_when_a_rank_aborts():
+    outcome = run("skipped-collective", "flight_recorder")
+    assert re.fullmatch(r"one dump, rank 1's \(no other rank wrote one\); its last collective gloo:all_reduce; "
+                        rf"sizes \[\[\d+\]\]; faults.py:{line_of('loss.backward()')}", outcome.answer), outcome.answer
+    assert not outcome.names(*faults.planted("skipped-collective"))  # the survivor's line, not the mistake's
 
 
 def test_detail_names_both_shapes_before_gloo_aborts():
     outcome = run("mismatched-shapes", "detail")
-    found = re.fullmatch(r"rank (\d) runs ALLREDUCE \[(\d+)\], rank (\d) runs ALLREDUCE \[(\d+)\]", outcome.answer)
-    assert found and {found[1], found[3]} == {"0", "1"} and found[2] != found[4], outcome.answer
+    found = re.fullmatch(r"rank 0 runs ALLREDUCE \[(\d+)\]; rank 1 runs ALLREDUCE \[(\d+)\]", outcome.answer)
+    assert found and found[1] != found[2], outcome.answer
+    assert not outcome.names(None, f"faults.py:{line_of('dist.all_reduce(kept.detach())')}")  # no line
+
+
+def test_detail_reads_each_ranks_own_op_the_other_ranks_can_be_misread():
+    outcome = run("barrier-on-one-rank", "detail")
+    assert re.fullmatch(r"rank 0 runs BARRIER; rank 1 runs ALLREDUCE \[\d+\]", outcome.answer), outcome.answer
+    assert "OpType=REDUCE" in outcome.text or "OpType=GATHER" in outcome.text  # a length decoded as an op, today
+
+
+def ddp_on_a_group_detail_does_not_wrap() -> None:
+    """Under DETAIL: DDP on a group made with the debug level off trains; DETAIL still checks the default group."""
+    import torch
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    os.environ.setdefault("GLOO_SOCKET_IFNAME", loopback_interface())
+    dist.init_process_group("gloo")
+    dist.set_debug_level(dist.DebugLevel.OFF)
+    ddp_group = dist.new_group(backend="gloo")  # not wrapped: made with the level off
+    dist.set_debug_level(dist.DebugLevel.DETAIL)
+    rank, model = dist.get_rank(), torch.nn.Linear(2, 1, bias=False)
+    ddp = DDP(model, process_group=ddp_group)
+    ddp(torch.full((1, 2), rank + 1.0)).sum().backward()
+    assert model.weight.grad.tolist() == [[1.5, 1.5]]  # the mean of 1 and 2: DDP averaged across the ranks
+    with pytest.raises(RuntimeError, match="Detected mismatch between collectives"):
+        dist.all_reduce(torch.ones(2 + rank))
+    dist.destroy_process_group()
+
+
+def test_ddp_under_detail_runs_on_a_group_made_with_the_debug_level_off(monkeypatch):
+    monkeypatch.setenv("TORCH_DISTRIBUTED_DEBUG", "DETAIL")
+    spawn_workers(ddp_on_a_group_detail_does_not_wrap, 2, start_method=fast_start_method(), timeout_s=60)
 
 
 def test_detail_with_ddp_dies_constructing_ddp():
@@ -117,8 +166,25 @@ def test_the_profiler_names_the_straggler_and_nothing_else_does():
 def test_py_spy_names_each_ranks_line_from_outside():
     outcome = run("barrier-on-one-rank", "py-spy")
     assert f"rank 0 at faults.py:{line_of('dist.barrier()  # wait')} in train" in outcome.answer
+    assert outcome.names(*faults.planted("barrier-on-one-rank"))
+
+
+@pytest.mark.skipif(py_spy() is None, reason="py-spy is not installed (optional: pip install py-spy)")
+def test_py_spy_dumps_until_the_run_ends_a_run_that_finishes_too():
+    outcome = run("straggler", "py-spy")  # 6 steps of SLOW_S on rank 1: dumped more than once before the end
+    assert outcome.status == "finished"
+    assert re.fullmatch(r"rank 0 at faults\.py:\d+ in \w+; rank 1 at faults\.py:\d+ in \w+", outcome.answer), outcome.answer
 
 
 def test_the_debug_server_binds_every_interface():
     import torch.distributed.debug as debug
     assert '_WorkerServer("::", worker_port)' in inspect.getsource(debug.start_debug_server)
+
+
+def test_the_table_counts_the_repeats_whose_answer_named_the_planted_rank_and_line():
+    from minitrain.diagnose.table import seconds_table
+
+    outcomes = [{"status": "failed", "answer": "a", "seconds": 2.0, "names_planted": named} for named in (True, False)]
+    results = {"runs": [{"kind": k, "tool": t, "outcomes": outcomes} for k in faults.KINDS for t in ("none", "detail")]}
+    rows = seconds_table(results).splitlines()
+    assert rows[2].endswith("| 2.0 s, right 1/2 |") and rows[3].startswith("| detail (`--plain`) |"), rows

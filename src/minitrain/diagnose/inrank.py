@@ -32,8 +32,8 @@ class Tools:
     def step(self, step: int) -> None:
         if self.tool == "monitored_barrier":  # every rank must reach it: gloo names the one that does not
             dist.monitored_barrier(timeout=self.timeout)
-        if self.tool == "faulthandler":  # every thread's stack, if this step lasts longer than the timeout
-            faulthandler.dump_traceback_later(self.timeout.total_seconds(), file=self.stacks)
+        if self.tool == "faulthandler":  # every thread's stack, if this step lasts half the timeout: before gloo's
+            faulthandler.dump_traceback_later(self.timeout.total_seconds() / 2, file=self.stacks)  # timeout ends it
 
     def fault(self) -> None:
         """Write when this rank's mistake happens (once), for the seconds from the fault to a tool's answer."""

@@ -3,7 +3,8 @@
     python -m minitrain.diagnose.table [--repeats 3] [--timeout 2] [--out FILE]
 
 Writes experiments/35-ddp-cpu/diagnose/tools.json, which notebook 16 reads. The seconds depend on the collective
-timeout (2 s here; torch's default is 30 minutes, the lab's 60 s) and on the machine's load.
+timeout (2 s here; torch's default is 30 minutes, the lab's 60 s) and on the machine's load; whether an answer
+names the planted rank and line, on neither.
 """
 
 import argparse
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-from minitrain.diagnose.faults import KINDS
+from minitrain.diagnose.faults import KINDS, planted
 from minitrain.diagnose.tools import TOOLS, py_spy, run
 from minitrain.paths import EXPERIMENT_DIR, relative
 
@@ -28,17 +29,20 @@ COSTS = {
     "hang_report": "the lab's watch thread, one look every timeout/10 s, 1 s at most (on in every lab run)",
     "monitored_barrier": "a call you add where every rank must pass (gloo only)",
     "detail": "TORCH_DISTRIBUTED_DEBUG=DETAIL: a monitored barrier and two all-gathers before every collective; "
-              "DDP crashes with it (torch 2.13)",
+              "DDP crashes on a group it checks (torch 2.13): these runs average by hand (--plain)",
     "flight_recorder": "on by default (TORCH_FR_BUFFER_SIZE entries, 2000); a dump on the way out, which on gloo "
                        "you take yourself; torchfrtrace",
-    "faulthandler": "the standard library: a timer re-armed each step, and enable() for crashes",
-    "py-spy": "pip install py-spy; the machine must let one process trace another",
+    "faulthandler": "the standard library: a timer re-armed each step (here half the timeout), and enable() for "
+                    "crashes",
+    "py-spy": "pip install py-spy; the machine must let one process trace another; here a dump every timeout/4 s "
+              "until the run ends, each rank's last kept",
     "profiler": "torch.profiler around the steps (it slows them)",
 }
-ON_DEMAND = {"py-spy"}  # run from outside when you choose (here half the timeout after the fault): no seconds
+ON_DEMAND = {"py-spy"}  # run from outside when you choose: no seconds
 NAMES = {"none": "an error line; for a hang, each rank's traceback after the timeout", "hang_report": "rank, line, collective",
-         "monitored_barrier": "the rank that did not arrive", "detail": "ranks, op, shapes",
-         "flight_recorder": "missing rank or mismatch, collective, sizes, line", "faulthandler": "each rank's line",
+         "monitored_barrier": "the rank that did not arrive", "detail": "each rank's op and shapes",
+         "flight_recorder": "missing rank or mismatch, collective, sizes, line (one dump: its rank's last collective)",
+         "faulthandler": "each rank's line",
          "py-spy": "each rank's line", "profiler": "the late rank"}
 
 
@@ -49,7 +53,8 @@ def measure(repeats: int, timeout_s: float, echo=print) -> dict:
     for i in range(repeats):
         for kind, tool in runs:
             outcome = run(kind, tool, timeout_s)
-            runs[kind, tool].append({"status": outcome.status, "answer": outcome.answer, "seconds": outcome.seconds})
+            runs[kind, tool].append({"status": outcome.status, "answer": outcome.answer, "seconds": outcome.seconds,
+                                     "names_planted": outcome.names(*planted(kind))})
             echo(f"{i + 1}/{repeats} {kind} {tool}: {outcome.seconds} | {outcome.answer}")
     return {"command": COMMAND + (f" --repeats {repeats}" if repeats != 3 else ""), "timeout_s": timeout_s,
             "repeats": repeats, "torch": torch.__version__, "python": platform.python_version(),
@@ -64,17 +69,20 @@ def median_seconds(outcomes: list[dict]) -> float | None:
 
 
 def seconds_table(results: dict) -> str:
-    """A markdown table: a row per tool, what it names and costs, then the median seconds to its answer for each
-    broken run ("-": no answer; "when run": a tool run from outside, whenever you run it)."""
+    """A markdown table: a row per tool, what it names and costs, then for each broken run the median seconds to
+    its answer ("-": no answer; "when run": a tool run from outside, whenever you run it) and in how many repeats
+    the answer named the planted rank and line (`right 2/3`)."""
     by = {(r["kind"], r["tool"]): r["outcomes"] for r in results["runs"]}
     tools = list(dict.fromkeys(r["tool"] for r in results["runs"]))
     lines = ["| tool | names | to turn it on | " + " | ".join(KINDS) + " |", "|---" * (3 + len(KINDS)) + "|"]
     for tool in tools:
         cells = []
         for kind in KINDS:
-            s = median_seconds(by[kind, tool])
-            cells.append("-" if s is None else "when run" if tool in ON_DEMAND else f"{s:.1f}")
-        lines.append(f"| {tool} | {NAMES[tool]} | {COSTS[tool]} | " + " | ".join(cells) + " |")
+            outcomes, s = by[kind, tool], median_seconds(by[kind, tool])
+            right = f"right {sum(bool(o.get('names_planted')) for o in outcomes)}/{len(outcomes)}"
+            cells.append("-" if s is None else ("when run" if tool in ON_DEMAND else f"{s:.1f} s") + f", {right}")
+        row = "detail (`--plain`)" if tool == "detail" else tool
+        lines.append(f"| {row} | {NAMES[tool]} | {COSTS[tool]} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 

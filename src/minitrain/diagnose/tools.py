@@ -41,6 +41,11 @@ class Outcome:
     fault_at: float | None = None
     answer: str | None = None
     answered_at: float | None = None
+    named: list[tuple[int | None, str | None]] = field(default_factory=list)  # (rank, FILE:LINE) the answer names
+
+    def names(self, rank: int | None, place: str) -> bool:
+        """Whether the answer names rank `rank` at `place` (`faults.py:60`); rank None: any rank there."""
+        return any(r is not None and where == place and rank in (None, r) for r, where in self.named)
 
     @property
     def seconds(self) -> float | None:
@@ -84,8 +89,7 @@ def run(target: str | Path, tool: str = "none", timeout_s: float = 2.0, folder: 
         env = {TOOL: tool if tool in ("hang_report", "monitored_barrier", "flight_recorder", "faulthandler",
                                       "profiler") else "none",
                OUT: str(out), "MINITRAIN_COLLECTIVE_TIMEOUT": f"{timeout_s:g}", **ENV.get(tool, {})}
-        marked = str(target) in KINDS  # the exercise's scripts do not mark their fault: that would give it away
-        spy = _PySpy(out, timeout_s / 2 if marked else 2 * timeout_s, marked) if tool == "py-spy" and py_spy() else None
+        spy = _PySpy(out, timeout_s / 4, _script(outcome)) if tool == "py-spy" and py_spy() else None
         if spy:
             spy.start()
         try:
@@ -121,6 +125,8 @@ def _from_output(outcome: Outcome, pattern: re.Pattern, name=lambda line: line.s
 def read_default(outcome: Outcome, out: Path) -> None:
     """torch's own: the first error line (gloo's timeout, a closed connection, an abort)."""
     _from_output(outcome, DEFAULT_LINES, lambda line: line.strip()[:160])
+    rank = outcome.answer and re.match(r"\[rank(\d+)\]", outcome.answer)
+    outcome.named = [(int(rank[1]), None)] if rank else []
 
 
 def read_hang_report(outcome: Outcome, out: Path) -> None:
@@ -129,6 +135,8 @@ def read_hang_report(outcome: Outcome, out: Path) -> None:
     if found:
         outcome.answered_at = found[0]
         outcome.answer = named_hang(found[1]) or named_mismatch(found[1])
+        where = re.search(r" at (\S+:\d+) on rank (\d+)", outcome.answer)
+        outcome.named = [(int(where[2]), where[1])]
 
 
 MONITORED = re.compile(r"Ranks? ([\d, ]+?) failed to pass monitoredBarrier in \d+ ms|"
@@ -139,13 +147,18 @@ MONITORED = re.compile(r"Ranks? ([\d, ]+?) failed to pass monitoredBarrier in \d
 def read_monitored_barrier(outcome: Outcome, out: Path) -> None:
     """gloo's monitored barrier: rank 0 names the first rank that did not arrive; another rank names rank 0 whenever
     its exchange with rank 0 fails."""
-    _from_output(outcome, MONITORED, lambda line: f"rank {next(filter(None, MONITORED.search(line).groups()))} "
-                 "did not reach the monitored barrier")
+    _from_output(outcome, MONITORED, lambda line: f"rank {_missing(line)} did not reach the monitored barrier")
+    if outcome.answer:
+        outcome.named = [(int(outcome.answer.split()[1]), None)]
 
 
-MISMATCH = re.compile(r"Detected mismatch between collectives on ranks\. Rank (\d+) is running collective: "
-                      r"CollectiveFingerPrint\((.*?)\), but Rank (\d+) is running collective: "
-                      r"CollectiveFingerPrint\((.*?)\)\.")
+def _missing(line: str) -> str:
+    """The rank a monitored barrier's line names."""
+    return next(filter(None, MONITORED.search(line).groups()))
+
+
+OWN_PRINT = re.compile(r"^\[rank(\d+)\]: RuntimeError: Detected mismatch between collectives on ranks\. Rank (\d+) is "
+                       r"running collective: CollectiveFingerPrint\((.*?)\), but Rank")
 
 
 def fingerprint(text: str) -> str:
@@ -156,14 +169,23 @@ def fingerprint(text: str) -> str:
 
 
 def read_detail(outcome: Outcome, out: Path) -> None:
-    """TORCH_DISTRIBUTED_DEBUG=DETAIL: `rank 0 runs ALLREDUCE [3], rank 1 runs ALLREDUCE [5]`, or the monitored
-    barrier it runs before each collective, naming a rank that did not arrive."""
-    def name(line: str) -> str:
-        m = MISMATCH.search(line)
-        if m:
-            return f"rank {m[1]} runs {fingerprint(m[2])}, rank {m[3]} runs {fingerprint(m[4])}"
-        return f"rank {next(filter(None, MONITORED.search(line).groups()))} did not reach DETAIL's check"
-    _from_output(outcome, re.compile(f"{MISMATCH.pattern}|{MONITORED.pattern}"), name)
+    """TORCH_DISTRIBUTED_DEBUG=DETAIL: `rank 0 runs ALLREDUCE [3]; rank 1 runs ALLREDUCE [5]`, each from the rank's
+    own "Rank R is running" (the other rank's fingerprint in a message is decoded from gathered bytes, and can
+    come out wrong: a length read as an op); or the monitored barrier it runs first, naming a rank that did not
+    arrive."""
+    own = {}
+    for at, line in outcome.lines:
+        found = OWN_PRINT.search(line)
+        if found and found[1] == found[2] and found[1] not in own:
+            own[found[1]] = (at, f"rank {found[1]} runs {fingerprint(found[3])}")
+    if own:
+        outcome.answered_at = max(at for at, _ in own.values())
+        outcome.answer = "; ".join(text for _, text in sorted(own.values(), key=lambda v: v[1]))
+        outcome.named = [(int(r), None) for r in own]
+        return
+    _from_output(outcome, MONITORED, lambda line: f"rank {_missing(line)} did not reach DETAIL's check")
+    if outcome.answer:
+        outcome.named = [(int(outcome.answer.split()[1]), None)]
 
 
 SEGFAULT = re.compile(r'File "(\S*torch/nn/parallel/distributed\.py)", line (\d+) in (\w+)')
@@ -178,8 +200,11 @@ def read_detail_ddp(outcome: Outcome, out: Path) -> None:
 
 
 def read_flight_recorder(outcome: Outcome, out: Path) -> None:
-    """The ranks' dumps read by torchfrtrace (the group's name filled in first: fr_copies): its first finding."""
+    """The ranks' dumps read by torchfrtrace (the group's name filled in first: fr_copies): its first finding. With
+    one rank's dump only (the other died first), that rank's last collective, read from the dump itself."""
     dumps = sorted(out.glob("fr-rank-*"))
+    if len(dumps) == 1:
+        return _one_dump(outcome, dumps[0])
     if len(dumps) < 2:
         return
     report = torchfrtrace(fr_copies(dumps, out / "fr"))
@@ -195,6 +220,25 @@ def read_flight_recorder(outcome: Outcome, out: Path) -> None:
     outcome.answered_at = time.time()
     outcome.answer = "; ".join(filter(None, [found[1], detail and detail[1], what and what[1],
                                              sizes and f"sizes {sizes[1]}", where and f"{where[2]}:{where[3]}"]))
+    ranks = re.search(r"(?:missing ranks: \{|Culprit rank )(\d+)", block)  # the first rank it names
+    outcome.named = [(int(ranks[1]) if ranks else None, where and f"{where[2]}:{where[3]}")]
+
+
+def _one_dump(outcome: Outcome, path: Path) -> None:
+    """`one dump, rank 1's (no other rank wrote one): its last collective gloo:all_reduce, sizes [[15328]],
+    faults.py:49` (torchfrtrace compares ranks: it stops at a missing dump)."""
+    rank = int(path.name.rsplit("-", 1)[1])
+    entries = pickle.loads(path.read_bytes())["entries"]
+    if not entries:
+        return
+    last = entries[-1]
+    frame = next((f for f in last["frames"] if Path(f["filename"]).name == _script(outcome)), None)
+    where = frame and f"{_script(outcome)}:{frame['line']}"
+    outcome.answered_at = path.stat().st_mtime
+    outcome.answer = "; ".join(filter(None, [f"one dump, rank {rank}'s (no other rank wrote one)",
+                                             f"its last collective {last['profiling_name']}",
+                                             f"sizes {last['input_sizes']}", where]))
+    outcome.named = [(rank, where)]
 
 
 def _script(outcome: Outcome) -> str:
@@ -235,6 +279,7 @@ def _from_files(outcome: Outcome, paths, line: re.Pattern) -> None:
         if where:
             rank = path.stem.rsplit("-", 1)[1]
             found.append((path.stat().st_mtime, f"rank {rank} at {where['file']}:{where['line']} in {where['fn']}"))
+            outcome.named.append((int(rank), f"{where['file']}:{where['line']}"))
     if found:
         outcome.answered_at = max(t for t, _ in found)
         outcome.answer = "; ".join(text for _, text in found)
@@ -247,24 +292,24 @@ def py_spy() -> str | None:
 
 
 class _PySpy(threading.Thread):
-    """`py-spy dump` of each rank from outside, `wait_s` after the fault (a hang is still waiting then), or after
-    the ranks started, for a script that does not mark its fault."""
+    """`py-spy dump` of each rank from outside, every `every_s` from the ranks' start until the run ends: each
+    rank's last dump still in `script` is kept (a hang: where it waits; an abort: its last moment caught)."""
 
-    def __init__(self, out: Path, wait_s: float, marked: bool) -> None:
-        super().__init__(daemon=True)  # marked: the run writes its fault's moment (faults.py); else from the start
-        self.out, self.wait_s, self.marked, self.stop = out, wait_s, marked, threading.Event()
+    def __init__(self, out: Path, every_s: float, script: str) -> None:
+        super().__init__(daemon=True)
+        self.out, self.every_s, self.script, self.stop = out, every_s, script, threading.Event()
 
     def run(self) -> None:
-        while not list(self.out.glob("fault-rank-*.txt" if self.marked else "pid-rank-*.txt")):
-            if self.stop.wait(0.05):
-                return
-        if self.stop.wait(self.wait_s):
-            return
-        for path in sorted(self.out.glob("pid-rank-*.txt")):
-            rank = path.stem.rsplit("-", 1)[1]
-            proc = subprocess.run([py_spy(), "dump", "--pid", path.read_text().strip()], capture_output=True,
-                                  text=True, timeout=30)
-            (self.out / f"py-spy-rank-{rank}.txt").write_text(proc.stdout + proc.stderr)
+        while not self.stop.wait(self.every_s):
+            for path in sorted(self.out.glob("pid-rank-*.txt")):
+                rank = path.stem.rsplit("-", 1)[1]
+                try:
+                    proc = subprocess.run([py_spy(), "dump", "--pid", path.read_text().strip()], capture_output=True,
+                                          text=True, timeout=30)
+                except subprocess.TimeoutExpired:
+                    continue
+                if proc.returncode == 0 and f"{self.script}:" in proc.stdout:  # else gone, or exiting: the last stays
+                    (self.out / f"py-spy-rank-{rank}.txt").write_text(proc.stdout)
 
 
 def read_py_spy(outcome: Outcome, out: Path) -> None:
@@ -282,6 +327,7 @@ def read_profiler(outcome: Outcome, out: Path) -> None:
     spent = ", ".join(f"rank {r} {t['allreduce_ms']:.0f} ms" for r, t in sorted(times.items()))
     outcome.answered_at = max(p.stat().st_mtime for p in out.glob("profile-rank-*.json"))
     outcome.answer = f"rank {late} arrives last: time in gloo:all_reduce over {times[late]['calls']} calls: {spent}"
+    outcome.named = [(late, None)]
 
 
 READERS = {"none": read_default, "hang_report": read_hang_report, "monitored_barrier": read_monitored_barrier,
