@@ -122,6 +122,14 @@ def test_manifest_must_agree_with_the_state_files(tampered):
     assert "manifest bitwise_equal" in detail and "manifest max_abs_diff is 0.5" in detail
 
 
+def test_byte_equivalent_is_named_as_the_allclose_verdict_and_the_rule_is_given(tampered, run_folder):
+    """The sheet's field keeps its name; the checker says it holds the allclose verdict, and states the rule."""
+    assert "allclose (|a - b| <= 1e-05 + 1e-05 x |b|, element by element)" in \
+        next(r.detail for r in check_folder(run_folder, run_tests=False) if r.name == "equivalence")
+    edit_json(tampered / "manifest.json", lambda m: m.update(byte_equivalent=not m["byte_equivalent"]))
+    assert "manifest byte_equivalent (the sheet's name for the allclose verdict) is" in failures(tampered)["equivalence"]
+
+
 @pytest.mark.parametrize("name, failing", [
     ("train.py", {"files"}),
     ("scaling.png", {"files"}),

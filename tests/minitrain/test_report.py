@@ -206,3 +206,16 @@ def test_a_clean_split_says_how_often_chance_makes_one():
     assert chance_of_separation(3, 3) == 0.1 and chance_of_separation(1, 1) == 1.0
     assert "3 repeats a side split this cleanly one time in 10" in reference_paragraph(manifest(*FASTER, 2, 2, 0.1))
     assert "one time in" not in reference_paragraph(manifest(*UNCLEAR, 2, 2, 0.1))
+
+
+@pytest.mark.parametrize("steps", [FASTER, SLOWER], ids=["faster", "slower"])
+def test_notebook_06_prints_the_per_rank_step_ratio_its_example_paragraph_quotes(steps):
+    """The figures notebook 06 prints before Block G hold the per-rank step's ratio, 2 processes over 1, the
+    one the reference paragraph (and the sheet's example) quotes, and the sheet's quoted expectation, not a paraphrase."""
+    from minitrain.lab.notebooks.show import manifest_figures
+
+    m = manifest(*steps, 2, 2, 0.1)
+    ratio = f"{m.step_p50_ms_2proc / m.step_p50_ms_1proc:.2f}x"
+    assert f"per-rank step, 2 processes over 1: {ratio} (step_p50_ms_2proc / step_p50_ms_1proc" in manifest_figures(m)
+    assert f"here it took {ratio}" in reference_paragraph(m)
+    assert "expected the opposite" not in reference_paragraph(m)

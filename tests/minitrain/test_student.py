@@ -385,14 +385,17 @@ CONTRACTS = [  # (file, function or class, what its grader or the lab's code aft
     ("src/minitrain/data.py", "make_shard", ["index % world_size == rank", "in corpus order",
                                                   "no process group", "no DistributedSampler",
                                                   "`mine`"]),
-    ("src/minitrain/data.py", "check_shards", ["RuntimeError, on every rank", "not an assert", "`[rank R] pid PID`", *map('"{}"'.format, _shard_keys())]),
+    ("src/minitrain/data.py", "check_shards", ["RuntimeError, on every rank", "not an assert", "`[rank R] pid PID`", *map('"{}"'.format, _shard_keys()),
+                                             "passes two identical shards"]),
     ("experiments/35-ddp-cpu/train.py", "setup", ["args.seed + rank", "35000 + rank", "seed=", "with `wrap`", "args.lr",
-                                                  "the lab checks that setup called it",
+                                                  "the lab checks that setup called it", "seeding before building",
+                                                  "keywords n_layer, n_head and n_embd",
                                                   "(rank, world_size, the wrapped model, this rank's shard, the optimizer)"]),
     ("experiments/35-ddp-cpu/train.py", "train_step", ["timed_backward(loss, timers)", "controls.maybe_no_sync(model, no_sync)",
                                                        "from before next(shard) to after zero_grad", "milliseconds",
                                                        "exactly these five keys", "finite float", *map('"{}"'.format, _record_keys())]),
-    ("src/minitrain/timing.py", "BarrierTimer", ["milliseconds", "Without a process group", "wall clock"]),
+    ("src/minitrain/timing.py", "BarrierTimer", ["milliseconds", "Without a process group", "wall clock",
+                                                 "not the all-reduce alone"]),
     ("experiments/35-ddp-cpu/compare_states.py", "states_equivalent", ["(True, 0.0)", "same shapes", "as sets",
                                                                        "the `atol` given", "whatever the verdict",
                                                                        "never asserted"]),
@@ -447,7 +450,7 @@ def test_a_blank_tree_s_run_all_stops_at_the_first_blank_todo_in_one_line(studen
 # Renaming variables does not hide a copy; rewriting it in other calls does (the fresh reader's search covers that).
 SAME_LOGIC = 0.7
 NOT_ANSWERS = {  # a unit the detector flags -> why it is not the answer (each seen flagged; a stale entry fails)
-    ("notebooks/02-sharding.ipynb", "cell 15"): "02 teaches the calls on a group of one (HashStore) before Block A",
+    ("notebooks/02-sharding.ipynb", "cell 13"): "02 teaches the calls on a group of one (HashStore) before Block A",
     ("src/minitrain/verify.py", "compare_states"): "the checker's judge: it raises on other keys, torch.testing gives "
                                                    "the verdict and the bytes the bitwise one (not ex03's keys and torch.equal)",
 }

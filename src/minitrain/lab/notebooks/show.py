@@ -75,7 +75,8 @@ MEASURED = ("run_ids", "tokens_per_sec_1proc", "tokens_per_sec_2proc", "speedup_
 
 
 def manifest_figures(manifest: Manifest) -> str:
-    """The manifest's measured figures, one a line (they differ from machine to machine)."""
+    """The manifest's measured figures, one a line (they differ from machine to machine), and under the median
+    steps their ratio, the per-rank step's 2 processes against 1."""
     def shown(value: object) -> str:
         if isinstance(value, float):
             return f"{value:,.3f}"
@@ -90,8 +91,10 @@ def manifest_figures(manifest: Manifest) -> str:
               "allreduce_share_of_step": f"median repeat {repeats['2proc']}, hook only",
               **{key: f"the sheet's run {sheet['2proc']}, timed both ways" for key in
                  ("allreduce_p50_ms", "allreduce_p95_ms", "backward_allreduce_p50_ms")}}  # p95: nearest rank
-    return "\n".join(f"{key}: {shown(getattr(manifest, key))}" + (f"  ({source[key]})" if key in source else "")
-                     for key in MEASURED)
+    lines = [f"{key}: {shown(getattr(manifest, key))}" + (f"  ({source[key]})" if key in source else "") for key in MEASURED]
+    lines.insert(MEASURED.index("step_p50_ms_2proc") + 1, f"  per-rank step, 2 processes over 1: {manifest.step_p50_ms_2proc / manifest.step_p50_ms_1proc:.2f}x "
+                            "(step_p50_ms_2proc / step_p50_ms_1proc; 2 processes win below 2x)")
+    return "\n".join(lines)
 
 
 def repeats_table(manifest: Manifest) -> str:
