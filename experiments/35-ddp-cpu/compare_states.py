@@ -1,4 +1,4 @@
-"""Block E: load both ranks' final state dicts and check they are equal (atol 1e-5).
+"""Block E: load both ranks' final state dicts and check they are allclose (atol 1e-5, allclose's default rtol 1e-5).
 
     python experiments/35-ddp-cpu/compare_states.py [FOLDER]
 
