@@ -86,7 +86,7 @@ def readme_with_times(text: str, times: dict) -> str:
                          "\"before them.\"")
     at_once = times.get("side_by_side", 1)
     sentence = (f"The machine's part of those six notebooks, with every TODO written and the runs already made, "
-                f"added up to {sum(core):.0f} s in the lab run that executed the committed notebooks ("
+                f"added up to {sum(core):.0f} s in the lab run that executed the reference edition's notebooks ("
                 + ("one at a time" if at_once == 1 else f"{at_once} at a time, so each one's seconds include sharing "
                    "the machine with another") + f"; sitting {times['sitting']}), not counting the measured runs "
                 "that `make lab` makes before them.")
