@@ -117,7 +117,9 @@ def test_a_skipped_backward_slips_silently_then_the_flight_recorder_names_the_mi
 
 def test_a_monitored_barrier_names_the_rank_left_behind():
     outcome = run("skipped-backward", "monitored_barrier")
-    assert outcome.answer == "rank 0 did not reach the monitored barrier"  # stuck in backward; rank 1 skipped
+    assert outcome.answer == ("rank 1 reached the monitored barrier; its exchange with rank 0 failed (check rank "
+                              "0's logs)")  # rank 0 is stuck in backward, the one rank 1 skipped: all gloo says
+    assert outcome.named == [(0, None)]
 
 
 def late_rank_1() -> None:

@@ -139,22 +139,32 @@ def read_hang_report(outcome: Outcome, out: Path) -> None:
         outcome.named = [(int(where[2]), where[1])]
 
 
-MONITORED = re.compile(r"Ranks? ([\d, ]+?) failed to pass monitoredBarrier in \d+ ms|"
-                       r"Rank \d+ successfully reached monitoredBarrier, but received errors while waiting for "
-                       r"send/recv from rank (\d+)")
+MONITORED = re.compile(r"Ranks? (?P<failed>[\d, ]+?) failed to pass monitoredBarrier in \d+ ms|"
+                       r"Rank (?P<reached>\d+) successfully reached monitoredBarrier, but received errors while "
+                       r"waiting for send/recv from rank (?P<peer>\d+)")
 
 
 def read_monitored_barrier(outcome: Outcome, out: Path) -> None:
-    """gloo's monitored barrier: rank 0 names the first rank that did not arrive; another rank names rank 0 whenever
-    its exchange with rank 0 fails."""
-    _from_output(outcome, MONITORED, lambda line: f"rank {_missing(line)} did not reach the monitored barrier")
-    if outcome.answer:
-        outcome.named = [(int(outcome.answer.split()[1]), None)]
+    """gloo's monitored barrier: rank 0 names the first rank that did not arrive; another rank says only that its
+    exchange with rank 0 failed, and to check rank 0's logs."""
+    _from_output(outcome, MONITORED, lambda line: _monitored(line, "the monitored barrier"))
+    _named_by_monitored(outcome)
 
 
-def _missing(line: str) -> str:
-    """The rank a monitored barrier's line names."""
-    return next(filter(None, MONITORED.search(line).groups()))
+def _monitored(line: str, what: str) -> str:
+    """A monitored barrier's line in a few words: `rank 1 did not reach WHAT`, or another rank's `rank 1 reached
+    WHAT; its exchange with rank 0 failed (check rank 0's logs)`."""
+    found = MONITORED.search(line)
+    if found["failed"]:
+        return f"rank {found['failed']} did not reach {what}"
+    return f"rank {found['reached']} reached {what}; its exchange with rank {found['peer']} failed (check rank " \
+           f"{found['peer']}'s logs)"
+
+
+def _named_by_monitored(outcome: Outcome) -> None:
+    """The rank a monitored barrier's answer points at: the one that did not arrive, or the one to check."""
+    found = outcome.answer and re.search(r"^rank (\d+) did not|check rank (\d+)", outcome.answer)
+    outcome.named = [(int(found[1] or found[2]), None)] if found else []
 
 
 OWN_PRINT = re.compile(r"^\[rank(\d+)\]: RuntimeError: Detected mismatch between collectives on ranks\. Rank (\d+) is "
@@ -183,9 +193,8 @@ def read_detail(outcome: Outcome, out: Path) -> None:
         outcome.answer = "; ".join(text for _, text in sorted(own.values(), key=lambda v: v[1]))
         outcome.named = [(int(r), None) for r in own]
         return
-    _from_output(outcome, MONITORED, lambda line: f"rank {_missing(line)} did not reach DETAIL's check")
-    if outcome.answer:
-        outcome.named = [(int(outcome.answer.split()[1]), None)]
+    _from_output(outcome, MONITORED, lambda line: _monitored(line, "DETAIL's check"))
+    _named_by_monitored(outcome)
 
 
 SEGFAULT = re.compile(r'File "(\S*torch/nn/parallel/distributed\.py)", line (\d+) in (\w+)')
