@@ -199,7 +199,7 @@ def test_takeaway_on_the_committed_run_sets_the_wait_beside_its_noise():
     text = takeaway(results)
     assert " and ".join([", ".join(f"{c['overlap']['after_backward_ms']:.1f}" for c in alike[:-1]),
                          f"{alike[-1]['overlap']['after_backward_ms']:.1f}"]) + " ms, and" in text
-    assert "(stock DDP divides in C++; notebook 15 times it without a hook)" in text
+    assert "(stock DDP scales in C++; notebook 15 times it without a hook)" in text
 
 
 def test_takeaway_names_the_cap_that_did_not_overlap_more():

@@ -425,7 +425,7 @@ def takeaway(results: dict) -> str:
                       f"same {alike_what}" if len(alike) > 1 else "")
             why = (f" Backward's autograd nodes took longer, {backward}{spread}: gloo's threads share the "
                    f"{results['provenance'].cores} logical CPUs with backward, and the per-bucket work runs inside "
-                   "backward's nodes, here with the lab's Python comm hook on every bucket (stock DDP divides in C++; "
+                   "backward's nodes, here with the lab's Python comm hook on every bucket (stock DDP scales in C++; "
                    f"notebook 15 times it without a hook). With {config['plan']['profiled'] * config['world_size']} "
                    "samples per cap, a correlation, not a measured cause.")
         else:
