@@ -45,7 +45,7 @@ class Outcome:
 
     def names(self, rank: int | None, place: str) -> bool:
         """Whether the answer names rank `rank` at `place` (`faults.py:60`); rank None: any rank there."""
-        return any(r is not None and where == place and rank in (None, r) for r, where in self.named)
+        return any(where == place and rank in (None, r) for r, where in self.named)
 
     @property
     def seconds(self) -> float | None:
