@@ -268,7 +268,7 @@ def test_a_class_is_graded_into_a_table_and_a_csv(student_tree, tmp_path):
     ddp.write_text(ddp.read_text().replace("return TorchDDP(model, bucket_cap_mb=bucket_cap_mb)", WRONG_A))
     assert WRONG_A in ddp.read_text()
     lines: list[str] = []
-    grades = grade.grade_class(folder, ["ex03", "C", "E", "ex16b"], echo=lines.append)
+    grades = grade.grade_class(folder, ["ex03", "C", "E", "ex16b"], echo=lines.append, jobs=2)
     statuses = {name: {g.todo.key: g.status for g in row} for name, row in grades.items()}
     assert statuses == {"ana": {"A": "not done", "B1": "not done", "B2": "not done", "C": "not done", "D": "not done",
                                 "E": "not done", "ex03": "PASS", "ex16b": "PASS"},
