@@ -40,7 +40,7 @@ COSTS = {
 }
 ON_DEMAND = {"py-spy"}  # run from outside when you choose: no seconds
 NAMES = {"none": "an error line; for a hang, each rank's traceback after the timeout", "hang_report": "rank, line, collective",
-         "monitored_barrier": "the rank that did not arrive", "detail": "each rank's op and shapes",
+         "monitored_barrier": "the rank that did not arrive (rank 0's error); another rank's: only rank 0, to check", "detail": "each rank's op and shapes",
          "flight_recorder": "missing rank or mismatch, collective, sizes, line (one dump: its rank's last collective)",
          "faulthandler": "each rank's line",
          "py-spy": "each rank's line", "profiler": "the late rank"}
