@@ -2,6 +2,7 @@
 folder; its results file, findings and figure. Correctness only: the all-reduces each level makes, never speed."""
 
 import json
+import statistics
 
 import pytest
 
@@ -9,7 +10,7 @@ from helpers import check_findings, check_provenance
 from minitrain.lab.reporting.results_file import plain
 from minitrain.lab.reporting.verdict import VERDICTS
 from minitrain.measure.scratch import (BASE, LEVELS, MEASUREMENT, PLOT_NAME, allreduce_table, block_medians,
-                                      compared_text, step_verdict)
+                                      compared_text, step_verdict, wait_verdict)
 from minitrain.measure.trace import KINETO_USDT
 
 # MiniGPT's all-reduces per step: one per parameter with a gradient, or one per bucket
@@ -40,6 +41,10 @@ def test_every_level_sends_its_all_reduces_and_is_timed(quick_run):
         assert len(level["overlap_rows"]) == level["allreduces"] * len(profiled) * 2  # each all-reduce, each rank
     assert levels[BASE]["over_torch_ddp"] == 1.0
     assert [name for name, level in levels.items() if level["finish_ms"] is None] == [BASE, "torch DDP, 0.25 MiB"]
+    for level in levels.values():  # every rank's finish() round by round, next to the steps; rank 0's median
+        rounds = level["finish_ms_rounds"]
+        assert rounds is None if level["finish_ms"] is None else (
+            [len(rank) for rank in rounds] == [4, 4] and level["finish_ms"] == statistics.median(rounds[0]))
     assert max(levels["BucketedDDP, 0.25 MiB"]["numels"]) * 4 <= 0.25 * 1024 * 1024  # at most the cap
     assert results["config"]["plan"] == {"warmup": 2, "repeats": 4, "profiled": 1}  # --repeats over the quick plan
 
@@ -69,9 +74,12 @@ def test_the_notebook_tables_and_sentences_follow_the_results(quick_run):
     assert f"waited {naive['finish_ms']:.1f} ms" in said[0]  # the run's numbers, not typed ones
     verdict = step_verdict(over, naive)
     assert f"the step took {over['step_ms']:.1f} against {naive['step_ms']:.1f} ms ({verdict} over" in said[1]
-    lesson = over["finish_ms"] < naive["finish_ms"] and verdict != "faster"  # said only when the data show it
+    wait = wait_verdict(over, naive)  # the rounds are recorded: a verdict, never "no verdict"
+    assert f"against {naive['finish_ms']:.1f} ms ({wait} over both ranks' block medians)" in said[1]
+    assert "no verdict" not in said[1]
+    lesson = wait == "shorter" and verdict != "faster"  # said only when the data show it
     assert ("shortened the wait after it, not the step" in said[1]) == lesson
-    assert len(block_medians(naive)) == 8  # --repeats 4: fewer rounds than blocks, one round a block
+    assert len(block_medians(naive["step_ms_rounds"])) == 8  # --repeats 4: fewer rounds than blocks, one a block
 
 
 def test_backward_is_called_longer_only_beyond_the_noise_rule():
@@ -86,7 +94,7 @@ def test_backward_is_called_longer_only_beyond_the_noise_rule():
     over, naive = levels["OverlappedDDP"], levels["NaiveDDP"]
     said = compared_text(results)
     apart = min(scratch.backward_samples(over)) > max(scratch.backward_samples(naive))
-    assert ("backward was longer in every profiled (step, rank) than NaiveDDP's in any" in said) == apart
+    assert ("Backward was longer in every profiled (step, rank) than NaiveDDP's in any" in said) == apart
     assert "backward itself took longer" not in said
     mixed = copy.deepcopy(results)
     mixed_over = scratch.by_name(mixed)["OverlappedDDP"]
@@ -95,7 +103,7 @@ def test_backward_is_called_longer_only_beyond_the_noise_rule():
         if (row["rank"], row["step"]) == first:
             row["backward_ms"] = min(scratch.backward_samples(naive))
     text = compared_text(mixed)
-    assert "shortened the wait after it, not the step" in text  # the committed run's finish() and step verdict
+    assert "shortened the wait" not in text  # the committed run keeps no finish() rounds: no verdict on the wait
     assert "overlap NaiveDDP's: no clear difference" in text and "longer in every" not in text
 
 

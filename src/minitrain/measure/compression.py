@@ -219,6 +219,23 @@ def bytes_table(results: dict) -> str:
     return "\n".join(lines)
 
 
+def above_text(results: dict) -> str:
+    """A sentence: the bytes the sockets sent above the theory, per all-reduce a bucket takes, the same for every
+    variant or not, against the range of bytes the variants all-reduce; '' without socket counters."""
+    measured = [v for v in results["variants"] if v["sent"] is not None]
+    if not measured:
+        return ""
+    above = {v["name"]: round((v["sent"] - v["theory"]["bytes"]) / v["theory"]["allreduces_per_bucket"])
+             for v in measured}  # to the byte, as printed
+    sizes = [v["theory"]["bytes"] for v in measured]
+    if len(set(above.values())) == 1:
+        return (f"Every variant sent {next(iter(above.values())):,} bytes a step above the theory per all-reduce a "
+                f"bucket takes, for {min(sizes):,.0f} to {max(sizes):,.0f} bytes in theory: here the excess follows "
+                "the number of all-reduces, not their size.")
+    return ("Above the theory, per all-reduce a bucket takes: " + ", ".join(f"{k} {b:,}" for k, b in above.items())
+            + " bytes a step: not the same for every variant, so not set by the number of all-reduces alone.")
+
+
 def counted_check(results: dict) -> str:
     """PowerSGD's own count of what it sent against the theory from the shapes."""
     lines = []

@@ -118,6 +118,28 @@ def hook_table(results: dict, buckets: dict[int, tuple]) -> str:
     return "\n".join(lines)
 
 
+def strong_against_weak(results: dict) -> str:
+    """A sentence: at how many sizes strong scaling's share of the step is above weak's, by median and with every
+    repeat above every one of weak's (verdict_over_repeats), per 2-process curve; '' without both scalings."""
+    found = curves(results)
+    shares = lambda c, s, n: [r["allreduce_share"] for r in repeats_of(results, c, s, n)]  # noqa: E731
+    both = {(c, name): [n for n in results["summary"]["sizes"] if shares(c, "strong", n) and shares(c, "weak", n)]
+            for c, name in ((TWO_PROCS, "unpinned"), (PINNED, "pinned"))
+            if (c, "weak") in found and (c, "strong") in found}
+    if not both:
+        return ""
+    larger = {key: sum(statistics.median(shares(key[0], "strong", n)) > statistics.median(shares(key[0], "weak", n))
+                       for n in sizes) for key, sizes in both.items()}
+    apart = {key: sum(verdict_over_repeats(shares(key[0], "strong", n), shares(key[0], "weak", n)) == "faster"
+                      for n in sizes) for key, sizes in both.items()}  # "faster": every strong share above every weak
+    counts = lambda by: " and ".join(f"{by[key]} of {len(sizes)}{' sizes' * (i == 0)} {key[1]}"  # noqa: E731
+                                     for i, (key, sizes) in enumerate(both.items()))
+    everywhere = all(larger[key] == len(sizes) for key, sizes in both.items())
+    return (" Strong scaling halves each rank's batch but not its gradients" + (": " if everywhere else "; ")
+            + "its median share is the larger at " + ("every size" if everywhere else counts(larger))
+            + f", every repeat above weak's at {counts(apart)}.")
+
+
 def hook_reading(results: dict, buckets: dict[int, tuple]) -> str:
     """One paragraph on the hook table: growth against the bytes, pinned and not, where the share peaks."""
     sizes, found = results["summary"]["sizes"], curves(results)
@@ -141,15 +163,10 @@ def hook_reading(results: dict, buckets: dict[int, tuple]) -> str:
                  + (", each apart from every other size's repeats." if apart else "."))
     else:
         where = "The share peaks at " + ", ".join(sorted(params_label(p) for p in peaks)) + ", by curve."
-    keys = {TWO_PROCS: "allreduce_share_2proc", PINNED: "allreduce_share_pinned"}
-    both = [c for c in keys if (c, "weak") in found and (c, "strong") in found]
-    strong_larger = bool(both) and all(row[keys[c]]["strong"] > row[keys[c]]["weak"]
-                                       for c in both for row in results["summary"]["per_size"])
-    strong = (" Strong scaling halves each rank's batch but not its gradients: its median share is the larger at "
-              "every size." if strong_larger else "")
     return (f"From {params_label(n0)} to {params_label(n1)} the gradients grow {n1 / n0:.1f}x and the hook time "
-            + " and ".join(spans) + f". {where}{strong} The hook times each bucket from its launch to the end of its "
-            "all-reduce: " + (f"from {params_label(split)} on DDP makes more than one bucket, and " if split else "")
+            + " and ".join(spans) + f". {where}{strong_against_weak(results)} The hook times each bucket from its "
+            "launch to the end of its all-reduce: "
+            + (f"from {params_label(split)} on DDP makes more than one bucket, and " if split else "")
             + "a bucket launched while backward still runs also counts backward's work on the shared cores; the "
             "matrix records no traces to split the two.")
 

@@ -5,8 +5,8 @@
 The driver starts this module under the lab's torchrun (2 ranks, loopback only). Every rank holds torch's
 DDP and the three scratch levels (and both at a small bucket cap), each a DDPRank with its own MiniGPT (the
 lab's defaults) and its own AdamW, and steps them in turn, round after round (interleaved medians: the same
-machine load for all). It notes each one's step times round by round and median finish() (the wait for
-what backward did not hide), the all-reduces of one step, and profiles a few steps of each for the share of the
+machine load for all). It notes each one's step times and finish() (the wait for what backward did not
+hide) round by round, the all-reduces of one step, and profiles a few steps of each for the share of the
 all-reduce time that overlapped backward (measure.trace, as notebook 10 reads it). The driver writes
 scratch.json and scratch.png. A benchmark: it never fails on speed.
 """
@@ -97,7 +97,7 @@ def worker(plan: Plan, corpus_dir: Path, work: Path, rank: int, world_size: int)
     barrier()  # the timed rounds start with both ranks together
     rounds = interleaved_times(steps, plan.repeats)
     medians = {name: statistics.median(times) for name, times in rounds.items()}
-    finish = {name: statistics.median(r.finish_ms for r in kept) if kept[0].finish_ms is not None else None
+    finish = {name: [r.finish_ms for r in kept] if kept[0].finish_ms is not None else None
               for name, kept in records.items()}
     numels = {name: _numels(run) for name, run in runs.items()}
     overlap = {}
@@ -106,18 +106,18 @@ def worker(plan: Plan, corpus_dir: Path, work: Path, rank: int, world_size: int)
         profile_steps(run.step, plan.profiled, path)
         overlap[name] = [row | {"rank": rank} for row in overlap_table(load_trace(path))]
     return {"rank": rank, "world_size": world_size, "threads": torch.get_num_threads(), "plan": asdict(plan),
-            "medians_s": medians, "rounds_s": rounds, "finish_ms": finish, "numels": numels, "overlap": overlap}
+            "medians_s": medians, "rounds_s": rounds, "finish_ms_rounds": finish, "numels": numels, "overlap": overlap}
 
 
 # ------------------------------------------------------------------------------------------------
 # The driver: launch, combine both ranks' notes, write the results
 
 
-def block_medians(level: dict) -> list[float]:
-    """A level's median step (ms) in each block of consecutive rounds, on every rank: BLOCKS a rank (the
-    rounds, when fewer), so that one stray round decides nothing."""
+def block_medians(per_rank: list[list[float]]) -> list[float]:
+    """The median of each block of consecutive rounds, on every rank (`per_rank`: each rank's values, round by
+    round): BLOCKS a rank (the rounds, when fewer), so that one stray round decides nothing."""
     medians = []
-    for rounds in level["step_ms_rounds"]:
+    for rounds in per_rank:
         size = max(1, len(rounds) // BLOCKS)
         medians += [statistics.median(rounds[i:i + size]) for i in range(0, len(rounds) - size + 1, size)]
     return medians
@@ -125,7 +125,18 @@ def block_medians(level: dict) -> list[float]:
 
 def step_verdict(level: dict, against: dict) -> str:
     """'slower', 'faster' or 'no clear winner': verdict_over_repeats on both ranks' block medians."""
-    return verdict_over_repeats(block_medians(level), block_medians(against), higher_is_faster=False)
+    return verdict_over_repeats(block_medians(level["step_ms_rounds"]), block_medians(against["step_ms_rounds"]),
+                                higher_is_faster=False)
+
+
+def wait_verdict(level: dict, against: dict) -> str | None:
+    """'shorter', 'longer' or 'no clear difference' for finish(), by step_verdict's rule; None when the results
+    keep no finish() rounds (scratch.json measured before they were recorded)."""
+    if not (level.get("finish_ms_rounds") and against.get("finish_ms_rounds")):
+        return None
+    verdict = verdict_over_repeats(block_medians(level["finish_ms_rounds"]), block_medians(against["finish_ms_rounds"]),
+                                   higher_is_faster=False)
+    return {"faster": "shorter", "slower": "longer"}.get(verdict, "no clear difference")
 
 
 def analyse(notes: list[dict]) -> dict:
@@ -135,12 +146,13 @@ def analyse(notes: list[dict]) -> dict:
     levels = []
     for name in LEVELS:
         rows = [row for note in notes for row in note["overlap"][name]]
-        numels = first["numels"][name]
+        numels, finish = first["numels"][name], first["finish_ms_rounds"][name]
         levels.append({"name": name, "step_ms": first["medians_s"][name] * 1e3,
                        "step_ms_per_rank": [note["medians_s"][name] * 1e3 for note in notes],
                        "step_ms_rounds": [[t * 1e3 for t in note["rounds_s"][name]] for note in notes],
                        "over_torch_ddp": first["medians_s"][name] / base,
-                       "finish_ms": first["finish_ms"][name],
+                       "finish_ms": None if finish is None else statistics.median(finish),
+                       "finish_ms_rounds": None if finish is None else [n["finish_ms_rounds"][name] for n in notes],
                        "allreduces": len(numels), "numels": numels,
                        "same_allreduces_on_every_rank": all(note["numels"][name] == numels for note in notes),
                        "overlapped_share": overlapped_share(rows), "overlap_rows": rows})
@@ -162,6 +174,7 @@ def analyse(notes: list[dict]) -> dict:
                             "not overlap (min-max), else 'no clear winner'",
             "finish_ms": "rank 0's median of finish(), the wait after backward for the all-reduces "
                          "(none for torch's DDP, which waits inside backward)",
+            "finish_ms_rounds": "every rank's finish() round by round (ms), as step_ms_rounds",
             "allreduces": "one step's all-reduces: torch DDP's rebuilt buckets (its logging data), or the "
                           "level's dist.all_reduce calls (AllReduceRecorder)",
             "overlapped_share": "profiler traces of both ranks: all-reduce time while an autograd node ran, "
@@ -261,9 +274,9 @@ def finish_shown(level: dict) -> str:
 
 
 def table(results: dict) -> str:
-    """One row per level: rank 0's median step (ms), its ratio to torch DDP's, the verdict over both ranks'
-    rounds, rank 0's median finish() (ms), all-reduces, overlap."""
-    rows = [f"{'level':<22} {'step ms':>8} {'/ torch DDP':>11} {'both ranks':>15} {'finish() ms':>11} "
+    """One row per level: rank 0's median step (ms), its ratio to torch DDP's (default caps), the verdict against
+    it over both ranks' rounds, rank 0's median finish() (ms), all-reduces, overlap."""
+    rows = [f"{'level':<22} {'step ms':>8} {'/ torch DDP':>11} {'vs torch DDP':>15} {'finish() ms':>11} "
             f"{'all-reduces':>11} {'overlapped':>10}"]
     for level in results["levels"]:
         rows.append(f"{level['name']:<22} {level['step_ms']:8.1f} {level['over_torch_ddp']:11.2f} "
@@ -299,26 +312,29 @@ def compared_text(results: dict) -> str:
     naive, over, buck = levels["NaiveDDP"], levels["OverlappedDDP"], levels["BucketedDDP"]
     t_small, b_small = levels[f"torch DDP, {small}"], levels[f"BucketedDDP, {small}"]
     over_verdict, backward = step_verdict(over, naive), (profiled_backward_ms(over), profiled_backward_ms(naive))
+    wait = wait_verdict(over, naive)
     overlap = (f"- OverlappedDDP against NaiveDDP, its {over['allreduces']} all-reduces launched inside backward: "
-               f"finish() waited {over['finish_ms']:.1f} against {naive['finish_ms']:.1f} ms, the step took "
-               f"{over['step_ms']:.1f} against {naive['step_ms']:.1f} ms ({over_verdict} over both ranks' block "
-               f"medians), backward in the profiled steps {backward[0]:.1f} against {backward[1]:.1f} ms.")
-    if over["finish_ms"] < naive["finish_ms"] and over_verdict != "faster":  # the wait moved, the step did not gain
-        samples = backward_samples(over), backward_samples(naive)
-        apart = {"slower": "longer", "faster": "shorter"}.get(  # the lab's noise rule: every sample beyond every one
-            verdict_over_repeats(*samples, higher_is_faster=False))
-        overlap += (" Launching the all-reduces inside backward shortened the wait after it, not the step; "
-                    + (f"backward was {apart} in every profiled (step, rank) than NaiveDDP's in any ({len(samples[0])} "
-                       f"against {len(samples[1])}): a correlation, not a measured cause." if apart else
-                       "the profiled backward times overlap NaiveDDP's: no clear difference."))
+               f"finish() waited {over['finish_ms']:.1f} against {naive['finish_ms']:.1f} ms ("
+               + (f"{wait} over both ranks' block medians" if wait else "rank 0's medians; no rounds recorded, so "
+                  "no verdict")
+               + f"), the step took {over['step_ms']:.1f} against {naive['step_ms']:.1f} ms ({over_verdict} over both "
+               f"ranks' block medians), backward in the profiled steps {backward[0]:.1f} against {backward[1]:.1f} ms.")
+    if wait == "shorter" and over_verdict != "faster":  # the wait moved, the step did not gain
+        overlap += " Launching the all-reduces inside backward shortened the wait after it, not the step."
+    samples = backward_samples(over), backward_samples(naive)
+    apart = {"slower": "longer", "faster": "shorter"}.get(  # the lab's noise rule: every sample beyond every one
+        verdict_over_repeats(*samples, higher_is_faster=False))
+    overlap += (f" Backward was {apart} in every profiled (step, rank) than NaiveDDP's in any ({len(samples[0])} "
+                f"against {len(samples[1])}): a correlation, not a measured cause." if apart else
+                " The profiled backward times overlap NaiveDDP's: no clear difference.")
     return "\n".join([
         f"- The same {results['gradient_elements']:,} gradient elements: NaiveDDP's finish() "
         f"({plural(naive['allreduces'], 'all-reduce')}, after backward) waited {naive['finish_ms']:.1f} ms, "
         f"BucketedDDP's ({plural(buck['allreduces'], 'all-reduce')}) {buck['finish_ms']:.1f} ms.",
         overlap,
-        f"- At {small}, BucketedDDP ({plural(b_small['allreduces'], 'all-reduce')}) against torch's DDP at the same "
-        f"cap ({t_small['allreduces']}): {step_verdict(b_small, t_small)} over both ranks' block medians (median step "
-        f"{b_small['step_ms']:.1f} against {t_small['step_ms']:.1f} ms).",
+        f"- {b_small['name']} ({plural(b_small['allreduces'], 'all-reduce')}) against {t_small['name']} "
+        f"({t_small['allreduces']}), not the table's {BASE}: {step_verdict(b_small, t_small)} over "
+        f"both ranks' block medians (median step {b_small['step_ms']:.1f} against {t_small['step_ms']:.1f} ms).",
     ])
 
 
