@@ -22,9 +22,10 @@ venv: $(STAMP)
 # The whole lab with papermill: run.ipynb for 1 and 2 processes, the repeats, notebooks 02-06 and 01,
 # then the checker's table (with the DDP tests). Artifacts: build/35-ddp-cpu/ in the reference edition
 # (the committed ones stay as they are: `make measurements` rewrites them), experiments/35-ddp-cpu/ in
-# the student edition.
+# the student edition. ARGS: python -m minitrain.lab's options, e.g. `make lab ARGS=--busy-ok` on a busy machine.
+ARGS ?=
 lab: $(STAMP)
-	$(PY) -m minitrain.lab
+	$(PY) -m minitrain.lab $(ARGS)
 
 # JupyterLab from the venv, on the entry notebook (kernel "python3" = this venv's Python); its kernels
 # talk over Unix sockets in Jupyter's private runtime folder, not TCP ports (docs/security.md).

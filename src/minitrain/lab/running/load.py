@@ -13,7 +13,7 @@ SAMPLE_S = 2.0  # the sample of everyone's CPU use
 WAIT_S = 90.0  # the longest make lab waits for a busy machine: a finished job's load average decays in about a minute
 POLL_S = 5.0
 NEXT_STEP = ("stop the other programs (top, or the Activity Monitor, lists them) and run make lab again, or measure "
-             "anyway: .venv/bin/python -m minitrain.lab --busy-ok (repeats that disagree are then marked disturbed)")
+             "anyway: make lab ARGS=--busy-ok (repeats that disagree are then marked disturbed)")
 
 
 class MachineBusy(RuntimeError):
