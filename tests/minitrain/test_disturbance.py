@@ -17,6 +17,7 @@ from minitrain.lab.reporting.disturbance import RERUN, disturbance
 from minitrain.lab.reporting.manifest import Manifest
 from minitrain.lab.reporting.report import build_manifest, scaling_figure
 from minitrain.lab.reporting.runs import REPEATS_DIR, repeat_dir
+from minitrain.paths import EXPERIMENT_DIR
 from minitrain.run_record import RunRecord
 
 # tokens/s of each repeat, 1 process then 2, paired in run order
@@ -96,6 +97,26 @@ def test_a_manifest_without_the_field_reads_and_is_still_checked(base, tmp_path)
     path.write_text(json.dumps(data))
     assert Manifest.read(path).disturbed == []
     assert row(tmp_path / "run").status == "WARN"
+
+
+def test_the_quiet_line_says_whether_the_2x_test_ran():
+    """Not disturbed: the committed manifest (2 threads against 2 x 1) says 2 processes stayed within 2x; a copy whose
+    single process had more threads than the ranks together says that test was not checked, not that it passed."""
+    committed = Manifest.read(EXPERIMENT_DIR / "manifest.json")
+    assert committed.disturbed == [] and committed.threads_per_rank == {"1proc": 2, "2proc": 1}
+    assert "2 processes stayed within twice one process" in disturbance_warning(committed)
+    many = replace(committed, threads_per_rank={"1proc": 8, "2proc": 1})
+    shown = disturbance_warning(many)
+    assert "stayed within" not in shown and "not checked (the single process had 8 threads, more than" in shown
+    tps = {n: [r["tokens_per_sec"] for r in committed.repeats[f"{n}proc"]] for n in (1, 2)}
+    assert disturbance(tps[1], tps[2], 8, 1) == []
+
+
+def test_the_ratio_rule_states_its_assumption():
+    """Above 2x means a rank's step beat the single process's: the reason says so and what it assumes."""
+    (reason,) = disturbance(*CONSISTENT_4X, threads_1proc=2, threads_2proc=1)
+    assert "a rank's step (1 per rank, beside the other rank) was shorter than the single process's" in reason
+    assert "assuming that does not happen on a quiet machine, about 2x is the most" in reason
 
 
 def test_the_ratio_rule_needs_no_more_threads_on_the_single_process():

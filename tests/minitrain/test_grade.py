@@ -135,7 +135,7 @@ def with_notes(change):
     ("F", a_state_nudged, "equivalence: the ranks' states differ: max |diff| 1.000e-02"),
     ("F", lambda folder: (folder / "timings.jsonl").write_text((folder / "timings.jsonl").read_text()[:-200]),
      "allreduce timing: timings.jsonl line"),
-    ("G", with_notes(lambda m: m["lesson_notes"].replace(f"{m['speedup_2proc']:.2f}x", "9.99x")), "lesson notes:"),
+    ("G", with_notes(lambda m: re.sub(r"\d\.\d\dx", "9.99x", m["lesson_notes"], count=1)), "lesson notes:"),
     ("G", with_notes(lambda m: m["lesson_notes"] + " Padding." * 60), "words"),
     ("G", with_notes(lambda m: ""), "lesson notes: lesson_notes is '', not a paragraph"),
 ], ids=["run: a file missing", "run: the manifest disagrees with the states", "run: the states differ",

@@ -5,7 +5,7 @@ import statistics
 from pathlib import Path
 
 from minitrain.lab.reporting.check import check_lesson_notes, run_check
-from minitrain.lab.reporting.disturbance import disturbance_note
+from minitrain.lab.reporting.disturbance import disturbance_note, twice_checked
 from minitrain.lab.reporting.manifest import Manifest
 from minitrain.lab.reporting.report import set_lesson_notes
 from minitrain.timing import VARIANTS, summarize
@@ -85,31 +85,49 @@ def manifest_figures(manifest: Manifest) -> str:
         return str(value)
 
     repeats, sheet = manifest.repeats["median_run_ids"], manifest.run_ids
-    source = {"tokens_per_sec_1proc": f"median repeat {repeats['1proc']}, hook only",
+    source = {"speedup_2proc": "the median repeats' tokens/s ratio, not the repeats' median ratio",
+              "tokens_per_sec_1proc": f"median repeat {repeats['1proc']}, hook only",
               "tokens_per_sec_2proc": f"median repeat {repeats['2proc']}, hook only",
               "step_p50_ms_1proc": f"median repeat {repeats['1proc']}", "step_p50_ms_2proc": f"median repeat {repeats['2proc']}",
-              "allreduce_share_of_step": f"median repeat {repeats['2proc']}, hook only",
+              "allreduce_share_of_step": f"median repeat {repeats['2proc']}, hook only; every repeat's in the table below",
               **{key: f"the sheet's run {sheet['2proc']}, timed both ways" for key in
                  ("allreduce_p50_ms", "allreduce_p95_ms", "backward_allreduce_p50_ms")}}  # p95: nearest rank
     lines = [f"{key}: {shown(getattr(manifest, key))}" + (f"  ({source[key]})" if key in source else "") for key in MEASURED]
     lines.insert(MEASURED.index("step_p50_ms_2proc") + 1, f"  per-rank step, 2 processes over 1: {manifest.step_p50_ms_2proc / manifest.step_p50_ms_1proc:.2f}x "
                             "(step_p50_ms_2proc / step_p50_ms_1proc; 2 processes win below 2x)")
+    lines.insert(MEASURED.index("speedup_2proc_range") + 1, f"  the repeats' own ratios: median {manifest.paired_speedup():.2f}x, "
+                 f"range {manifest.speedup_2proc_range[0]:.2f}-{manifest.speedup_2proc_range[1]:.2f}x "
+                 "(speedup_2proc_range is their range)")
     return "\n".join(lines)
 
 
+def two_against_one(manifest: Manifest) -> str:
+    """2 processes against 1 as one statistic with its range: the repeats' paired ratios' median, then the verdict."""
+    lo, hi = manifest.speedup_2proc_range
+    return (f"2 processes ran {manifest.paired_speedup():.2f}x the tokens/s of 1 (median of the "
+            f"{manifest.repeats['count']} repeats' ratios; range {lo:.2f}-{hi:.2f}x): {manifest.verdict}")
+
+
 def repeats_table(manifest: Manifest) -> str:
-    """Each repeat of the 1-vs-2 comparison: run ids, tokens/s and the 2-vs-1 ratio, in run order."""
-    reps = manifest.repeats
+    """Each repeat of the 1-vs-2 comparison: run ids, tokens/s, the 2-vs-1 ratio and (when the manifest holds
+    it) the all-reduce's share of a 2-process step, in run order."""
+    reps, shares = manifest.repeats, manifest.allreduce_shares()
     rows = [(i + 1, a["run_id"], f"{a['tokens_per_sec']:,.0f}", b["run_id"], f"{b['tokens_per_sec']:,.0f}",
-             f"{ratio:.2f}x") for i, (a, b, ratio) in enumerate(zip(reps["1proc"], reps["2proc"], reps["speedups"]))]
-    return format_rows(rows, headers=("repeat", "1-process run", "tokens/s", "2-process run", "tokens/s", "2 vs 1"))
+             f"{ratio:.2f}x") + ((f"{100 * shares[i]:.1f}%",) if shares else ())
+            for i, (a, b, ratio) in enumerate(zip(reps["1proc"], reps["2proc"], reps["speedups"]))]
+    return format_rows(rows, headers=("repeat", "1-process run", "tokens/s", "2-process run", "tokens/s", "2 vs 1")
+                       + (("all-reduce share",) if shares else ()))
 
 
 def disturbance_warning(manifest: Manifest) -> str:
     """Whether the repeats look disturbed by other programs (the manifest's `disturbed`), and what to do then."""
     if not manifest.disturbed:
-        return ("quiet machine: no repeat is under half the fastest of its configuration, and 2 processes stayed "
-                "within twice one process: nothing marks these repeats as disturbed")
+        t1, t2 = manifest.threads_per_rank["1proc"], manifest.threads_per_rank["2proc"]
+        twice = ("2 processes stayed within twice one process" if twice_checked(t1, t2) else
+                 f"2 processes against twice one process not checked (the single process had {t1} threads, more "
+                 f"than the two ranks' {2 * t2} together)")
+        return (f"quiet machine: no repeat is under half the fastest of its configuration, and {twice}: nothing "
+                "marks these repeats as disturbed")
     return (f"WARNING, {disturbance_note(manifest.disturbed)}\nThe verdict above still reads these repeats as they "
             "are; after re-measuring, write your paragraph from the new manifest.")
 

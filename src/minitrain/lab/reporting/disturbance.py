@@ -2,7 +2,8 @@
 
 A warning beside the verdict, never a verdict (minitrain.lab.reporting.verdict): the repeats of one
 configuration that disagree with each other far beyond a quiet machine's spread, or 2 processes
-above twice one process where the single process had no more threads than the two ranks together.
+above twice one process where the single process had no more threads than the two ranks together
+(assuming a rank's step, beside the other rank, is never shorter than the single process's).
 """
 
 from collections.abc import Sequence
@@ -20,16 +21,21 @@ def disturbance(tps_1proc: Sequence[float], tps_2proc: Sequence[float], threads_
             reasons.append(f"the {n}-process repeats range from {min(tps):,.0f} to {max(tps):,.0f} tokens/s: the "
                            f"slowest is under {SPREAD:.0%} of the fastest, the same configuration varying "
                            f"{max(tps) / min(tps):.1f}x")
-    # each rank does the single process's work with no more threads between them, so a ratio above 2 means
-    # something slowed the single process's repeat (weak scaling: a 2-process step does twice the tokens)
-    if threads_1proc <= 2 * threads_2proc:
+    if twice_checked(threads_1proc, threads_2proc):
         above = [(i + 1, b / a) for i, (a, b) in enumerate(zip(tps_1proc, tps_2proc)) if b > 2 * a]
         if above:
             shown = ", ".join(f"{ratio:.2f}x in repeat {i}" for i, ratio in above)
-            reasons.append(f"2 processes came out above twice one process ({shown}): each rank does the single "
-                           f"process's whole batch, with no more threads between them ({threads_2proc} each against "
-                           f"{threads_1proc}), so about 2x is the most this setup gives on a quiet machine")
+            reasons.append(f"2 processes came out above twice one process ({shown}): a 2-process step does twice the "
+                           f"tokens, so a rank's step ({threads_2proc} per rank, beside the other rank) was shorter "
+                           f"than the single process's ({threads_1proc} threads); assuming that does not happen "
+                           "on a quiet machine, about 2x is the most this setup gives")
     return reasons
+
+
+def twice_checked(threads_1proc: int, threads_2proc: int) -> bool:
+    """Whether `disturbance` tests 2 processes against twice one process: only when the single process had no
+    more threads than the two ranks together."""
+    return threads_1proc <= 2 * threads_2proc
 
 
 def disturbance_note(reasons: list[str]) -> str:

@@ -3,6 +3,7 @@
 minitrain.lab.reporting.report builds and writes it; the checker and the notebooks read it with Manifest.read.
 """
 
+import statistics
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -35,10 +36,10 @@ class Manifest:
     allreduce_mean_ms: float
     tokens_per_sec_1proc: float  # of the median repeats
     tokens_per_sec_2proc: float
-    speedup_2proc: float
+    speedup_2proc: float  # the median repeats' tokens/s ratio; the median of repeats.speedups is paired_speedup()
     speedup_2proc_range: list[float]  # min, max of the repeats' 2-vs-1 ratios
     verdict: str  # minitrain.lab.reporting.verdict over the repeats' tokens/s
-    repeats: dict  # count, timing, order, speedups, "1proc" and "2proc" runs, median_run_ids
+    repeats: dict  # count, timing, order, speedups, "1proc" and "2proc" runs (2proc: with allreduce_share_of_step), median_run_ids
     step_p50_ms_1proc: float
     step_p50_ms_2proc: float
     allreduce_share_of_step: float  # of the median 2-process repeat's median step
@@ -67,6 +68,17 @@ class Manifest:
     # why the repeats look disturbed by other programs (minitrain.lab.reporting.disturbance), [] when quiet;
     # manifests written before the field lack it and read as []: the checker recomputes it from the repeats
     disturbed: list[str] = field(default_factory=list)
+
+    def paired_speedup(self) -> float:
+        """The median of the repeats' paired 2-vs-1 ratios: the statistic speedup_2proc_range is the range of
+        (speedup_2proc is the median repeats' tokens/s ratio, another statistic)."""
+        return statistics.median(self.repeats["speedups"])
+
+    def allreduce_shares(self) -> list[float]:
+        """The all-reduce's share of a 2-process step in each 2-process repeat, in run order; [] for a manifest
+        written before the repeats held it."""
+        shares = [r.get("allreduce_share_of_step") for r in self.repeats["2proc"]]
+        return shares if shares and all(isinstance(s, (int, float)) for s in shares) else []
 
     def write(self, path: Path) -> None:
         """Write manifest.json atomically: a reader never sees a half-written one."""

@@ -71,6 +71,11 @@ def median_run(runs: list[RunRecord]) -> RunRecord:
     return sorted(runs, key=throughput)[(len(runs) - 1) // 2]
 
 
+def share(run: RunRecord) -> float:
+    """The comm hook's all-reduce over the step, medians over the run's measured steps."""
+    return run.summary["allreduce_ms"]["median"] / run.summary["step_ms"]["median"]
+
+
 def build_manifest(out: Path, command: str) -> Manifest:
     """manifest.json's content: the sheet's fields from the sheet's runs and the repeats in `out`,
     with lesson_notes empty until the learner writes their paragraph (set_lesson_notes)."""
@@ -110,12 +115,13 @@ def build_manifest(out: Path, command: str) -> Manifest:
             "order": "alternating 1, 2, 1, 2, ...", "speedups": speedups,
             **{f"{n}proc": [{"run_id": r.run_id, "tokens_per_sec": t,
                              "step_p50_ms": r.summary["step_ms"]["median"], "command": r.command}
+                            | ({"allreduce_share_of_step": share(r)} if n == 2 else {})
                             for r, t in zip(repeats[n], tps[n])] for n in (1, 2)},
             "median_run_ids": {"1proc": run1.run_id, "2proc": run2.run_id},
         },
         "step_p50_ms_1proc": run1.summary["step_ms"]["median"],
         "step_p50_ms_2proc": run2.summary["step_ms"]["median"],
-        "allreduce_share_of_step": run2.summary["allreduce_ms"]["median"] / run2.summary["step_ms"]["median"],
+        "allreduce_share_of_step": share(run2),
         "step_breakdown_ms": {"1proc": phase_medians(run1), "2proc": phase_medians(run2)},
         "buckets": sheet2.buckets,
         "gradient_bytes": sum(b["bytes"] for b in sheet2.buckets),
@@ -171,7 +177,8 @@ def scaling_figure(m: Manifest):
     ax1.plot([1, 2], [medians[1], 2 * medians[1]], "--", color="0.4",
              label="ideal: 2 processes do 2x the tokens of 1")
     lo, hi = m.speedup_2proc_range
-    ax1.set_title(f"2 vs 1 process: {m.speedup_2proc:.2f}x (repeats {lo:.2f}-{hi:.2f}x): {m.verdict}"
+    ax1.set_title(f"2 vs 1 process: {m.paired_speedup():.2f}x (median of the repeats' ratios; range "
+                  f"{lo:.2f}-{hi:.2f}x): {m.verdict}"
                   + ("\nDISTURBED: other programs used the CPUs (the checker's WARN row)" if m.disturbed else ""),
                   fontsize=10, color="#c44e52" if m.disturbed else "black")
     ax1.set_xticks([1, 2])
@@ -185,8 +192,8 @@ def scaling_figure(m: Manifest):
 
     labels = [f"1 process\n{plural(threads['1proc'], 'thread')}", f"2 processes\n{plural(threads['2proc'], 'thread')} each"]
     bottoms = [0.0, 0.0]
-    names = {"backward": "backward (without the all-reduce)",
-             "all-reduce": "all-reduce (comm hook, incl. waiting for the peer)"}
+    names = {"forward": "forward (incl. drawing the batch, next(shard))", "backward": "backward (without the all-reduce)",
+             "all-reduce": "all-reduce (comm hook; with 2 processes incl. waiting for the peer)"}
     for phase, color in zip(PHASES, ("#4c72b0", "#55a868", "#c44e52", "#8172b2")):
         heights = [m.step_breakdown_ms[k][phase] for k in ("1proc", "2proc")]
         ax2.bar(labels, heights, bottom=bottoms, color=color, label=names.get(phase, phase), width=0.5)

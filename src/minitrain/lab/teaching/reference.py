@@ -12,50 +12,53 @@ from minitrain.lab.reporting.verdict import chance_of_separation
 def reference_paragraph(m: Manifest) -> str:
     """Block G's paragraph (1 process against 2, and why), from the manifest's numbers alone:
     the reference edition's Block G (notebook 06), which stop condition 4 must accept."""
-    speedup, share, (lo, hi) = m.speedup_2proc, m.allreduce_share_of_step, m.speedup_2proc_range
+    share, (lo, hi), n = m.allreduce_share_of_step, m.speedup_2proc_range, m.repeats["count"]
     t1, t2, cores = m.threads_per_rank["1proc"], m.threads_per_rank["2proc"], m.cores
     ratio = m.step_p50_ms_2proc / m.step_p50_ms_1proc  # speedup = 2 / ratio: break-even at 2x
     outcome = {"faster": "2 processes were faster here", "slower": "2 processes were slower here",
                "no clear winner": "there is no clear winner on this machine"}[m.verdict]
     if m.verdict != "no clear winner":  # how much a clean split of few repeats proves
-        n = m.repeats["count"]
         odds = (f"with no real difference, {n} repeats a side split this cleanly one time in "
                 f"{round(1 / chance_of_separation(n, n))}" if n > 1 else "one repeat a side always splits so")
         outcome += f" (every 2-process repeat {'above' if m.verdict == 'faster' else 'below'} every 1-process one; {odds})"
+    shares = m.allreduce_shares()
+    spread = (f"{100 * min(shares):.0f}-{100 * max(shares):.0f}% of a 2-process step over the {len(shares)} repeats"
+              if len(shares) > 1 else f"{share:.0%} of a 2-process step in the median repeat")
+    quoted = '"2-procesos es más lento": 2 processes slower'  # the sheet's words, translated
+    sheet = f"The sheet expects {quoted.replace(': ', ' (')})"
     text = [
         f"On {cores} logical CPUs, 2 processes trained at {m.tokens_per_sec_2proc:,.0f} tokens/s against "
-        f"{m.tokens_per_sec_1proc:,.0f} for 1 process: {speedup:.2f}x (medians of "
-        f"{m.repeats['count']} alternating repeats timed the same way; range {lo:.2f}-{hi:.2f}x), "
-        f"so {outcome}.",
+        f"{m.tokens_per_sec_1proc:,.0f} for 1 process (median repeats). Repeat by repeat, 2 processes ran "
+        f"{m.paired_speedup():.2f}x the tokens/s of 1 (median; range {lo:.2f}-{hi:.2f}x), so {outcome}.",
         f"Each rank does the single process's whole batch ({m.batch_size_per_rank} x "
         f"{m.block_size} tokens), on {plural(t2, 'thread')} against the single process's {t1}, so 2 "
         f"processes win while a rank's step stays under twice the single process's step; here it "
         f"took {ratio:.2f}x.",
         f"The all-reduce of {m.gradient_bytes / 1e6:.2f} MB of gradients ({plural(len(m.buckets), 'bucket')}) "
-        f"took {share:.0%} of a 2-process step, from launch to completion, waiting for the other rank included.",
+        f"took {spread}, waiting for the other rank included.",
     ]
     # Each branch says only what its condition guarantees. Slower means every 2-process repeat ran
     # below every 1-process one; with the all-reduce under 30% of a step, the rest alone is the larger part.
     if m.verdict == "no clear winner":
-        tps = {n: [r["tokens_per_sec"] for r in m.repeats[f"{n}proc"]] for n in (1, 2)}
-        steps = {n: [r["step_p50_ms"] for r in m.repeats[f"{n}proc"]] for n in (1, 2)}
+        tps = {k: [r["tokens_per_sec"] for r in m.repeats[f"{k}proc"]] for k in (1, 2)}
+        steps = {k: [r["step_p50_ms"] for r in m.repeats[f"{k}proc"]] for k in (1, 2)}
         text.append(f"The repeats overlap: 1 process ran at {min(tps[1]):,.0f}-{max(tps[1]):,.0f} tokens/s "
                     f"(median steps {min(steps[1]):.1f}-{max(steps[1]):.1f} ms), 2 processes at "
                     f"{min(tps[2]):,.0f}-{max(tps[2]):,.0f} ({min(steps[2]):.1f}-{max(steps[2]):.1f} ms), so these "
-                    "repeats cannot tell them apart. The sheet expected 2 processes to be slower.")
+                    f"repeats cannot tell them apart. {sheet}.")
     elif m.verdict == "faster":
         text.append(f"On the same logical CPUs, 2 processes of {plural(t2, 'thread')} each gained more than one "
                     f"process with {plural(t1, 'thread')}, and the all-reduce did not take that gain away; these runs "
-                    "do not measure why. The sheet expected 2 processes \"to be slower\".")
+                    f"do not measure why. {sheet}.")
     elif m.world_size * t2 > cores:
-        text.append("As the sheet expected: the ranks' threads outnumber the logical CPUs, so the processes "
-                    "contend for them and pay the all-reduce on top.")
+        text.append(f"As the sheet expects ({quoted}): the ranks' {m.world_size * t2} threads outnumber the "
+                    f"{plural(cores, 'logical CPU')}, so they cannot all run at once, and the all-reduce comes on top.")
     elif share >= 0.3:
-        text.append("As the sheet expected for a tiny model: the all-reduce, waiting included, is a large "
+        text.append(f"As the sheet expects ({quoted}) for a tiny model: the all-reduce, waiting included, is a large "
                     "part of a 2-process step, time the single process spends almost none of.")
     else:
-        text.append(f"As the sheet expected, though the all-reduce is the smaller part: the rest of a rank's "
-                    f"step alone took longer than the single process's whole step, computed with {plural(t2, 'thread')} per "
-                    f"rank against {t1}, the two ranks sharing caches and memory bandwidth.")
+        text.append(f"As the sheet expects ({quoted}), though the all-reduce is the smaller part: the rest of a "
+                    f"rank's step alone outlasted the single process's whole step ({plural(t2, 'thread')} per rank "
+                    f"against {t1}), for reasons these runs do not measure.")
     text.append("Notebook 08 measures when each side wins: model size, threads, pinning.")
     return " ".join(text)
