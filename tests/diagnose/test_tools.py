@@ -80,7 +80,8 @@ def ddp_on_a_group_detail_does_not_wrap() -> None:
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     os.environ.setdefault("GLOO_SOCKET_IFNAME", loopback_interface())
-    dist.init_process_group("gloo")
+    dist.set_debug_level(dist.DebugLevel.DETAIL)  # TORCH_DISTRIBUTED_DEBUG=DETAIL, set here: a forkserver's child
+    dist.init_process_group("gloo")  # keeps the level the server read when it started
     dist.set_debug_level(dist.DebugLevel.OFF)
     ddp_group = dist.new_group(backend="gloo")  # not wrapped: made with the level off
     dist.set_debug_level(dist.DebugLevel.DETAIL)
@@ -93,8 +94,7 @@ def ddp_on_a_group_detail_does_not_wrap() -> None:
     dist.destroy_process_group()
 
 
-def test_ddp_under_detail_runs_on_a_group_made_with_the_debug_level_off(monkeypatch):
-    monkeypatch.setenv("TORCH_DISTRIBUTED_DEBUG", "DETAIL")
+def test_ddp_under_detail_runs_on_a_group_made_with_the_debug_level_off():
     spawn_workers(ddp_on_a_group_detail_does_not_wrap, 2, start_method=fast_start_method(), timeout_s=60)
 
 
