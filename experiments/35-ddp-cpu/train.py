@@ -64,7 +64,7 @@ def train_step(model: nn.Module, shard: Shard, optimizer: torch.optim.Optimizer,
 
     batch = next(shard); forward (model(batch).loss); timed_backward(loss, timers) in place of loss.backward()
     (the timers bracket it; DDP's all-reduce fires in it); optimizer.step(); optimizer.zero_grad(). Forward and
-    backward go inside `with controls.maybe_no_sync(model, no_sync):` (--no-sync, notebook 09: the grader runs it
+    backward go inside `with controls.maybe_no_sync(model, no_sync):` (next(shard) inside or before it: either) (--no-sync, notebook 09: the grader runs it
     and expects no all-reduce). Return a dict of exactly these five keys, each a finite float (not a tensor):
     {"loss": the loss as loss.item(), "forward_ms": next(shard) and the forward, "backward_ms": timed_backward,
     "optimizer_ms": step and zero_grad, "step_ms": all three, one clock from before next(shard) to after

@@ -29,8 +29,8 @@ def init_distributed(backend: str = "gloo", timeout: timedelta | None = None) ->
 
 def wrap_for_ddp(model: torch.nn.Module, bucket_cap_mb: float | None = None) -> TorchDDP:
     """Return `model` wrapped in DistributedDataParallel with PyTorch's defaults (no device_ids on CPUs, no
-    find_unused_parameters, gradient_as_bucket_view or static_graph; broadcast_buffers, forward_sync_buffers in
-    recent torch, left on). bucket_cap_mb None: DDP's own caps (1 MiB for the first bucket, 25 MiB after: pass
+    find_unused_parameters, gradient_as_bucket_view or static_graph; broadcast_buffers and forward_sync_buffers
+    left unset: None, which syncs buffers). bucket_cap_mb None: DDP's own caps (1 MiB for the first bucket, 25 MiB after: pass
     the None on); a number sets every cap, in MiB. Without a process group raise RuntimeError, its message
     naming init_distributed()."""
     ### BEGIN SOLUTION: Block A: wrap_for_ddp

@@ -96,7 +96,7 @@ def test_make_lab_measures_only_what_is_missing(out, capsys):
     assert sorted(p.name for p in (out / REPEATS_DIR).iterdir()) == \
         sorted(repeat_dir(out, r, n).name for r in range(REPEATS) for n in (1, 2))
     said = capsys.readouterr().out
-    assert "the repeats (2 of each): measured (r1-2proc incomplete: timings.jsonl missing or empty)" in said
+    assert "the repeats (2 of each): to measure (r1-2proc incomplete: timings.jsonl missing or empty)" in said
     assert "the sheet's 2-process run: reused, complete and of this configuration" in said
     assert runner.measured_phase(out, REPEATS, remeasure=False, steps=STEPS, warmup=WARMUP) is False
     assert "nothing to measure" in capsys.readouterr().out

@@ -91,10 +91,10 @@ class Plan:
         return self.repeats is None and all(why is None for why in self.sheet.values())
 
     def lines(self, out: Path, repeats: int) -> list[str]:
-        """One line a part: reused, or measured and why; a note when reused repeats look disturbed."""
+        """One line a part: reused, or to measure and why; a note when reused repeats look disturbed."""
         parts = [(f"the sheet's {n}-process run", why) for n, why in self.sheet.items()]
         parts.append((f"the repeats ({repeats} of each)", self.repeats))
-        said = [f"  {what}: " + ("reused, complete and of this configuration" if why is None else f"measured ({why})")
+        said = [f"  {what}: " + ("reused, complete and of this configuration" if why is None else f"to measure ({why})")
                 for what, why in parts]
         if self.repeats is None and (reasons := reused_disturbance(out)):
             said.append(f"  the reused repeats look disturbed ({'; '.join(reasons)}): on a quiet machine, "

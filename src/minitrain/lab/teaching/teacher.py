@@ -85,11 +85,10 @@ def readme_with_times(text: str, times: dict) -> str:
         raise ValueError("it needs a sentence starting \"The machine's part of those six notebooks\" and ending "
                          "\"before them.\"")
     at_once = times.get("side_by_side", 1)
-    sentence = (f"The machine's part of those six notebooks, with every TODO written and the runs already made, "
-                f"added up to {sum(core):.0f} s in the lab run that executed the reference edition's notebooks ("
-                + ("one at a time" if at_once == 1 else f"{at_once} at a time, so each one's seconds include sharing "
-                   "the machine with another") + f"; sitting {times['sitting']}), not counting the measured runs "
-                "that `make lab` makes before them.")
+    sentence = (f"The machine's part of those six notebooks, with every TODO written, added up to {sum(core):.0f} s "
+                "when the reference edition's notebooks were last executed ("
+                + ("one at a time" if at_once == 1 else f"{at_once} at a time") + f"; {times['sitting']}), not "
+                "counting the measured runs that `make lab` makes before them.")
     return MACHINE_PART.sub(lambda _: sentence, text)
 
 
