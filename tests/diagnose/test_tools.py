@@ -190,3 +190,24 @@ def test_the_table_counts_the_repeats_whose_answer_named_the_planted_rank_and_li
     results = {"runs": [{"kind": k, "tool": t, "outcomes": outcomes} for k in faults.KINDS for t in ("none", "detail")]}
     rows = seconds_table(results).splitlines()
     assert rows[2].endswith("| 2.0 s, right 1/2 |") and rows[3].startswith("| detail (`--plain`) |"), rows
+
+
+def test_what_else_practitioners_use_as_notebook_16_says():
+    """Its last table's checkable rows: faulthandler on a signal dumps and goes on; dist.breakpoint reads the terminal
+    and lifts every group's timeout; NCCL's settings have nothing to act on in this build."""
+    import faulthandler
+    import signal
+    import tempfile
+
+    with tempfile.TemporaryFile("w+") as stacks:
+        faulthandler.register(signal.SIGUSR1, file=stacks, all_threads=True)
+        try:
+            os.kill(os.getpid(), signal.SIGUSR1)
+        finally:
+            faulthandler.unregister(signal.SIGUSR1)
+        stacks.seek(0)
+        assert "test_what_else_practitioners_use_as_notebook_16_says" in stacks.read()  # and this test went on
+    source = inspect.getsource(dist.breakpoint)
+    assert "_set_pg_timeout" in source and "timeout_s=3600" in source
+    assert 'open("/dev/stdin")' in inspect.getsource(dist._make_distributed_pdb)
+    assert not dist.is_nccl_available()
