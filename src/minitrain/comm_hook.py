@@ -50,7 +50,8 @@ def instrumented_allreduce_hook(state: InstrumentedHook,
     Times come from time.perf_counter(), the system-wide monotonic clock on Linux and macOS, so
     one rank's times compare with the other's: that is how the wire measurement sees who waited.
     """
-    ready = time.perf_counter()  # DDP calls the hook when the bucket's last gradient is ready
+    # DDP calls the hook once this bucket's gradients and every earlier bucket's are ready: it launches in order
+    ready = time.perf_counter()
     if state.comm == "noop":
         return debugging_hooks.noop_hook(None, bucket)
     buffer = bucket.buffer()

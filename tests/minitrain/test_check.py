@@ -227,7 +227,7 @@ def wrong_share(notes: str, m: dict) -> str:
 @pytest.mark.parametrize("edit, expected", [
     (wrong_speedup, lambda m: f'the paragraph states "{wrong_ratio(m):.2f}x"; the manifest\'s ratios are the repeats\' median'),
     (swap_outcome, 'the paragraph says "2 processes were'),
-    (lambda notes, m: notes.replace(f"{m['tokens_per_sec_1proc']:,.0f} for 1 process", "1,234 for 1 process", 1),
+    (lambda notes, m: notes.replace(f"{m['tokens_per_sec_1proc']:,.0f} (1 process)", "1,234 (1 process)", 1),
      lambda m: f'the paragraph states "1,234"; the manifest\'s figures are tokens_per_sec_1proc '
                f"{m['tokens_per_sec_1proc']:,.0f}"),
     (lambda notes, m: notes.replace(f"-{m['speedup_2proc_range'][1]:.2f}x", "x", 1),

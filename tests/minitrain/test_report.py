@@ -3,6 +3,7 @@ accepting each), the verdict over repeats, the manifest as one typed record, and
 measurements' findings read back from JSON files."""
 
 import json
+import math
 import random
 from dataclasses import fields, replace
 
@@ -104,7 +105,7 @@ FASTER, SLOWER, UNCLEAR = ([100.0, 102.0, 98.0], [160.0, 165.0, 158.0]), \
 # what each branch of the paragraph's explanation says, and nothing else does
 BRANCHES = {
     "no clear winner": "The repeats overlap: 1 process ran at",
-    "faster": "each gained more than one process with",
+    "faster": "all-reduce included, trained more tokens per second than one process of",
     "slower, contention": "threads outnumber the",
     "slower, all-reduce": "for a tiny model: the all-reduce",
     "slower, otherwise": "though the all-reduce is the smaller part",
@@ -125,16 +126,18 @@ def test_reference_paragraph_branches(tmp_path, branch, m, outcome):
     notes = reference_paragraph(m)
     first = ". ".join(notes.split(". ")[:2])
     lo, hi = m.speedup_2proc_range
-    for figure in (f"On {m.cores} logical CPUs", f"{m.tokens_per_sec_2proc:,.0f} tokens/s",
-                   f"against {m.tokens_per_sec_1proc:,.0f} for 1 process (median repeats)",
-                   f"2 processes ran {m.paired_speedup():.2f}x the tokens/s of 1 (median; range {lo:.2f}-{hi:.2f}x)",
-                   f"so {outcome}"):
+    for figure in (f"On {m.cores} logical CPUs, repeat by repeat, 2 processes ran {m.paired_speedup():.2f}x the "
+                   f"tokens/s of 1 (median; range {lo:.2f}-{hi:.2f}x), so {outcome}",
+                   f"The median repeats ran at {m.tokens_per_sec_2proc:,.0f} tokens/s (2 processes) and "
+                   f"{m.tokens_per_sec_1proc:,.0f} (1 process): their own ratio is {m.speedup_2proc:.2f}x"):
         assert figure in first, (figure, first)
-    # one statistic with its range: the paired ratios' median, not the median repeats' ratio beside it
+    # the comparison is the paired ratios' median with their range; the median repeats' tokens/s and per-rank step
+    # are said to be theirs, with their own ratio, the one the step's ratio gives (2 / step ratio)
     assert "medians of" not in notes and notes.count("x the tokens/s of 1") == 1
     assert [b for b, words in BRANCHES.items() if words in notes] == [branch]
     ratio = m.step_p50_ms_2proc / m.step_p50_ms_1proc
-    assert f"here it took {ratio:.2f}x" in notes
+    assert f"in the median repeats it took {ratio:.2f}x" in notes
+    assert math.isclose(2 / ratio, m.speedup_2proc)
     shares = m.allreduce_shares()
     assert (f"took {100 * min(shares):.0f}-{100 * max(shares):.0f}% of a 2-process step over the 3 repeats" if shares
             else f"took {m.allreduce_share_of_step:.0%} of a 2-process step in the median repeat") in notes
@@ -229,8 +232,9 @@ def test_notebook_06_prints_the_per_rank_step_ratio_its_example_paragraph_quotes
 
     m = manifest(*steps, 2, 2, 0.1)
     ratio = f"{m.step_p50_ms_2proc / m.step_p50_ms_1proc:.2f}x"
-    assert f"per-rank step, 2 processes over 1: {ratio} (step_p50_ms_2proc / step_p50_ms_1proc" in manifest_figures(m)
-    assert f"here it took {ratio}" in reference_paragraph(m)
+    assert (f"per-rank step, 2 processes over 1: {ratio} (step_p50_ms_2proc / step_p50_ms_1proc, the median repeats'; "
+            f"2 processes win below 2x; 2 over it is their speedup_2proc, {m.speedup_2proc:.2f}x)") in manifest_figures(m)
+    assert f"in the median repeats it took {ratio}" in reference_paragraph(m)
     assert "expected the opposite" not in reference_paragraph(m)
 
 
@@ -247,3 +251,21 @@ def test_the_committed_paragraph_is_the_reference_s_with_one_ratio_and_the_share
         shares = mm.allreduce_shares()
         assert f"{100 * min(shares):.0f}-{100 * max(shares):.0f}% of a 2-process step over the" in notes
         assert paragraph_problems(notes, mm) == []
+
+
+def test_scaling_png_s_title_says_which_ratio_is_which():
+    """The left panel's title: the repeats' paired ratios' median with their range, and the bars' own ratio (each
+    side's median repeat) named apart, on the committed manifest and on a copy with other repeats."""
+    import matplotlib.pyplot as plt
+
+    from minitrain.lab.reporting.report import scaling_figure
+
+    for m in (Manifest.read(COMMITTED), manifest(*SLOWER, 2, 2, 0.2)):
+        fig = scaling_figure(m)
+        try:
+            lo, hi = m.speedup_2proc_range
+            assert fig.axes[0].get_title().splitlines()[:2] == [
+                f"2 vs 1 process, repeat by repeat: {m.paired_speedup():.2f}x (median; range {lo:.2f}-{hi:.2f}x): "
+                f"{m.verdict}", f"thick lines: each side's median repeat (their own ratio {m.speedup_2proc:.2f}x)"]
+        finally:
+            plt.close(fig)

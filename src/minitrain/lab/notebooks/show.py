@@ -76,7 +76,7 @@ MEASURED = ("run_ids", "tokens_per_sec_1proc", "tokens_per_sec_2proc", "speedup_
 
 def manifest_figures(manifest: Manifest) -> str:
     """The manifest's measured figures, one a line (they differ from machine to machine), and under the median
-    steps their ratio, the per-rank step's 2 processes against 1."""
+    repeats' steps their ratio, the per-rank step's 2 processes against 1."""
     def shown(value: object) -> str:
         if isinstance(value, float):
             return f"{value:,.3f}"
@@ -94,7 +94,8 @@ def manifest_figures(manifest: Manifest) -> str:
                  ("allreduce_p50_ms", "allreduce_p95_ms", "backward_allreduce_p50_ms")}}  # p95: nearest rank
     lines = [f"{key}: {shown(getattr(manifest, key))}" + (f"  ({source[key]})" if key in source else "") for key in MEASURED]
     lines.insert(MEASURED.index("step_p50_ms_2proc") + 1, f"  per-rank step, 2 processes over 1: {manifest.step_p50_ms_2proc / manifest.step_p50_ms_1proc:.2f}x "
-                            "(step_p50_ms_2proc / step_p50_ms_1proc; 2 processes win below 2x)")
+                 "(step_p50_ms_2proc / step_p50_ms_1proc, the median repeats'; 2 processes win below 2x; 2 over it is "
+                 f"their speedup_2proc, {manifest.speedup_2proc:.2f}x)")
     lines.insert(MEASURED.index("speedup_2proc_range") + 1, f"  the repeats' own ratios: median {manifest.paired_speedup():.2f}x, "
                  f"range {manifest.speedup_2proc_range[0]:.2f}-{manifest.speedup_2proc_range[1]:.2f}x "
                  "(speedup_2proc_range is their range)")

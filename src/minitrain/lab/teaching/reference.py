@@ -14,7 +14,7 @@ def reference_paragraph(m: Manifest) -> str:
     the reference edition's Block G (notebook 06), which stop condition 4 must accept."""
     share, (lo, hi), n = m.allreduce_share_of_step, m.speedup_2proc_range, m.repeats["count"]
     t1, t2, cores = m.threads_per_rank["1proc"], m.threads_per_rank["2proc"], m.cores
-    ratio = m.step_p50_ms_2proc / m.step_p50_ms_1proc  # speedup = 2 / ratio: break-even at 2x
+    ratio = m.step_p50_ms_2proc / m.step_p50_ms_1proc  # the median repeats': their speedup_2proc = 2 / ratio
     outcome = {"faster": "2 processes were faster here", "slower": "2 processes were slower here",
                "no clear winner": "there is no clear winner on this machine"}[m.verdict]
     if m.verdict != "no clear winner":  # how much a clean split of few repeats proves
@@ -27,13 +27,13 @@ def reference_paragraph(m: Manifest) -> str:
     quoted = '"2-procesos es más lento": 2 processes slower'  # the sheet's words, translated
     sheet = f"The sheet expects {quoted.replace(': ', ' (')})"
     text = [
-        f"On {cores} logical CPUs, 2 processes trained at {m.tokens_per_sec_2proc:,.0f} tokens/s against "
-        f"{m.tokens_per_sec_1proc:,.0f} for 1 process (median repeats). Repeat by repeat, 2 processes ran "
-        f"{m.paired_speedup():.2f}x the tokens/s of 1 (median; range {lo:.2f}-{hi:.2f}x), so {outcome}.",
-        f"Each rank does the single process's whole batch ({m.batch_size_per_rank} x "
-        f"{m.block_size} tokens), on {plural(t2, 'thread')} against the single process's {t1}, so 2 "
-        f"processes win while a rank's step stays under twice the single process's step; here it "
-        f"took {ratio:.2f}x.",
+        f"On {cores} logical CPUs, repeat by repeat, 2 processes ran {m.paired_speedup():.2f}x the tokens/s of 1 "
+        f"(median; range {lo:.2f}-{hi:.2f}x), so {outcome}.",
+        f"The median repeats ran at {m.tokens_per_sec_2proc:,.0f} tokens/s (2 processes) and "
+        f"{m.tokens_per_sec_1proc:,.0f} (1 process): their own ratio is {m.speedup_2proc:.2f}x.",
+        f"Each rank does the single process's whole batch ({m.batch_size_per_rank} x {m.block_size} tokens) on "
+        f"{plural(t2, 'thread')} against the single process's {t1}, so 2 processes win while a rank's step stays "
+        f"under twice the single process's; in the median repeats it took {ratio:.2f}x.",
         f"The all-reduce of {m.gradient_bytes / 1e6:.2f} MB of gradients ({plural(len(m.buckets), 'bucket')}) "
         f"took {spread}, waiting for the other rank included.",
     ]
@@ -47,9 +47,8 @@ def reference_paragraph(m: Manifest) -> str:
                     f"{min(tps[2]):,.0f}-{max(tps[2]):,.0f} ({min(steps[2]):.1f}-{max(steps[2]):.1f} ms), so these "
                     f"repeats cannot tell them apart. {sheet}.")
     elif m.verdict == "faster":
-        text.append(f"On the same logical CPUs, 2 processes of {plural(t2, 'thread')} each gained more than one "
-                    f"process with {plural(t1, 'thread')}, and the all-reduce did not take that gain away; these runs "
-                    f"do not measure why. {sheet}.")
+        text.append(f"2 processes of {plural(t2, 'thread')} each, all-reduce included, trained more tokens per second "
+                    f"than one process of {plural(t1, 'thread')}; these runs do not measure why. {sheet}.")
     elif m.world_size * t2 > cores:
         text.append(f"As the sheet expects ({quoted}): the ranks' {m.world_size * t2} threads outnumber the "
                     f"{plural(cores, 'logical CPU')}, so they cannot all run at once, and the all-reduce comes on top.")
@@ -58,7 +57,6 @@ def reference_paragraph(m: Manifest) -> str:
                     "part of a 2-process step, time the single process spends almost none of.")
     else:
         text.append(f"As the sheet expects ({quoted}), though the all-reduce is the smaller part: the rest of a "
-                    f"rank's step alone outlasted the single process's whole step ({plural(t2, 'thread')} per rank "
-                    f"against {t1}), for reasons these runs do not measure.")
+                    f"rank's step alone outlasted the single process's whole step, for reasons not measured here.")
     text.append("Notebook 08 measures when each side wins: model size, threads, pinning.")
     return " ".join(text)

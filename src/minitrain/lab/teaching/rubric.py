@@ -204,8 +204,9 @@ def answers(m: Manifest, f: Facts) -> list[str]:
     part = "a part of the cost, not most of it" if share < 0.5 else "most of the cost"
     a = (f"Each of the 2 processes trains on a whole {m.batch_size_per_rank} x {m.block_size} token batch, so 2 "
          "processes do twice the tokens of 1 per step and come out ahead only if their step takes less than twice as "
-         f"long; here it took {ratio}. 2 processes reached {tps2} tokens/s against {tps1} for 1 process: "
-         f"{m.paired_speedup():.2f}x at the repeats' median, range {lo:.2f}-{hi:.2f}x, {read}, so {CLAIMED[m.verdict]}. Both runs share the "
+         f"long; in the median repeats it took {ratio}, and they reached {tps2} tokens/s against {tps1} for 1 process. "
+         f"Repeat by repeat, 2 processes ran {m.paired_speedup():.2f}x the tokens/s of 1 at the median, range "
+         f"{lo:.2f}-{hi:.2f}x, {read}, so {CLAIMED[m.verdict]}. Both runs share the "
          f"same {plural(cores, 'logical CPU')}: 1 process with {plural(t1, 'thread')}, or 2 processes with "
          f"{plural(t2, 'thread')} each. The gloo all-reduce {hook}, took {share:.0%} of a 2-process step, waiting for "
          f"the other rank included: {part}. These runs do not measure why a rank's step took {ratio} the single "
@@ -215,9 +216,9 @@ def answers(m: Manifest, f: Facts) -> list[str]:
                f"tokens/s (2), the twice-the-work comparison with {ratio} (2), the same {plural(cores, 'CPU')} as "
                f"threads against processes (2), the all-reduce's {share:.0%} weighed as {part} (1), no cause beyond "
                "the measurements (1).")
-    b = (f"2 processes trained at {tps2} tokens/s against {tps1} for 1 process; the repeats' ratios had a median of "
+    b = (f"2 processes trained at {tps2} tokens/s against {tps1} for 1 process (median repeats); the repeats' ratios had a median of "
          f"{m.paired_speedup():.2f}x, from {lo:.2f}x to {hi:.2f}x, so {CLAIMED[m.verdict]}. Each rank trains on a full {m.batch_size_per_rank} x "
-         f"{m.block_size} batch, so 2 processes do twice the work per step, but a 2-process step took {ratio} as long. "
+         f"{m.block_size} batch, so 2 processes do twice the work per step, but in the median repeats a 2-process step took {ratio} as long. "
          f"The 1-process run used {plural(t1, 'thread')} and each rank {t2}, on the same "
          f"{plural(cores, 'logical CPU')}. The all-reduce took {share:.0%} of a 2-process step. What holds 2 processes "
          "back is gloo, a slow backend: switching to NCCL would make 2 processes twice as fast.")
