@@ -2,6 +2,7 @@
 timeout): a test fails when torch changes the behaviour the notebook shows."""
 
 import inspect
+import json
 import os
 import re
 import time
@@ -27,7 +28,7 @@ def line_of(text: str) -> int:
 def test_by_default_a_barrier_on_one_rank_times_out_on_both_ranks_naming_no_rank():
     outcome = run("barrier-on-one-rank")
     assert outcome.status == "failed"
-    assert "Timed out waiting 2000ms" in outcome.answer
+    assert "Timed out waiting 2000ms" in outcome.text  # the first answer, under load: the other rank's closed peer
 
 
 def test_faulthandler_names_each_ranks_line_at_the_timeout():
@@ -183,13 +184,40 @@ def test_the_debug_server_binds_every_interface():
     assert '_WorkerServer("::", worker_port)' in inspect.getsource(debug.start_debug_server)
 
 
-def test_the_table_counts_the_repeats_whose_answer_named_the_planted_rank_and_line():
-    from minitrain.diagnose.table import seconds_table
+def test_the_table_counts_the_planted_rank_and_the_planted_line_apart():
+    """A tool that names the rank and no line gets its rank count; one that names each rank, `each rank`; the
+    Flight Recorder's single dump is said to name no mismatch."""
+    from minitrain.diagnose.table import right, seconds_table
 
-    outcomes = [{"status": "failed", "answer": "a", "seconds": 2.0, "names_planted": named} for named in (True, False)]
-    results = {"runs": [{"kind": k, "tool": t, "outcomes": outcomes} for k in faults.KINDS for t in ("none", "detail")]}
+    rank, place = faults.planted("straggler")
+    late = [{"answer": f"rank {r} arrives last: time in gloo:all_reduce", "seconds": 1.0} for r in (rank, 1 - rank)]
+    assert right("straggler", late) == "rank 1/2, line n/a"
+    each = [{"answer": f"rank 0 at faults.py:1 in train; rank 1 at {place} in train", "seconds": 1.0}]
+    assert right("straggler", each) == "each rank, line 1/1"
+    _, shapes = faults.planted("mismatched-shapes")
+    dump = [{"answer": f"one dump, rank 1's (no other rank wrote one); its last collective gloo:all_reduce; sizes "
+                       f"[[64]]; {shapes}", "seconds": 0.0}, {"answer": None, "seconds": None}]
+    assert right("mismatched-shapes", dump) == ("line 1/2, one dump 1/2: the survivor's last collective, "
+                                                "not the mismatch")
+    results = {"runs": [{"kind": k, "tool": t, "outcomes": late} for k in faults.KINDS for t in ("none", "detail")]}
     rows = seconds_table(results).splitlines()
-    assert rows[2].endswith("| 2.0 s, right 1/2 |") and rows[3].startswith("| detail (`--plain`) |"), rows
+    assert rows[2].endswith("| 1.0 s; rank 1/2, line n/a |") and rows[3].startswith("| detail (`--plain`) |"), rows
+
+
+def test_the_ranks_and_lines_read_from_the_stored_answers_are_those_their_runs_named():
+    """tools.json keeps each answer and whether its run named the planted rank and line: `named` reads the same."""
+    from minitrain.diagnose.table import TABLE
+    from minitrain.diagnose.tools import Outcome
+
+    for r in json.loads(TABLE.read_text())["runs"]:
+        for o in r["outcomes"]:
+            named = Outcome(r["kind"], r["tool"], answer=o["answer"]).names(*faults.planted(r["kind"]))
+            assert named == o["names_planted"], (r["kind"], r["tool"], o["answer"])
+
+
+@pytest.mark.skipif(py_spy() is not None, reason="py-spy is installed")
+def test_without_py_spy_its_answer_says_how_to_install_it():
+    assert run("straggler", "py-spy").answer == "py-spy not installed (pip install py-spy)"
 
 
 def test_what_else_practitioners_use_as_notebook_16_says():

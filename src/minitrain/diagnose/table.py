@@ -4,7 +4,7 @@
 
 Writes experiments/35-ddp-cpu/diagnose/tools.json, which notebook 16 reads. The seconds depend on the collective
 timeout (2 s here; torch's default is 30 minutes, the lab's 60 s) and on the machine's load; whether an answer
-names the planted rank and line, on neither.
+names the planted rank, and the planted line, on neither (read from the answers it stores: tools.named).
 """
 
 import argparse
@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 
 from minitrain.diagnose.faults import KINDS, planted
-from minitrain.diagnose.tools import TOOLS, py_spy, run
+from minitrain.diagnose.tools import ONE_DUMP, TOOLS, named, py_spy, run
 from minitrain.paths import EXPERIMENT_DIR, relative
 
 TABLE = EXPERIMENT_DIR / "diagnose" / "tools.json"
@@ -41,7 +41,8 @@ COSTS = {
 ON_DEMAND = {"py-spy"}  # run from outside when you choose: no seconds
 NAMES = {"none": "an error line; for a hang, each rank's traceback after the timeout", "hang_report": "rank, line, collective",
          "monitored_barrier": "the rank that did not arrive (rank 0's error); another rank's: only rank 0, to check", "detail": "each rank's op and shapes",
-         "flight_recorder": "missing rank or mismatch, collective, sizes, line (one dump: its rank's last collective)",
+         "flight_recorder": "missing rank or mismatch, collective, sizes, line (one dump: the survivor's last "
+                            "collective, no mismatch)",
          "faulthandler": "each rank's line",
          "py-spy": "each rank's line", "profiler": "the late rank"}
 
@@ -68,10 +69,29 @@ def median_seconds(outcomes: list[dict]) -> float | None:
     return statistics.median(seconds) if len(seconds) * 2 >= len(outcomes) else None
 
 
+def right(kind: str, outcomes: list[dict]) -> str:
+    """`rank 2/3, line 1/3`: in how many repeats the answer named `kind`'s planted rank, and its planted line
+    ("n/a": no answer named a rank, or a line; "each rank": every answer names every rank; no rank count where
+    every rank runs the line); and how many answers came from one dump, which names no mismatch."""
+    rank, place = planted(kind)
+    found = [named(o["answer"]) for o in outcomes]
+    n, counts = len(outcomes), []
+    if rank is not None:
+        ranks = [r for r in ({r for r, _ in f if r is not None} for f in found) if r]
+        counts.append("rank n/a" if not ranks else "each rank" if all(len(r) > 1 for r in ranks)
+                      else f"rank {sum(rank in r for r in ranks)}/{n}")
+    lines = [w for w in ({w for _, w in f if w} for f in found) if w]
+    counts.append(f"line {sum(place in w for w in lines)}/{n}" if lines else "line n/a")
+    dumps = sum((o["answer"] or "").startswith(ONE_DUMP) for o in outcomes)
+    if dumps:
+        counts.append(f"one dump {dumps}/{n}: the survivor's last collective, not the mismatch")
+    return ", ".join(counts)
+
+
 def seconds_table(results: dict) -> str:
     """A markdown table: a row per tool, what it names and costs, then for each broken run the median seconds to
     its answer ("-": no answer; "when run": a tool run from outside, whenever you run it) and in how many repeats
-    the answer named the planted rank and line (`right 2/3`)."""
+    the answer named the planted rank, and the planted line (`right`: `rank 2/3, line n/a`)."""
     by = {(r["kind"], r["tool"]): r["outcomes"] for r in results["runs"]}
     tools = list(dict.fromkeys(r["tool"] for r in results["runs"]))
     lines = ["| tool | names | to turn it on | " + " | ".join(KINDS) + " |", "|---" * (3 + len(KINDS)) + "|"]
@@ -79,8 +99,8 @@ def seconds_table(results: dict) -> str:
         cells = []
         for kind in KINDS:
             outcomes, s = by[kind, tool], median_seconds(by[kind, tool])
-            right = f"right {sum(bool(o.get('names_planted')) for o in outcomes)}/{len(outcomes)}"
-            cells.append("-" if s is None else ("when run" if tool in ON_DEMAND else f"{s:.1f} s") + f", {right}")
+            cells.append("-" if s is None else ("when run" if tool in ON_DEMAND else f"{s:.1f} s") + "; "
+                         + right(kind, outcomes))
         row = "detail (`--plain`)" if tool == "detail" else tool
         lines.append(f"| {row} | {NAMES[tool]} | {COSTS[tool]} | " + " | ".join(cells) + " |")
     return "\n".join(lines)

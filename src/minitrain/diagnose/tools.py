@@ -41,7 +41,11 @@ class Outcome:
     fault_at: float | None = None
     answer: str | None = None
     answered_at: float | None = None
-    named: list[tuple[int | None, str | None]] = field(default_factory=list)  # (rank, FILE:LINE) the answer names
+
+    @property
+    def named(self) -> list[tuple[int | None, str | None]]:
+        """The (rank, FILE:LINE) pairs the answer names (`named`)."""
+        return named(self.answer)
 
     def names(self, rank: int | None, place: str) -> bool:
         """Whether the answer names rank `rank` at `place` (`faults.py:60`); rank None: any rank there."""
@@ -69,9 +73,33 @@ class Outcome:
         return "\n".join(line[:160] for line in kept[-n:])
 
 
+PAIRS = re.compile(r"rank (?P<r1>\d+) at (?P<p1>\S+:\d+)|at (?P<p2>\S+:\d+) on rank (?P<r2>\d+)")
+RANKS = re.compile(r"^\[rank(\d+)\]|^rank (\d+) (?:did not|arrives)|check rank (\d+)|rank (\d+) runs|"
+                   r"missing ranks: \{(\d+)|Culprit rank (\d+)|^one dump, rank (\d+)'s")
+PLACE = re.compile(r"; (\S+\.py:\d+)$")  # the Flight Recorder's answers end with the line
+PY_SPY_MISSING = "py-spy not installed (pip install py-spy)"
+ONE_DUMP = "one dump"  # how the Flight Recorder's answer from a single rank's dump begins
+
+
+def named(answer: str | None) -> list[tuple[int | None, str | None]]:
+    """The ranks and lines (`faults.py:60`) an answer of `run` names, read from its text: `rank 0 at LINE`, `at LINE
+    on rank 0`; else the rank it points at (an error's `[rank1]`, `rank 1 arrives last`, `check rank 0's logs`,
+    `missing ranks: {1}`, `Culprit rank 1` ...), with the line the Flight Recorder's answer ends with."""
+    if not answer:
+        return []
+    pairs = [(int(m["r1"] or m["r2"]), m["p1"] or m["p2"]) for m in PAIRS.finditer(answer)]
+    if pairs:
+        return pairs
+    place = PLACE.search(answer)
+    place = place and place[1]
+    ranks = [int(next(g for g in m.groups() if g)) for m in RANKS.finditer(answer)]
+    return [(r, place) for r in ranks] or ([(None, place)] if place else [])
+
+
 def run(target: str | Path, tool: str = "none", timeout_s: float = 2.0, folder: Path | None = None) -> Outcome:
     """Run `target` (a KIND of faults.py, or a script's path) on 2 ranks with `tool` on and the collective
-    timeout `timeout_s`; read the tool's answer. `folder` keeps the tool's files (a temporary one by default)."""
+    timeout `timeout_s`; read the tool's answer (without py-spy installed, "py-spy": PY_SPY_MISSING). `folder` keeps
+    the tool's files (a temporary one by default)."""
     if tool not in TOOLS:
         raise ValueError(f"tool {tool!r} is not one of {', '.join(TOOLS)}")
     if str(target) not in KINDS and not Path(target).is_file():
@@ -106,6 +134,8 @@ def run(target: str | Path, tool: str = "none", timeout_s: float = 2.0, folder: 
         faults = [float(p.read_text()) for p in out.glob("fault-rank-*.txt")]
         outcome.fault_at = min(faults) if faults else None
         READERS[tool](outcome, out)
+    if tool == "py-spy" and not spy:
+        outcome.answer = PY_SPY_MISSING
     return outcome
 
 
@@ -125,8 +155,6 @@ def _from_output(outcome: Outcome, pattern: re.Pattern, name=lambda line: line.s
 def read_default(outcome: Outcome, out: Path) -> None:
     """torch's own: the first error line (gloo's timeout, a closed connection, an abort)."""
     _from_output(outcome, DEFAULT_LINES, lambda line: line.strip()[:160])
-    rank = outcome.answer and re.match(r"\[rank(\d+)\]", outcome.answer)
-    outcome.named = [(int(rank[1]), None)] if rank else []
 
 
 def read_hang_report(outcome: Outcome, out: Path) -> None:
@@ -135,8 +163,6 @@ def read_hang_report(outcome: Outcome, out: Path) -> None:
     if found:
         outcome.answered_at = found[0]
         outcome.answer = named_hang(found[1]) or named_mismatch(found[1])
-        where = re.search(r" at (\S+:\d+) on rank (\d+)", outcome.answer)
-        outcome.named = [(int(where[2]), where[1])]
 
 
 MONITORED = re.compile(r"Ranks? (?P<failed>[\d, ]+?) failed to pass monitoredBarrier in \d+ ms|"
@@ -148,7 +174,6 @@ def read_monitored_barrier(outcome: Outcome, out: Path) -> None:
     """gloo's monitored barrier: rank 0 names the first rank that did not arrive; another rank says only that its
     exchange with rank 0 failed, and to check rank 0's logs."""
     _from_output(outcome, MONITORED, lambda line: _monitored(line, "the monitored barrier"))
-    _named_by_monitored(outcome)
 
 
 def _monitored(line: str, what: str) -> str:
@@ -159,12 +184,6 @@ def _monitored(line: str, what: str) -> str:
         return f"rank {found['failed']} did not reach {what}"
     return f"rank {found['reached']} reached {what}; its exchange with rank {found['peer']} failed (check rank " \
            f"{found['peer']}'s logs)"
-
-
-def _named_by_monitored(outcome: Outcome) -> None:
-    """The rank a monitored barrier's answer points at: the one that did not arrive, or the one to check."""
-    found = outcome.answer and re.search(r"^rank (\d+) did not|check rank (\d+)", outcome.answer)
-    outcome.named = [(int(found[1] or found[2]), None)] if found else []
 
 
 OWN_PRINT = re.compile(r"^\[rank(\d+)\]: RuntimeError: Detected mismatch between collectives on ranks\. Rank (\d+) is "
@@ -191,10 +210,8 @@ def read_detail(outcome: Outcome, out: Path) -> None:
     if own:
         outcome.answered_at = max(at for at, _ in own.values())
         outcome.answer = "; ".join(text for _, text in sorted(own.values(), key=lambda v: v[1]))
-        outcome.named = [(int(r), None) for r in own]
         return
     _from_output(outcome, MONITORED, lambda line: _monitored(line, "DETAIL's check"))
-    _named_by_monitored(outcome)
 
 
 SEGFAULT = re.compile(r'File "(\S*torch/nn/parallel/distributed\.py)", line (\d+) in (\w+)')
@@ -229,8 +246,6 @@ def read_flight_recorder(outcome: Outcome, out: Path) -> None:
     outcome.answered_at = time.time()
     outcome.answer = "; ".join(filter(None, [found[1], detail and detail[1], what and what[1],
                                              sizes and f"sizes {sizes[1]}", where and f"{where[2]}:{where[3]}"]))
-    ranks = re.search(r"(?:missing ranks: \{|Culprit rank )(\d+)", block)  # the first rank it names
-    outcome.named = [(int(ranks[1]) if ranks else None, where and f"{where[2]}:{where[3]}")]
 
 
 def _one_dump(outcome: Outcome, path: Path) -> None:
@@ -244,10 +259,9 @@ def _one_dump(outcome: Outcome, path: Path) -> None:
     frame = next((f for f in last["frames"] if Path(f["filename"]).name == _script(outcome)), None)
     where = frame and f"{_script(outcome)}:{frame['line']}"
     outcome.answered_at = path.stat().st_mtime
-    outcome.answer = "; ".join(filter(None, [f"one dump, rank {rank}'s (no other rank wrote one)",
+    outcome.answer = "; ".join(filter(None, [f"{ONE_DUMP}, rank {rank}'s (no other rank wrote one)",
                                              f"its last collective {last['profiling_name']}",
                                              f"sizes {last['input_sizes']}", where]))
-    outcome.named = [(rank, where)]
 
 
 def _script(outcome: Outcome) -> str:
@@ -288,7 +302,6 @@ def _from_files(outcome: Outcome, paths, line: re.Pattern) -> None:
         if where:
             rank = path.stem.rsplit("-", 1)[1]
             found.append((path.stat().st_mtime, f"rank {rank} at {where['file']}:{where['line']} in {where['fn']}"))
-            outcome.named.append((int(rank), f"{where['file']}:{where['line']}"))
     if found:
         outcome.answered_at = max(t for t, _ in found)
         outcome.answer = "; ".join(text for _, text in found)
@@ -336,7 +349,6 @@ def read_profiler(outcome: Outcome, out: Path) -> None:
     spent = ", ".join(f"rank {r} {t['allreduce_ms']:.0f} ms" for r, t in sorted(times.items()))
     outcome.answered_at = max(p.stat().st_mtime for p in out.glob("profile-rank-*.json"))
     outcome.answer = f"rank {late} arrives last: time in gloo:all_reduce over {times[late]['calls']} calls: {spent}"
-    outcome.named = [(late, None)]
 
 
 READERS = {"none": read_default, "hang_report": read_hang_report, "monitored_barrier": read_monitored_barrier,
