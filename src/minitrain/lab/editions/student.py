@@ -29,6 +29,7 @@ from pathlib import Path
 
 import nbformat
 
+from minitrain.lab.todos.registry import TEACHER_FILES
 from minitrain.paths import EDITION_MARK, REPO, relative
 
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
@@ -47,20 +48,15 @@ EXCLUDED = (  # the reference run's artifacts (the learner makes their own), the
     "solutions/*", "TEACHER.md", "docs/teachers.md", "docs/provenance.md",
     # the teacher's modules: the key and the rubric's graded answers, and Block G's paragraph written from the numbers;
     # and the shim that `python -m minitrain.lab.teacher` runs
-    "src/minitrain/lab/teaching/teacher.py", "src/minitrain/lab/teaching/rubric.py", BLOCK_G_MODULE,
-    "src/minitrain/lab/teacher.py",
-    # notebook 16's key (the faults planted in its scripts: class grading grades ex16a-c with it) and its grader's test
-    "src/minitrain/lab/teaching/diagnosis.py", "tests/diagnose/test_diagnosis_grader.py",
+    "src/minitrain/lab/teaching/teacher.py", "src/minitrain/lab/teaching/rubric.py", "src/minitrain/lab/teacher.py",
+    # each TODO's own: its key, its grader's tests on near-answers (the registry's teacher_files)
+    *TEACHER_FILES,
     # the reference's own tests: of the editions, the graders and grading (with the near-answers they grade), the
-    # committed artifacts
+    # registry against the reference's solution regions, the committed artifacts
     "tests/minitrain/test_student.py", "tests/minitrain/test_graders.py", "tests/minitrain/test_grade.py",
-    "tests/minitrain/test_train_grader.py", "tests/minitrain/learner.py", "tests/project/test_committed_artifacts.py", ".ci/front-door",
-    # notebook 15's grader on planted mistakes: each is the reference's class with one method changed
-    "tests/minitrain/test_scratch_ddp.py", "tests/minitrain/scratch_mistakes.py",
+    "tests/project/test_registry.py", "tests/project/test_committed_artifacts.py", ".ci/front-door",
     # the tests of the teacher's modules, and the earlier sitting's manifest whose paragraph they quote
     "tests/minitrain/test_check.py", "tests/minitrain/test_report.py", "tests/minitrain/example_manifest.json",
-    # the checker's test on paragraphs about the committed manifest (right ones: Block G's answers, in effect)
-    "tests/minitrain/test_paragraph.py", "tests/minitrain/paragraphs.json",
 )
 REFERENCE_ONLY = ("<!-- reference only -->", "<!-- /reference only -->")  # .md lines the student edition drops
 REFERENCE_TEXT = re.compile(r"reference solution|student edition|\bcollapsed\b", re.IGNORECASE)
