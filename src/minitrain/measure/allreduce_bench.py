@@ -11,25 +11,20 @@ Writes allreduce_bench.json and allreduce_bench.png (default: experiments/35-ddp
 
 import json
 import math
-import socket
 import tempfile
-import time
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
 import numpy as np
-import torch
-import torch.distributed as dist
 
 from minitrain.artifacts import save_figure
 from minitrain.cli import positive_int
 from minitrain.corpus import DEFAULT_CORPUS_DIR, ensure_corpus
-from minitrain.ddp import cleanup, init_distributed
 from minitrain.lab.reporting.report import plural
 from minitrain.lab.reporting.results_file import Finding
 from minitrain.launch import spawn_workers
-from minitrain.measure.allreduce import predict_allreduce_ms, ring_factor, time_allreduce
+from minitrain.measure.allreduce import predict_allreduce_ms, ring_factor
+from minitrain.measure.allreduce_ranks import KiB, MiB, Plan, bench_worker, iterations
 from minitrain.measure.measurement import WORLD_SIZE, Measurement
 from minitrain.model import count_parameters
 from minitrain.paths import BEYOND_DIR  # noqa: F401 (for the notebook)
@@ -37,16 +32,8 @@ from minitrain.timing import summarize
 from minitrain.train import TrainConfig, build_model_for_corpus
 
 PLOT_NAME = "allreduce_bench.png"
-KiB, MiB = 1024, 1024 * 1024
-CHUNK = 4 * MiB  # socket send/receive size: big enough that Python's per-call cost vanishes
 TIMING = ("per iteration, the slower rank's time from a shared barrier to its all_reduce returning "
           "(max over ranks): the collective is done only when every rank holds the sum")
-
-
-def iterations(nbytes: int) -> int:
-    """Timed iterations for a message size: 200, or fewer where 200 would move more than 2 GiB
-    (from 16 MiB on: 2 GiB per size), never fewer than 20."""
-    return max(20, min(200, 2048 * MiB // nbytes))
 
 
 def bus_bandwidth(algbw: float, world_size: int) -> float:
@@ -55,23 +42,6 @@ def bus_bandwidth(algbw: float, world_size: int) -> float:
     https://github.com/NVIDIA/nccl-tests/blob/master/doc/PERFORMANCE.md
     """
     return algbw * ring_factor(world_size)
-
-
-@dataclass(frozen=True)
-class Plan:
-    """The message sizes, the iterations per size (None: `iterations(size)`) and the loopback run."""
-
-    sizes: tuple[int, ...] = tuple(4 * KiB * 2**k for k in range(15))  # 4 KiB ... 64 MiB, powers of 2
-    warmup: int = 5
-    iterations: int | None = None
-    loopback_bytes: int = 64 * MiB
-    loopback_repeats: int = 10
-
-    @classmethod
-    def quick(cls) -> "Plan":
-        """3 sizes, 5 iterations: a few seconds, for tests."""
-        return cls(sizes=(4 * KiB, 256 * KiB, 4 * MiB), warmup=2, iterations=5, loopback_bytes=16 * MiB,
-                   loopback_repeats=3)
 
 
 def ring_allreduce(inputs: list[np.ndarray]) -> tuple[list[np.ndarray], list[int]]:
@@ -127,56 +97,6 @@ def loopback_share(result: dict) -> float:
 def _ranks(n: int) -> str:
     """'both' for 2 ranks, else 'all n'."""
     return "both" if n == 2 else f"all {n}"
-
-
-# ------------------------------------------------------------------------------------------------
-# The two processes
-
-
-def loopback_gbps(rank: int, nbytes: int, repeats: int) -> list[float]:
-    """GB/s of `repeats` one-way transfers of `nbytes` from rank 1 to rank 0 over 127.0.0.1."""
-    if rank == 0:
-        with socket.create_server(("127.0.0.1", 0)) as server:
-            port = [server.getsockname()[1]]
-            dist.broadcast_object_list(port, src=0)
-            conn, _ = server.accept()
-        with conn:
-            buffer = memoryview(bytearray(CHUNK))
-            rates = []
-            for _ in range(repeats):
-                start = time.perf_counter()
-                conn.sendall(b"g")  # go: the clock starts before the sender sees this byte
-                received = 0
-                while received < nbytes:
-                    got = conn.recv_into(buffer, min(CHUNK, nbytes - received))
-                    if not got:
-                        raise ConnectionError("the sending rank closed the socket early")
-                    received += got
-                rates.append(nbytes / (time.perf_counter() - start) / 1e9)
-        return rates
-    port = [None]
-    dist.broadcast_object_list(port, src=0)
-    payload = memoryview(bytes(CHUNK))
-    with socket.create_connection(("127.0.0.1", port[0])) as conn:
-        for _ in range(repeats):
-            conn.recv(1)
-            for offset in range(0, nbytes, CHUNK):
-                conn.sendall(payload[:min(CHUNK, nbytes - offset)])
-    return []
-
-
-def bench_worker(plan: Plan, raw_path: str) -> None:
-    """One rank: time the all-reduce at every size, then loopback TCP; rank 0 saves the raw times."""
-    rank, world_size = init_distributed("gloo")
-    counts = [plan.iterations or iterations(nbytes) for nbytes in plan.sizes]
-    raw = {"sizes": list(plan.sizes), "iterations": counts, "warmup": plan.warmup,
-           "threads_per_rank": torch.get_num_threads(),
-           "times_s": [time_allreduce(n, plan.warmup, iters, rank, world_size) for n, iters in zip(plan.sizes, counts)],
-           "loopback_gbps": loopback_gbps(rank, plan.loopback_bytes, plan.loopback_repeats),
-           "loopback_bytes": plan.loopback_bytes}
-    if rank == 0:
-        Path(raw_path).write_text(json.dumps(raw))
-    cleanup()
 
 
 # ------------------------------------------------------------------------------------------------
