@@ -54,7 +54,7 @@ corpus: $(STAMP)
 	$(PY) -m minitrain.corpus
 
 # The student edition in build/student/: the whole repository with every solution region replaced by
-# `# YOUR CODE HERE (<what>)` / `raise NotImplementedError("not done yet: <what>")`, notebook outputs
+# `# YOUR CODE HERE (<what>)` / `raise NotDone("<what>")` (minitrain.todo), notebook outputs
 # cleared, without the reference run's artifacts, the teacher's kit and solutions/ (TEACHER.md).
 .PHONY: student grade
 student: $(STAMP)

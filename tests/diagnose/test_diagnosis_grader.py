@@ -16,7 +16,9 @@ from minitrain.lab.grading.graders import diagnosis
 from minitrain.lab.grading.graders.diagnosis import BY_TEACHER, grade_diagnosis, mistakes
 from minitrain.lab.grading.graders.running import ExerciseError
 from minitrain.lab.teaching.diagnosis import PLANTED
+from minitrain.lab.todos.blank import stub, told
 from minitrain.paths import NOTEBOOKS_DIR
+from minitrain.todo import NotDone
 
 LINE = {script: planted.line(script) for script, planted in PLANTED.items()}
 ROOT_CAUSE = next(n for n, text in enumerate((EXERCISE / "run_b.py").read_text().splitlines(), 1) if "VOCAB - 8" in text)
@@ -39,10 +41,11 @@ OTHER_FORMS = {  # right answers as the lab's tools print them (hang_report, fau
 
 def test_a_blank_diagnose_stops_before_any_process_starts():
     def blank(script: str) -> dict:
-        raise NotImplementedError("not done yet: diagnose")
+        raise NotDone("diagnose")
     start = time.monotonic()
-    with pytest.raises(ExerciseError, match="^not done yet: diagnose"):
+    with pytest.raises(NotDone) as stop:
         grade_diagnosis(blank)
+    assert told(stop.value) == "not done yet: diagnose (not done yet: diagnose)"
     assert time.monotonic() - start < 1.0
 
 
@@ -103,7 +106,7 @@ def test_without_the_key_a_right_and_a_wrong_answer_read_the_same(monkeypatch):
 def test_the_blank_stub_states_every_key_the_grader_checks():
     nb = student.student_notebook(nbformat.read(NOTEBOOKS_DIR / "16-when-it-breaks.ipynb", as_version=4))
     [cell] = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "diagnose"]
-    assert 'raise NotImplementedError("not done yet: diagnose")' in cell.source
+    assert stub("diagnose") in cell.source
     said = ['"rank": an int', "None when every rank runs the same lines", '"FILE:LINE"', "the line number",
             "collective's line, not the line that makes the shapes differ", "KeyError",
             *(f'"{kind}"' for kind in KINDS)]

@@ -23,7 +23,7 @@ def _replace_stub(source: str, what: str, code: str) -> str:
     marker = f"# YOUR CODE HERE ({what})"
     at = next(i for i, line in enumerate(lines) if line.strip() == marker)
     indent = lines[at][: len(lines[at]) - len(lines[at].lstrip())]
-    assert lines[at + 1].strip().startswith("raise NotImplementedError(")
+    assert lines[at + 1].strip().startswith("raise NotDone(")
     body = [indent + line if line else line for line in code.strip("\n").split("\n")]
     return "\n".join(lines[:at] + body + lines[at + 2:])
 

@@ -1,5 +1,5 @@
-"""The exercises' graders: the reference solution passes, the student edition's blank fails with
-"not done yet", and each common mistake fails with a message that names it. The timing hook is
+"""The exercises' graders: the reference solution passes, the student edition's blank stops with NotDone (told as
+the protocol says it), and each common mistake fails with an ExerciseError that names it. The timing hook is
 graded in real 2-process gloo runs, as in the notebook."""
 
 import math
@@ -15,7 +15,9 @@ from minitrain.data import SEED_BASE
 from minitrain.lab.grading import graders
 from minitrain.lab.grading.graders import ExerciseError
 from minitrain.lab.notebooks import wrapdemo
+from minitrain.lab.todos.blank import told
 from minitrain.model import build_minigpt
+from minitrain.todo import NotDone
 from minitrain.verify import compare_states
 
 import learner
@@ -27,9 +29,10 @@ def blank(*args):
 
 
 def fails_with(grade, fn, *args) -> str:
-    with pytest.raises(ExerciseError) as info:
+    """The verdict as the learner reads it: a blank is NotDone, a mistake an ExerciseError."""
+    with pytest.raises((ExerciseError, NotDone)) as info:
         grade(fn, *args)
-    return str(info.value)
+    return told(info.value) if isinstance(info.value, NotDone) else str(info.value)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -535,7 +538,7 @@ def learner_modules(tmp_path, monkeypatch, student_tree):
      "contiguous split: make_shard(0, 2) on a 10-sentence corpus gave rank 0 sentences 0..4 in one block"),
     ("mine = sentences[rank::2]", "world_size ignored: right for 2 ranks, wrong for"),
     ("mine = sentences[:-1][rank::world_size]", "sentences missing: with 10 sentences and 2 ranks, sentence(s) [9]"),
-    ("raise NotImplementedError(\"not done yet: Block B: make_shard's split\")", "not done yet: make_shard"),
+    ("raise NotDone(\"Block B: make_shard's split\")", "not done yet: make_shard"),
     ("mine = [s for i, s in enumerate(sentences) if i % world_size == rank]", None),
     ("from torch.utils.data.distributed import DistributedSampler\n"
      "mine = [sentences[i] for i in DistributedSampler(sentences, num_replicas=world_size, rank=rank)]",
@@ -567,7 +570,7 @@ def test_make_shard_split_graded(learner_modules, corpus_dir, split, message):
      "checked on some ranks only: with 'counts off' shards, ranks [1, 2] went on"),
     ("no_log", "\n".join(line for line in REFERENCE_CHECKS.splitlines() if not line.startswith("print")),
      "size and first sentence not logged: rank 0's output does not show"),
-    ("blank", 'raise NotImplementedError("not done yet: Block B: the counts check and the first-sentence log")',
+    ("blank", 'raise NotDone("Block B: the counts check and the first-sentence log")',
      "not done yet: Block B: the counts check"),
     ("asserts", REFERENCE_CHECKS.replace("if sum(counts) != corpus_total or len(set(firsts)) != world_size:\n    raise "
                                          "RuntimeError(", "assert sum(counts) == corpus_total and len(set(firsts)) == "
@@ -627,7 +630,7 @@ def test_a_negative_time_names_its_cause(learner_modules, ms, cause):
     ("seconds", REFERENCE_BEFORE, REFERENCE_AFTER.replace(" * 1e3", ""), "seconds, not milliseconds"),
     ("unguarded", "dist.barrier()\nself.start = time.perf_counter()", REFERENCE_AFTER,
      "without a process group (a plain process: BarrierTimer's docstring says it still measures there) BarrierTimer raised"),
-    ("blank", 'raise NotImplementedError("not done yet: Block D: BarrierTimer.before_backward")', REFERENCE_AFTER,
+    ("blank", 'raise NotDone("Block D: BarrierTimer.before_backward")', REFERENCE_AFTER,
      "not done yet: Block D: BarrierTimer.before_backward"),
     ("cuda_synchronize", "torch.cuda.synchronize()\n" + REFERENCE_BEFORE, REFERENCE_AFTER,
      "BarrierTimer makes a CUDA call (torch.cuda.set_device or .synchronize, .cuda(), .to(rank))"),

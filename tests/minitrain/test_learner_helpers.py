@@ -31,7 +31,7 @@ def test_the_sheets_functions_are_found_where_the_notebooks_show_them():
 def test_a_blank_todo_stops_the_cell_that_shows_it_in_one_line(tmp_path, capsys):
     path = tmp_path / "mine.py"
     path.write_text('def f():\n    return 1\n\n\ndef g():\n    """doc"""\n    # YOUR CODE HERE (Block X: g)\n'
-                    '    raise NotImplementedError("not done yet: Block X: g")\n')
+                    '    raise NotDone("Block X: g")\n')
     your_todo(path, "f")  # written: shown, no stop
     with pytest.raises(TodoNotDone) as stop:
         your_todo(path, "f", "g")
@@ -47,7 +47,7 @@ def test_a_training_run_is_refused_while_a_todo_it_needs_is_blank(tmp_path, monk
         (tmp_path / name).write_text("x = 1\n")
     monkeypatch.setattr(yourcode, "REPO", tmp_path)
     yourcode.ready_to_train()
-    (tmp_path / "src/minitrain/timing.py").write_text('    raise NotImplementedError("not done yet: Block D: t")\n')
+    (tmp_path / "src/minitrain/timing.py").write_text('    raise NotDone("Block D: t")\n')
     with pytest.raises(TodoNotDone, match=r"^Block D: t is blank: .* at line 1 \(notebook 04 asks for it\)"):
         yourcode.ready_to_train()
 
@@ -66,8 +66,8 @@ def test_a_prediction_is_shown_beside_the_measurement(tmp_path, monkeypatch):
 def test_make_lab_names_a_blank_todo_in_one_line():
     from minitrain.lab.running.runner import not_done
     log = ('  File "experiments/35-ddp-cpu/train.py", line 68, in train\n'
-           '    raise NotImplementedError("not done yet: Block C: the setup")\n'
-           'NotImplementedError: not done yet: Block C: the setup\nerror: the run failed, rank 0 exited with status 1\n')
+           '    raise NotDone("Block C: the setup")\n'
+           'minitrain.todo.NotDone: not done yet: Block C: the setup\nerror: the run failed, rank 0 exited with status 1\n')
     assert not_done(log) == ("not done yet: Block C: the setup (experiments/35-ddp-cpu/train.py:68): "
                              "write it, then run make lab again")
     assert not_done("error: the run failed") is None

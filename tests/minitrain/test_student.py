@@ -20,7 +20,9 @@ import pytest
 from minitrain.lab.editions import student
 from minitrain.lab.grading import grade
 from minitrain.lab.teaching import teacher
+from minitrain.lab.todos import blank
 from minitrain.paths import NOTEBOOKS_DIR, REPO
+from minitrain.todo import NotDone
 
 EXERCISES = {  # notebook -> (solution cell's grade_id, graded cell's grade_id)
     "03-wrapping.ipynb": ("rank1-holds-rank0-init", "test-rank1-holds-rank0-init"),
@@ -71,18 +73,25 @@ def test_clear_solution_writes_the_stub_at_the_markers_indentation():
     source = ('def f():\n    """doc"""\n    ### BEGIN SOLUTION: Block X: f\'s "body"\n    return 1\n'
               "    ### END SOLUTION\nx = f")
     cleared = student.clear_solution(source)
-    assert cleared == ('def f():\n    """doc"""\n    # YOUR CODE HERE (Block X: f\'s "body")\n'
-                       '    raise NotImplementedError("not done yet: Block X: f\'s \\"body\\"")\nx = f')
-    with pytest.raises(NotImplementedError, match='not done yet: Block X: f\'s "body"'):
+    assert cleared == (f'{blank.IMPORT}\n\n\ndef f():\n    """doc"""\n    # YOUR CODE HERE (Block X: f\'s "body")\n'
+                       '    raise NotDone("Block X: f\'s \\"body\\"")\nx = f')
+    with pytest.raises(NotDone) as raised:
         namespace: dict = {}
         exec(cleared, namespace)
         namespace["f"]()
+    assert raised.value.what == 'Block X: f\'s "body"'
+
+
+def test_the_stub_s_import_goes_after_the_file_s_imports():
+    source = '"""Doc."""\n\nimport os\nfrom pathlib import (\n    Path)\n\n\ndef f():\n    ### BEGIN SOLUTION\n    pass\n    ### END SOLUTION\n'
+    assert student.clear_solution(source).split("\n")[:6] == ['"""Doc."""', "", "import os", "from pathlib import (",
+                                                             "    Path)", blank.IMPORT]
 
 
 def test_a_plain_marker_is_named_after_its_function():
     source = "class T:\n    def hook(self):\n        ### BEGIN SOLUTION\n        pass\n        ### END SOLUTION\n"
-    assert 'raise NotImplementedError("not done yet: hook")' in student.clear_solution(source)
-    assert "not done yet: cell 3" in student.clear_solution("### BEGIN SOLUTION\nx = 1\n### END SOLUTION", "cell 3")
+    assert 'raise NotDone("hook")' in student.clear_solution(source)
+    assert 'raise NotDone("cell 3")' in student.clear_solution("### BEGIN SOLUTION\nx = 1\n### END SOLUTION", "cell 3")
 
 
 @pytest.mark.parametrize("source, message", [
@@ -131,11 +140,11 @@ def test_every_solution_region_becomes_its_stub(student_tree):
         leftovers = {line for line in reference if line not in ("pass", "return")} & {
             line.strip() for line in text.splitlines()}
         assert not leftovers, f"{rel}: solution lines left in the student edition: {leftovers}"
-        assert "# YOUR CODE HERE (" in text and 'raise NotImplementedError("not done yet: ' in text, rel
+        assert "# YOUR CODE HERE (" in text and 'raise NotDone("' in text and blank.IMPORT in text, rel
         if rel.endswith(".py"):
             compile(text, rel, "exec")
     for rel, what in SHEET_REGIONS.items():
-        assert f'raise NotImplementedError("not done yet: {what}")' in (student_tree / rel).read_text()
+        assert blank.stub(what) in (student_tree / rel).read_text()
 
 
 def _sources(path) -> list[str]:
@@ -406,7 +415,7 @@ CONTRACTS = [  # (file, function or class, what its grader or the lab's code aft
 def test_each_stub_states_what_its_grader_checks(student_tree, path, name, said):
     """What a grader (or the lab's code after the learner's region) fails a learner for is in the blank stub itself."""
     text = _stub_text(student_tree, path, name)
-    assert "not done yet" in text  # the blank stub, not the reference
+    assert "raise NotDone(" in text  # the blank stub, not the reference
     assert not [s for s in said if s not in text], f"{path}:{name}'s stub does not say: {[s for s in said if s not in text]}"
 
 
@@ -619,3 +628,23 @@ def test_the_student_tree_s_diagnosis_grader_cannot_tell_right_from_wrong(studen
                           timeout=120, cwd=student_tree, env={"PYTHONPATH": str(student_tree / "src"), "PATH": ""})
     verdicts = set(json.loads(proc.stdout or "null") or [proc.stderr])
     assert len(verdicts) == 1 and verdicts.pop().startswith("graded by your teacher"), verdicts
+
+
+def _rows(tree: Path, keys: tuple[str, ...]) -> list[str]:
+    """`make grade`'s rows of `keys` in `tree`, without their times."""
+    proc = subprocess.run([sys.executable, "-m", "minitrain.lab.grade", *(a for k in keys for a in ("--only", k))],
+                          cwd=tree, env={**os.environ, "PYTHONPATH": str(tree / "src")}, capture_output=True, text=True,
+                          timeout=600)
+    return [line.rsplit(" (", 1)[0] for line in proc.stdout.splitlines() if line.split(" ", 1)[0] in keys]
+
+
+def test_the_stubs_message_is_not_what_grading_reads(student_tree, tmp_path):
+    """A student tree whose NotDone says something else grades every blank row as before: status and detail."""
+    keys = ("B1", "B2", "D", "E", "F", "ex03", "ex16a")
+    trees = [Path(shutil.copytree(student_tree, tmp_path / name, symlinks=True)) for name in ("as-is", "reworded")]
+    todo = trees[1] / "src/minitrain/todo.py"
+    todo.write_text(todo.read_text().replace('f"not done yet: {what}"', 'f"TODO left ({what}), write it"'))
+    assert "not done yet" not in todo.read_text()
+    before, after = _rows(trees[0], keys), _rows(trees[1], keys)
+    assert len(before) == len(keys) and all(" not done  " in row and ": not done yet: " in row for row in before), before
+    assert after == before

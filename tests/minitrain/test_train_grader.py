@@ -10,7 +10,9 @@ import pytest
 
 from minitrain.lab.grading.graders import ExerciseError
 from minitrain.lab.grading.graders.training import grade_train_script
+from minitrain.lab.todos.blank import told
 from minitrain.paths import TRAIN_SCRIPT
+from minitrain.todo import NotDone
 
 SETUP_SEED = "    seed = args.seed + rank  # different per rank; DDP broadcasts rank 0's weights anyway\n"
 STEP_RETURN = '''    return {"loss": loss.item(), "step_ms": (t3 - t0) * 1e3, "forward_ms": (t1 - t0) * 1e3,
@@ -63,6 +65,8 @@ def _verdict(script: Path, corpus_dir: Path) -> str:
         return "PASS: " + grade_train_script(script, corpus_dir)
     except ExerciseError as e:
         return str(e)
+    except NotDone as e:  # a blank: what the learner reads of it
+        return told(e)
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,7 @@
 """pytest hooks of the student edition: a test or notebook cell that reaches a TODO still blank is skipped.
 
-The stub raises NotImplementedError("not done yet: <what>"); a test that fails or errors with that text, in
-its own process or in one it started, is reported as skipped in one line naming the TODO, and the rest of
+The stub raises the core's NotDone; a test that fails or errors with it, in its own process or in one it started
+(minitrain.lab.todos.blank reads it), is reported as skipped in one line naming the TODO, and the rest of
 that notebook skips; the run ends with the list of TODOs left. So a learner's `make test` passes blank, names
 what is left, and fails only on a mistake; `make grade` gives each TODO its points. tests/conftest.py (all the
 hooks) and notebooks/conftest.py (the skips) load them in the student edition only: in the reference a blank
@@ -12,14 +12,11 @@ import re
 
 import pytest
 
+from minitrain.lab.todos import blank
+
 ANSI = re.compile(r"\x1b\[[0-9;]*m")  # nbval colours its reports
-NOT_DONE = (  # the stub's exception line; a notebook's stop (yourcode.TodoNotDone); the skip's own message (HINT);
-    # the text quoted in another message
-    re.compile(r"NotImplementedError: not done yet: (.+)$", re.M), re.compile(r"TodoNotDone: (.+?) is blank: "),
-    re.compile(r"TODO not done yet: (.+?) \(write it"), re.compile(r"not done yet: ([^\"\\\n]+)"))
 UNREAD = re.compile(r"[{}]|\.\.\.")  # a source line's f-string, or pytest's cut of a long repr: not a TODO's name
 GRADERS_TAIL = re.compile(r"\s*\(?(?:each )?still raises NotImplementedError.*")  # graders.running.STILL_BLANK
-HINT = "(write it; `make grade` gives its points)"
 _blank_notebooks: dict[str, str] = {}  # a notebook's node id -> the TODO its run stopped at
 _left: set[str] = set()  # the TODOs the skips named (with xdist: in the controller, from the workers' reports)
 
@@ -27,7 +24,7 @@ _left: set[str] = set()  # the TODOs the skips named (with xdist: in the control
 def blank_todo(text: str) -> str | None:
     """The TODO a failure's text (or a skip's message) says is still blank, or None."""
     text = ANSI.sub("", text).replace("\\'", "'")
-    names = [GRADERS_TAIL.sub("", m[1]).strip().rstrip(".:'") for pattern in NOT_DONE for m in pattern.finditer(text)]
+    names = [GRADERS_TAIL.sub("", name).strip().rstrip(".:'") for name in blank.named(text)]
     whole = [name for name in names if not UNREAD.search(name)]
     return (whole or [UNREAD.split(name)[0].strip() or "a TODO" for name in names] or [None])[0]
 
@@ -56,7 +53,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         return
     _, line, _ = item.location
     report.outcome = "skipped"
-    report.longrepr = (str(item.path), (line or 0) + 1, f"TODO not done yet: {todo} {HINT}")
+    report.longrepr = (str(item.path), (line or 0) + 1, blank.skipped(todo))
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
@@ -67,6 +64,6 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 def pytest_terminal_summary(terminalreporter) -> None:
     """The list of what is left, after the skips: one line a TODO."""
     if _left:
-        terminalreporter.section("TODOs not done yet: `make grade` gives each its points")
+        terminalreporter.section(f"TODOs {blank.TEXT}: `make grade` gives each its points")
         for todo in sorted(_left):
             terminalreporter.write_line(todo)

@@ -8,7 +8,8 @@ the key, the rubric and Block G's reference paragraph: no answer is generated fo
 tests of the reference edition itself (EXCLUDED). In .py files and notebooks each solution region, the lines
 from `### BEGIN SOLUTION: <what>` to `### END SOLUTION` (a plain `### BEGIN SOLUTION`, as nbgrader
 writes it, is named after the function it is in), becomes at the marker's indentation
-`# YOUR CODE HERE (<what>)` and `raise NotImplementedError("not done yet: <what>")`. Notebooks also lose their outputs and
+`# YOUR CODE HERE (<what>)` and `raise NotDone("<what>")` (minitrain.todo's exception, whose message says "not done
+yet: <what>"), and the file or cell imports NotDone beside its other imports. Notebooks also lose their outputs and
 execution counts, their solution cells open, and a markdown paragraph about the reference
 solution goes (REFERENCE_TEXT): the paragraph that says where the learner's code goes keeps its
 first sentence and says what to replace instead.
@@ -20,6 +21,7 @@ uses nbgrader can run `nbgrader generate_assignment` on them.
 """
 
 import argparse
+import ast
 import fnmatch
 import re
 import shutil
@@ -29,6 +31,7 @@ from pathlib import Path
 
 import nbformat
 
+from minitrain.lab.todos import blank
 from minitrain.lab.todos.registry import TEACHER_FILES
 from minitrain.paths import EDITION_MARK, REPO, relative
 
@@ -36,7 +39,6 @@ BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 BEGIN_LINE = re.compile(r"^(?P<indent>\s*)### BEGIN SOLUTION(?::\s*(?P<what>.*?))?\s*$")
 END_LINE = re.compile(r"^\s*### END SOLUTION\s*$")
 DEF_LINE = re.compile(r"^(?P<indent>\s*)(?:async\s+)?(?:def|class)\s+(?P<name>\w+)")
-NOT_DONE = "not done yet"
 SKIPPED_DIRS = (".git", ".venv", "build", "data")  # without git: what is never tracked
 BLOCK_G_MODULE = "src/minitrain/lab/teaching/reference.py"  # the reference's paragraph, which its Block G solution calls
 EXCLUDED = (  # the reference run's artifacts (the learner makes their own), the teacher's kit, the reference's own tests
@@ -61,14 +63,32 @@ EXCLUDED = (  # the reference run's artifacts (the learner makes their own), the
 REFERENCE_ONLY = ("<!-- reference only -->", "<!-- /reference only -->")  # .md lines the student edition drops
 REFERENCE_TEXT = re.compile(r"reference solution|student edition|\bcollapsed\b", re.IGNORECASE)
 WHERE_IT_GOES = re.compile(r"^(The next cell is where `[^`]+` goes)")
-YOUR_TURN = (": replace `# YOUR CODE HERE` and the `raise NotImplementedError(...)` under it with your code, "
+YOUR_TURN = (": replace `# YOUR CODE HERE` and the `raise NotDone(...)` under it with your code, "
              "run it, then run the grader after it.")
 
 
 def stub(indent: str, what: str) -> list[str]:
     """The two lines that replace a solution region about `what`."""
-    message = f"{NOT_DONE}: {what}".replace("\\", "\\\\").replace('"', '\\"')
-    return [f"{indent}# YOUR CODE HERE ({what})", f'{indent}raise NotImplementedError("{message}")']
+    return [f"{indent}# YOUR CODE HERE ({what})", f"{indent}{blank.stub(what)}"]
+
+
+def _with_import(source: str) -> str:
+    """`source` (its stubs written) importing NotDone after its last top-level import, or after its docstring."""
+    lines = source.split("\n")
+    try:
+        body = ast.parse(source).body
+    except SyntaxError:  # a cell's IPython syntax: the import goes first
+        body = []
+    at = 0
+    for n, node in enumerate(body):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            at = node.end_lineno
+        elif n == 0 and isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+            at = node.end_lineno  # the module's docstring
+        else:
+            break
+    gap = ["", ""] if at < len(lines) and DEF_LINE.match(lines[at]) else []  # two lines before a top-level def
+    return "\n".join(lines[:at] + [blank.IMPORT, *gap] + lines[at:])
 
 
 def _enclosing(lines: list[str], indent: str) -> str | None:
@@ -101,7 +121,8 @@ def clear_solution(source: str, where: str = "this cell") -> str:
             lines.append(line)
     if inside:
         raise ValueError(f"{where}: {BEGIN!r} without {END!r}")
-    return "\n".join(lines)
+    cleared = "\n".join(lines)
+    return _with_import(cleared) if cleared != source and blank.IMPORT.split("  #")[0] not in cleared else cleared
 
 
 def student_markdown(source: str) -> str:
@@ -247,7 +268,7 @@ def main(argv: list[str] | None = None) -> int:
     regions = sum(1 for rel in written if rel.endswith((".py", ".ipynb"))
                   and re.search(r'^\s*"?\s*### BEGIN SOLUTION', (REPO / rel).read_text(errors="replace"), re.M))
     kept = ("kept as the reference has them (--with-solutions)" if args.with_solutions else
-            "replaced by '# YOUR CODE HERE (...)' and 'raise NotImplementedError(\"not done yet: ...\")'")
+            "replaced by '# YOUR CODE HERE (...)' and 'raise NotDone(\"...\")'")
     print(f"student edition: {len(written)} files in {relative(args.out)}; solution regions of {regions} files {kept}, "
           "notebook outputs cleared, no reference run artifacts")
     return 0

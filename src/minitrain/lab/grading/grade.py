@@ -5,7 +5,7 @@
 
 Each row of TODOS is graded by this module's `--todo KEY REPO` mode in a child forked from a process that
 imported torch once (minitrain.lab.grading.forkserver), REPO/src first on PYTHONPATH, its tree stopped at the timeout:
-PASS, FAIL (the mistake named), "not done" (a stub still raises "not done yet: ..."), "hangs", or "teacher" (ex16a-c
+PASS, FAIL (the mistake named: ExerciseError), "not done" (a stub still raises NotDone), "hangs", or "teacher" (ex16a-c
 where the teacher's key is not: the student edition). A row whose `needs` did not all pass is not run: "blocked",
 naming them; in class grading it is graded with the reference's files of the TODOs it needs, and says so, and a
 "teacher" row's answer (the child's result carries it) is checked against the key here, in the reference's process.
@@ -33,13 +33,15 @@ from pathlib import Path
 from minitrain.cli import LabArgumentParser, positive_float, positive_int
 from minitrain.hang_report import named_hang
 from minitrain.lab.grading.forkserver import Forkserver
+from minitrain.lab.grading.graders.running import ExerciseError
 from minitrain.lab.grading.todos import (BY_KEY, EXERCISES, EXPERIMENT, PARTS, RUN_FILES, RUN_FOLDERS, TODO_FILES,
                                          TODOS, Todo)
+from minitrain.lab.todos import blank
 from minitrain.parent_watch import WATCH_PID
 from minitrain.paths import EDITION_MARK, REPO, relative
+from minitrain.todo import NotDone
 
 RESULT = "grade-result: "  # the child's last line: this, then {"status": ..., "detail": ...}
-NOT_DONE = "not done yet"
 SHORT = 72  # characters of a prerequisite's verdict in the row it blocks: one line, never a launcher's log
 BY_TEACHER = "teacher"  # the status of a row graded only in class grading (its key is not in the student edition)
 
@@ -66,14 +68,6 @@ class Grade:
         return self.status != "not done"
 
 
-class NotDone(Exception):
-    """A TODO (or one it needs) still raises "not done yet", or the learner's run does not exist yet."""
-
-
-class Failed(Exception):
-    """A TODO's grader found a mistake; the message names it."""
-
-
 class ByTeacher(Exception):
     """A TODO graded only where the teacher's key is (class grading); the message says so, `answer` is the learner's."""
 
@@ -95,19 +89,10 @@ def _load(path: Path, name: str) -> types.ModuleType:
     return module
 
 
-def _graded(call: Callable[[], str]) -> str:
-    """A grader's verdict; its ExerciseError as NotDone or Failed."""
-    from minitrain.lab.grading.graders import ExerciseError
-    try:
-        return call()
-    except ExerciseError as e:
-        raise (NotDone if NOT_DONE in str(e) else Failed)(str(e)) from e
-
-
 def _grade_block_a() -> str:
     from minitrain import ddp
     from minitrain.lab.grading.graders import grade_block_a
-    return _graded(lambda: grade_block_a(ddp))  # tests/minitrain/test_ddp.py, the checker's condition 5, calls it too
+    return grade_block_a(ddp)  # tests/minitrain/test_ddp.py, the checker's condition 5, calls it too
 
 
 def _corpus(repo: Path) -> Path:
@@ -120,31 +105,31 @@ def _corpus(repo: Path) -> Path:
 def _grade_make_shard(repo: Path) -> str:
     from minitrain import data
     from minitrain.lab.grading.graders import grade_make_shard
-    return _graded(lambda: grade_make_shard(data.make_shard, _corpus(repo)))
+    return grade_make_shard(data.make_shard, _corpus(repo))
 
 
 def _grade_check_shards(repo: Path) -> str:
     from minitrain import data
     from minitrain.lab.grading.graders import grade_check_shards
     if not hasattr(data, "check_shards"):
-        raise Failed("src/minitrain/data.py has no check_shards(shard, rank, world_size, corpus_total)")
-    return _graded(lambda: grade_check_shards(data.check_shards))
+        raise ExerciseError("src/minitrain/data.py has no check_shards(shard, rank, world_size, corpus_total)")
+    return grade_check_shards(data.check_shards)
 
 
 def _grade_train(repo: Path) -> str:
     from minitrain.lab.grading.graders.training import grade_train_script
-    return _graded(lambda: grade_train_script(repo / EXPERIMENT / "train.py", _corpus(repo)))
+    return grade_train_script(repo / EXPERIMENT / "train.py", _corpus(repo))
 
 
 def _grade_scratch_ddp() -> str:
     from minitrain.lab.grading.scratch_graders import grade_scratch_ddp
-    return _graded(grade_scratch_ddp)  # its workers import the graded tree's minitrain.scratch_ddp (PYTHONPATH)
+    return grade_scratch_ddp()  # its workers import the graded tree's minitrain.scratch_ddp (PYTHONPATH)
 
 
 def _grade_barrier_timer(repo: Path) -> str:
     from minitrain import timing
     from minitrain.lab.grading.graders import grade_barrier_timer
-    return _graded(lambda: grade_barrier_timer(timing.BarrierTimer))
+    return grade_barrier_timer(timing.BarrierTimer)
 
 
 def _run_states(repo: Path) -> tuple[dict, dict] | None:
@@ -159,19 +144,19 @@ def _grade_compare_script(repo: Path) -> str:
     from minitrain.lab.grading.graders import grade_states_equivalent
     script = _load(repo / EXPERIMENT / "compare_states.py", "compare_states")
     if not hasattr(script, "states_equivalent"):
-        raise Failed("compare_states.py has no states_equivalent(a, b, atol)")
-    return _graded(lambda: grade_states_equivalent(script.states_equivalent, real=_run_states(repo)))
+        raise ExerciseError("compare_states.py has no states_equivalent(a, b, atol)")
+    return grade_states_equivalent(script.states_equivalent, real=_run_states(repo))
 
 
 def _stop_conditions(repo: Path, names: tuple[str, ...]) -> str:
     from minitrain.lab.reporting.check import check_folder
     folder = repo / EXPERIMENT
     if not any((folder / name).exists() for name in RUN_FILES):
-        raise NotDone(f"{NOT_DONE}: no run in {EXPERIMENT}/ (run `make lab`)")
+        raise NotDone(f"no run in {EXPERIMENT}/ (run `make lab`)")
     results = [r for r in check_folder(folder, run_tests=False) if r.name in names]
     failed = [f"{r.name}: {r.detail}" for r in results if not r.passed]
     if failed:
-        raise Failed("; ".join(failed))
+        raise ExerciseError("; ".join(failed))
     return "; ".join(f"{r.name}: {r.detail}" for r in results)
 
 
@@ -180,7 +165,7 @@ def _solution_cell(repo: Path, todo: Todo, folder: Path) -> Path:
     nb = json.loads((repo / todo.file).read_text())  # plain JSON: nbformat's import alone costs most of a second
     cells = [c for c in nb["cells"] if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == EXERCISES[todo.key]]
     if not cells:
-        raise Failed(f"{todo.file} has no cell with nbgrader grade_id {EXERCISES[todo.key]!r}")
+        raise ExerciseError(f"{todo.file} has no cell with nbgrader grade_id {EXERCISES[todo.key]!r}")
     source = cells[0]["source"]
     path = folder / f"learner_{todo.key}.py"
     path.write_text((source if isinstance(source, str) else "".join(source)) + "\n")
@@ -212,20 +197,20 @@ def _grade_exercise(repo: Path, todo: Todo) -> str:
         try:
             cell = _load(_solution_cell(repo, todo, folder), f"learner_{todo.key}")
         except Exception as e:
-            raise Failed(f"the solution cell of {todo.file} does not run: {type(e).__name__}: {e}") from e
+            raise ExerciseError(f"the solution cell of {todo.file} does not run: {type(e).__name__}: {e}") from e
         fn = {"ex03": "rank1_holds_rank0_init", "ex04": "my_timing_hook"}.get(todo.key, "diagnose")
         if not hasattr(cell, fn):
-            raise Failed(f"the solution cell of {todo.file} defines no {fn}")
+            raise ExerciseError(f"the solution cell of {todo.file} defines no {fn}")
         learner = getattr(cell, fn)
         calls = {"ex03": lambda: graders.grade_rank1_holds_rank0_init(learner, _wrap_folder(folder)),
                  "ex04": lambda: graders.grade_timing_hook(learner)}
         if todo.key.startswith("ex16"):  # one script each: ex16a is run_a.py
             script, given = f"run_{todo.key[-1]}.py", {}
-            verdict = _graded(lambda: grade_diagnosis(lambda s: given.setdefault(s, learner(s)), (script,)))
+            verdict = grade_diagnosis(lambda s: given.setdefault(s, learner(s)), (script,))
             if verdict.startswith(BY_TEACHER_TEXT):  # no key in this tree (a student edition): the answer goes back
                 raise ByTeacher(verdict, given[script])
             return verdict
-        return _graded(calls[todo.key])
+        return calls[todo.key]()
 
 
 def grade_todo(repo: Path, key: str, answer: dict | None = None) -> tuple[str, str]:
@@ -241,19 +226,18 @@ def grade_todo(repo: Path, key: str, answer: dict | None = None) -> tuple[str, s
         **{k: (lambda k=k: _grade_exercise(repo, BY_KEY[k])) for k in EXERCISES}}
     try:
         return "PASS", graders[todo.key]()
-    except NotDone as e:
-        return "not done", str(e)
-    except Failed as e:
+    except ExerciseError as e:
         return "FAIL", str(e)
     except ByTeacher as e:
         if answer is not None:
             answer["answer"] = e.answer
         return BY_TEACHER, str(e)
-    except NotImplementedError as e:
-        return "not done", str(e) if NOT_DONE in str(e) else f"{NOT_DONE}: {e}"
+    except NotImplementedError as e:  # a stub's NotDone, or the learner's own NotImplementedError
+        return "not done", blank.said(blank.what(e) or str(e))
     except Exception as e:  # the learner's code crashed where no grader expected it: still a row
         last = traceback.format_exception_only(type(e), e)[-1].strip()
-        return ("not done", last[last.index(NOT_DONE):]) if NOT_DONE in last else ("FAIL", f"crashed: {last}")
+        what = blank.in_output(last)  # a blank quoted in its message
+        return ("not done", blank.said(what)) if what is not None else ("FAIL", f"crashed: {last}")
 
 
 def _child(repo: Path, key: str) -> int:
@@ -299,7 +283,6 @@ def run_todo(server: Forkserver, repo: Path, todo: Todo, timeout_s: float | None
 def graded_by_key(grade: Grade) -> Grade:
     """A "teacher" row of notebook 16's exercise graded here, with the key (class grading, from the reference): the
     learner's answer, which their process sent back, checked after a real run shows the script's fault."""
-    from minitrain.lab.grading.graders import ExerciseError
     from minitrain.lab.grading.graders.diagnosis import graded_by_key as check
     start = time.monotonic()
     try:
@@ -324,17 +307,17 @@ def _with_needs(keys: list[str] | None) -> list[Todo]:
 
 
 def _in_short(g: Grade) -> str:
-    """A needed TODO's verdict in one short line, for the row it blocks: "not done yet", "hangs at ...", "FAIL: ..."."""
+    """A needed TODO's verdict in one short line, for the row it blocks: blank.TEXT, "hangs at ...", "FAIL: ..."."""
     if g.status == "not done":
-        return NOT_DONE
+        return blank.TEXT
     line = (g.detail if g.detail.startswith(g.status) else f"{g.status}: {g.detail}").splitlines()[0]
     return line if len(line) <= SHORT else line[:SHORT].rsplit(" ", 1)[0] + " ..."
 
 
 def _needs(unmet: list[Grade]) -> str:
-    """The TODOs that did not pass, each with its verdict in short, on one line: "A and B1 (not done yet), B2 (hangs
+    """The TODOs that did not pass, each with its verdict in short, on one line: "A and B1 (<blank.TEXT>), B2 (hangs
     at data.py:150 on rank 0 (waits in all_gather_object))"."""
-    reasons: dict[str, list[str]] = {}  # one verdict, the keys it stops: "A and B1 (not done yet)"
+    reasons: dict[str, list[str]] = {}  # one verdict, the keys it stops: "A and B1 (<blank.TEXT>)"
     for g in unmet:
         reasons.setdefault(_in_short(g), []).append(g.todo.key)
     return ", ".join(f"{_listed(keys)} ({why})" for why, keys in reasons.items())

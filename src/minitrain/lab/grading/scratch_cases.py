@@ -15,11 +15,9 @@ import torch.distributed as dist
 import torch.nn as nn
 from torch.nn.parallel import DistributedDataParallel
 
+from minitrain.lab.grading.graders.running import ExerciseError
+
 CAP_MB = 0.25  # BucketedDDP's cap in the main run: MiniGPT's 1.1 MB of gradients in several buckets
-
-
-class Mistake(Exception):
-    """A check of the grader's worker found a mistake: the message names it."""
 
 
 class AllReduceRecorder:
@@ -117,17 +115,18 @@ def check_each_gradient_once(level: str, calls: list[dict], model: nn.Module, ca
     params, twice = list(model.parameters()), occurrences(model)
     if level == "overlapped" and calls and len(calls) != len(params):
         if len(calls) > len(params):
-            raise Mistake(f"a tied weight hooked twice: {len(calls)} all-reduces per step for {len(params)} "
-                          "parameters; hook each parameter of module.parameters() once (it lists a tied weight "
-                          "once; module by module it comes twice, and two hooks divide and all-reduce one gradient)")
-        raise Mistake(f"{len(calls)} all-reduce(s) per step for {len(params)} parameters with gradients: hook "
-                      "every parameter, one all-reduce each")
+            raise ExerciseError(f"a tied weight hooked twice: {len(calls)} all-reduces per step for {len(params)} "
+                                "parameters; hook each parameter of module.parameters() once (it lists a tied weight "
+                                "once; module by module it comes twice, and two hooks divide and all-reduce one "
+                                "gradient)")
+        raise ExerciseError(f"{len(calls)} all-reduce(s) per step for {len(params)} parameters with gradients: hook "
+                            "every parameter, one all-reduce each")
     got = tuple(sorted(c["numel"] for c in calls))
     if (level == "bucketed" and len(twice) > len(params) and got in bucket_numels(twice[::-1], cap_mb)
             and got not in bucket_numels(params[::-1], cap_mb)):
-        raise Mistake(f"a tied weight counted twice: the all-reduces have sizes {list(got)}, the buckets of the "
-                      "parameters as each module lists them; bucket module.parameters() (a tied weight once): "
-                      "counted twice, its bucket waits for a second gradient that never comes, or sums it twice")
+        raise ExerciseError(f"a tied weight counted twice: the all-reduces have sizes {list(got)}, the buckets of the "
+                            "parameters as each module lists them; bucket module.parameters() (a tied weight once): "
+                            "counted twice, its bucket waits for a second gradient that never comes, or sums it twice")
 
 
 class _WithUnused(nn.Module):
@@ -187,9 +186,9 @@ def buffer_case(cls: type, level: str, rank: int) -> None:
     model = _WithUnused(rank)
     wrapper(cls, level)(model)
     if not torch.equal(model.scale, _WithUnused(0).scale):
-        raise Mistake("buffers not broadcast: after wrapping, a small model's buffer `scale` is not rank 0's on "
-                      "this rank; broadcast every buffer (module.buffers()) from rank 0 in __init__, as the "
-                      "parameters")
+        raise ExerciseError("buffers not broadcast: after wrapping, a small model's buffer `scale` is not rank 0's on "
+                            "this rank; broadcast every buffer (module.buffers()) from rank 0 in __init__, as the "
+                            "parameters")
 
 
 def unused_case(cls: type, level: str, rank: int) -> None:
@@ -199,10 +198,10 @@ def unused_case(cls: type, level: str, rank: int) -> None:
         if (mine is None) != (ddp is None) or (mine is not None and not torch.allclose(mine, ddp, rtol=1e-6,
                                                                                         atol=1e-9)):
             if ddp is None:
-                raise Mistake(f"a parameter without gradient: {name}, which no loss uses, got a gradient after "
-                              "finish(); torch DDP leaves it None")
-            raise Mistake(f"a parameter without gradient (the 'unused' layer of a small model) left {name}'s "
-                          "gradient unaveraged: a bucket it keeps waiting must still be all-reduced in finish()")
+                raise ExerciseError(f"a parameter without gradient: {name}, which no loss uses, got a gradient after "
+                                    "finish(); torch DDP leaves it None")
+            raise ExerciseError(f"a parameter without gradient (the 'unused' layer of a small model) left {name}'s "
+                                "gradient unaveraged: a bucket it keeps waiting must still be all-reduced in finish()")
 
 
 def tied_case(cls: type, level: str, rank: int) -> None:
@@ -211,5 +210,5 @@ def tied_case(cls: type, level: str, rank: int) -> None:
     check_each_gradient_once(level, calls, model, CAP_MB)
     for (name, _), mine, ddp in zip(model.named_parameters(), got, want):
         if mine is None or not torch.allclose(mine, ddp, rtol=1e-6, atol=1e-9):
-            raise Mistake(f"a tied weight (a small model's a.weight is b.weight): {name}'s gradient after "
-                          "finish() is not torch DDP's")
+            raise ExerciseError(f"a tied weight (a small model's a.weight is b.weight): {name}'s gradient after "
+                                "finish() is not torch DDP's")

@@ -32,10 +32,11 @@ from minitrain.data import SEED_BASE, Shard, load_corpus
 from minitrain.hang_report import named_mismatch
 from minitrain.lab.grading.graders import (RUN_LIMIT_S, ExerciseError, _leave, _log_tails, _meet, _silence,
                                            join_group)
-from minitrain.lab.grading.scratch_cases import (CAP_MB, AllReduceRecorder, Mistake, bucket_numels,
-                                                 check_each_gradient_once, buffer_case, grads_of, tied_case, unused_case,
-                                                 wrapper)
+from minitrain.lab.grading.scratch_cases import (CAP_MB, AllReduceRecorder, bucket_numels, check_each_gradient_once,
+                                                 buffer_case, grads_of, tied_case, unused_case, wrapper)
+from minitrain.lab.todos import blank
 from minitrain.launch import fast_start_method, spawn_workers
+from minitrain.todo import NotDone
 from minitrain.tokenizer import Tokenizer
 from minitrain.train import TrainConfig, build_model_for_corpus, seed_everything
 
@@ -110,8 +111,8 @@ def _compare_grads(got: list, want: list, local: list, sums: list, world_size: i
     worst, share, wrong = 0.0, 0.0, []
     for i, (g, w) in enumerate(zip(got, want)):
         if (g is None) != (w is None):
-            raise Mistake(f"{names[i]}: gradient {'None' if g is None else 'set'} after finish(), torch DDP's is "
-                          f"{'None' if w is None else 'set'}")
+            raise ExerciseError(f"{names[i]}: gradient {'None' if g is None else 'set'} after finish(), torch DDP's is "
+                                f"{'None' if w is None else 'set'}")
         if g is None:
             continue
         diff = (g - w).abs()
@@ -125,15 +126,16 @@ def _compare_grads(got: list, want: list, local: list, sums: list, world_size: i
         return worst, share
     if all(torch.equal(got[i], local[i]) for i in wrong):
         if len(wrong) == sum(g is not None for g in got):
-            raise Mistake("no gradient averaged: after finish() every gradient is still this rank's own (all-reduce "
-                          "each p.grad, not the weights p)")
-        raise Mistake(f"a bucket left unflushed: after finish() {len(wrong)} gradient(s) ({names[wrong[0]]}, ...) "
-                      "are still this rank's own; launch every bucket (the last one too) before finish() returns")
+            raise ExerciseError("no gradient averaged: after finish() every gradient is still this rank's own "
+                                "(all-reduce each p.grad, not the weights p)")
+        raise ExerciseError(f"a bucket left unflushed: after finish() {len(wrong)} gradient(s) ({names[wrong[0]]}, "
+                            "...) are still this rank's own; launch every bucket (the last one too) before finish() "
+                            "returns")
     if all(torch.allclose(got[i], world_size * want[i], rtol=1e-5, atol=1e-9) for i in wrong):
-        raise Mistake(f"missing division: the gradients are the sum over the {world_size} ranks, not the average; "
-                      f"divide by the world size ({names[wrong[0]]} is {world_size}x DDP's)")
+        raise ExerciseError(f"missing division: the gradients are the sum over the {world_size} ranks, not the "
+                            f"average; divide by the world size ({names[wrong[0]]} is {world_size}x DDP's)")
     i = wrong[0]
-    raise Mistake(f"{names[i]}: gradient differs from torch DDP's by {(got[i] - want[i]).abs().max().item():.2e}")
+    raise ExerciseError(f"{names[i]}: gradient differs from torch DDP's by {(got[i] - want[i]).abs().max().item():.2e}")
 
 
 def _check_calls(level: str, calls: list[dict], params: list[nn.Parameter], cap_mb: float, step: int = 0) -> None:
@@ -141,32 +143,33 @@ def _check_calls(level: str, calls: list[dict], params: list[nn.Parameter], cap_
     and (bucketed) one per bucket of the reversed parameters."""
     if level == "naive" or not calls:
         if level != "naive":
-            raise Mistake(f"no all-reduce launched at step {step}: call dist.all_reduce(..., async_op=True) from the "
-                          "gradient hook")
+            raise ExerciseError(f"no all-reduce launched at step {step}: call dist.all_reduce(..., async_op=True) from "
+                                "the gradient hook")
         return
     if not any(c["in_backward"] for c in calls):
         if step > 0:
-            raise Mistake(f"no overlap from step {step} on: step 0 launched all-reduces in backward, step {step} "
-                          "launched every one after it; per-step state (which gradients are ready, which buckets "
-                          "launched) must start afresh each step")
-        raise Mistake("no overlap: every all-reduce was launched after backward; launch them from the gradient hook")
+            raise ExerciseError(f"no overlap from step {step} on: step 0 launched all-reduces in backward, step {step} "
+                                "launched every one after it; per-step state (which gradients are ready, which buckets "
+                                "launched) must start afresh each step")
+        raise ExerciseError("no overlap: every all-reduce was launched after backward; launch them from the gradient "
+                            "hook")
     if any(c["waited"] == "backward" for c in calls if c["in_backward"]):
-        raise Mistake("a hook that waits on the spot: an all-reduce launched in backward was waited for in backward "
-                      "(wait() in the hook, or async_op=False), which stops backward until every rank gets there; "
-                      "keep the work and wait for it in finish()")
+        raise ExerciseError("a hook that waits on the spot: an all-reduce launched in backward was waited for in "
+                            "backward (wait() in the hook, or async_op=False), which stops backward until every rank "
+                            "gets there; keep the work and wait for it in finish()")
     if any(c["waited"] is None for c in calls):
-        raise Mistake("finish() returned before waiting for every all-reduce: wait for each work before the step")
+        raise ExerciseError("finish() returned before waiting for every all-reduce: wait for each work before the step")
     if level == "bucketed":
         got = tuple(sorted(c["numel"] for c in calls))
         if got in bucket_numels(params[::-1], cap_mb):
             return
         if got in bucket_numels(params, cap_mb):
-            raise Mistake(f"buckets in forward order: at a {cap_mb:g} MiB cap the all-reduces have sizes {list(got)}, "
-                          "the buckets of the parameters in model order; backward makes the last ones first: "
-                          "group reversed(parameters)")
+            raise ExerciseError(f"buckets in forward order: at a {cap_mb:g} MiB cap the all-reduces have sizes "
+                                f"{list(got)}, the buckets of the parameters in model order; backward makes the last "
+                                "ones first: group reversed(parameters)")
         expected = sorted(bucket_numels(params[::-1], cap_mb))[0]
-        raise Mistake(f"{len(calls)} all-reduce(s) of sizes {list(got)} per step at a {cap_mb:g} MiB cap; expected "
-                      f"one per bucket of the reversed parameters, sizes {list(expected)}")
+        raise ExerciseError(f"{len(calls)} all-reduce(s) of sizes {list(got)} per step at a {cap_mb:g} MiB cap; "
+                            f"expected one per bucket of the reversed parameters, sizes {list(expected)}")
 
 
 def _tiny_cap_case(cls: type, rank: int, world_size: int, corpus_dir: Path, reference: dict) -> None:
@@ -178,11 +181,11 @@ def _tiny_cap_case(cls: type, rank: int, world_size: int, corpus_dir: Path, refe
     params = list(_rank_model(0, TrainConfig(), corpus_dir).parameters())
     for step, calls in enumerate(run["steps"]):
         if len(calls) != len(params):
-            raise Mistake(f"a cap smaller than one parameter: at {TINY_CAP_MB:g} MiB each of the {len(params)} "
-                          f"parameters is a bucket of its own, but {len(calls)} all-reduce(s) ran at step {step}")
+            raise ExerciseError(f"a cap smaller than one parameter: at {TINY_CAP_MB:g} MiB each of the {len(params)} "
+                                f"parameters is a bucket of its own, but {len(calls)} all-reduce(s) ran at step {step}")
     if world_size == 2 and not all(torch.equal(a, b) for a, b in zip(run["weights"], reference["weights"])):
-        raise Mistake(f"a cap smaller than one parameter: at {TINY_CAP_MB:g} MiB the weights after {STEPS} steps "
-                      "differ from torch DDP's")
+        raise ExerciseError(f"a cap smaller than one parameter: at {TINY_CAP_MB:g} MiB the weights after {STEPS} steps "
+                            "differ from torch DDP's")
 
 
 def _on_every_rank(check: Callable[[], object]) -> object:
@@ -191,20 +194,20 @@ def _on_every_rank(check: Callable[[], object]) -> object:
     problem, result = None, None
     try:
         result = check()
-    except Mistake as e:
+    except ExerciseError as e:
         problem = str(e)
     problems = [None] * dist.get_world_size()
     dist.all_gather_object(problems, problem)
     if any(problems):
         rank = next(r for r, p in enumerate(problems) if p)
-        raise Mistake(f"{problems[rank]} (found on rank {rank} of {len(problems)})")
+        raise ExerciseError(f"{problems[rank]} (found on rank {rank} of {len(problems)})")
     return result
 
 
 def _check_level(cls: type, level: str, rank: int, world_size: int, corpus_dir: Path, reference: dict,
                  local: list, sums: list) -> dict:
     """One class graded on this rank: its pass record {"status", "detail", "grad_diff", "weight_diff"};
-    a mistake raises Mistake on every rank."""
+    a mistake raises ExerciseError on every rank."""
     model0 = _rank_model(0, TrainConfig(), corpus_dir)
     names = [name for name, _ in model0.named_parameters()]
     params = list(model0.parameters())
@@ -216,8 +219,8 @@ def _check_level(cls: type, level: str, rank: int, world_size: int, corpus_dir: 
 
     def broadcast() -> None:
         if not all(torch.equal(a, b) for a, b in zip(run["wrapped"], params)):
-            raise Mistake("missing broadcast: after wrapping, this rank's weights are not rank 0's; broadcast "
-                          "every parameter (and buffer) from rank 0 in __init__")
+            raise ExerciseError("missing broadcast: after wrapping, this rank's weights are not rank 0's; broadcast "
+                                "every parameter (and buffer) from rank 0 in __init__")
 
     def main_run() -> tuple[float, float, float]:
         check_each_gradient_once(level, run["steps"][0], model0, CAP_MB)  # MiniGPT's head.weight is tok_emb.weight
@@ -226,8 +229,8 @@ def _check_level(cls: type, level: str, rank: int, world_size: int, corpus_dir: 
             _check_calls(level, calls, params, CAP_MB, step)
         weight_diff = max((a - b).abs().max().item() for a, b in zip(run["weights"], reference["weights"]))
         if weight_diff > (0.0 if world_size == 2 else WEIGHT_TOL):
-            raise Mistake(f"after {STEPS} AdamW steps the weights differ from torch DDP's by {weight_diff:.2e} "
-                          f"(step 0's gradients agreed)")
+            raise ExerciseError(f"after {STEPS} AdamW steps the weights differ from torch DDP's by {weight_diff:.2e} "
+                                f"(step 0's gradients agreed)")
         return grad_diff, grad_share, weight_diff
 
     _on_every_rank(broadcast)  # first: without it every later check fails too, for that reason
@@ -284,10 +287,10 @@ def _scratch_rank(folder: str, entries: list[tuple[str, str, type | str | None]]
         try:
             cls = _level_class(level, source)
             results[label] = _check_level(cls, level, rank, world_size, corpus, reference, local, sums)
-        except Mistake as e:
+        except ExerciseError as e:
             results[label] = {"status": "fail", "detail": str(e)}
         except NotImplementedError as e:
-            results[label] = {"status": "not done", "detail": str(e)}
+            results[label] = {"status": "not done", "detail": blank.what(e) or str(e)}
         except Exception as e:
             results[label] = {"status": "fail", "detail": f"{LEVELS[level]} raised {type(e).__name__} on rank {rank} "
                                                           f"of {world_size}: {e}{_hint(e)}"}
@@ -322,8 +325,7 @@ def verdict(results: list[dict], label: str, world_size: int) -> str:
     mine = [r[label] for r in results]
     for result in mine:
         if result["status"] == "not done":
-            detail = result["detail"]
-            raise ExerciseError(detail if "not done yet" in detail else f"not done yet: {detail}")
+            raise NotDone(result["detail"])
         if result["status"] == "fail":
             raise ExerciseError(result["detail"])
     grad, weight = max(r["grad_diff"] for r in mine), max(r["weight_diff"] for r in mine)
@@ -353,8 +355,6 @@ def grade_scratch_ddp(level: str = "all", cls: type | str | None = None, world_s
             try:
                 lines[name].append(verdict(results, name, world_size))
             except ExerciseError as e:
-                if "not done yet" in str(e):
-                    raise
                 raise ExerciseError(f"{LEVELS[name]}: {e}") from e
     return "\n".join(f"{LEVELS[name]}: " + "; ".join(lines[name]) + "; a parameter without gradient, a buffer, "
                      "a tied weight handled" + EXTRA[name] for name in levels)

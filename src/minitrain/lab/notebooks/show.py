@@ -8,6 +8,7 @@ from minitrain.lab.reporting.check import check_lesson_notes, run_check
 from minitrain.lab.reporting.disturbance import disturbance_note, twice_checked
 from minitrain.lab.reporting.manifest import Manifest
 from minitrain.lab.reporting.report import set_lesson_notes
+from minitrain.lab.todos import blank
 from minitrain.timing import VARIANTS, summarize
 
 
@@ -171,7 +172,7 @@ def run_parameters_problem(nproc: object, steps: object, warmup: object, out_dir
 def your_paragraph(out: Path, text: str) -> str:
     """Block G: `text` becomes the manifest's lesson_notes in `out`; what stop condition 4 says of it."""
     if not isinstance(text, str) or not text.strip():
-        return "not done yet: write your paragraph as my_paragraph = \"\"\"...\"\"\" in the cell above"
+        return blank.said('write your paragraph as my_paragraph = """...""" in the cell above')
     set_lesson_notes(out, text.strip())
     result = run_check("4. your paragraph", lambda: check_lesson_notes(out))
     return f"stop condition 4: {result.status}: {result.detail}"

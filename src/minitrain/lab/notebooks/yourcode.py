@@ -2,25 +2,17 @@
 learner's own edits included, never a stale import): the named functions, with the file and lines."""
 
 import ast
-import re
 import types
 from pathlib import Path
 
 from minitrain import script
+from minitrain.lab.todos.blank import TodoNotDone, stub_in
 from minitrain.paths import REPO, relative
 
-BLANK = re.compile(r'raise NotImplementedError\("not done yet: ([^"]+)"\)')  # the student edition's stub
 SHOWN_IN = {"src/minitrain/data.py": "02", "src/minitrain/ddp.py": "03", "experiments/35-ddp-cpu/train.py": "04",
             "src/minitrain/timing.py": "04", "experiments/35-ddp-cpu/compare_states.py": "05"}  # where a TODO is asked
 TRAINING_FILES = ("src/minitrain/data.py", "src/minitrain/ddp.py", "experiments/35-ddp-cpu/train.py",
                   "src/minitrain/timing.py")  # the TODOs a training run needs, in the order the notebooks ask them
-
-
-class TodoNotDone(NotImplementedError):
-    """A TODO still blank: IPython shows it as one line (what, where, what to do), without a traceback."""
-
-    def _render_traceback_(self) -> list[str]:
-        return [f"{type(self).__name__}: {self}"]
 
 
 def _resolved(path: str | Path) -> Path:
@@ -49,16 +41,15 @@ def _spans(path: Path, names: tuple[str, ...]) -> list[tuple[int, int]]:
 def _first_blank(path: Path, spans: list[tuple[int, int]] | None = None) -> tuple[str, int] | None:
     """The first TODO still blank in `path` (within `spans` when given): its name and line."""
     for number, line in enumerate(path.read_text().splitlines(), 1):
-        if (m := BLANK.search(line)) and (spans is None or any(a <= number <= b for a, b in spans)):
-            return m[1], number
+        if (what := stub_in(line)) and (spans is None or any(a <= number <= b for a, b in spans)):
+            return what, number
     return None
 
 
 def _stop_if_blank(path: Path, spans: list[tuple[int, int]] | None, where: str) -> None:
     if blank := _first_blank(path, spans):
         what, line = blank
-        raise TodoNotDone(f"{what} is blank: write it in {relative(path)} at line {line} ({where}), save the file, "
-                          "then run this cell again")
+        raise TodoNotDone(what, f"{relative(path)} at line {line} ({where})")
 
 
 def your_code(path: str | Path, *names: str) -> str:

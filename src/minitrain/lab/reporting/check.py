@@ -19,6 +19,7 @@ from minitrain.lab.reporting.disturbance import disturbance, disturbance_note
 from minitrain.lab.reporting.manifest import Manifest, ManifestError
 from minitrain.lab.reporting.paragraph import paragraph_problems
 from minitrain.lab.reporting.verdict import verdict_over_repeats
+from minitrain.lab.todos import blank
 from minitrain.launch import LaunchError, run_streaming
 from minitrain.paths import EXPERIMENT_DIR, REPO
 from minitrain.timing import VARIANTS, manifest_fields, summarize
@@ -254,9 +255,9 @@ def check_ddp_tests() -> str:
         failed = [line for line in lines if line.startswith(("FAILED", "ERROR"))]
         why = [line[1:].strip() for line in lines if line.startswith("E ")][:1]  # the first failure's error
         raise CheckFailed("; ".join(dict.fromkeys(failed + why + lines[-1:]))) from e  # names, why, summary
-    blank = [line for line in output if line.startswith("SKIPPED") and "not done yet" in line]
-    if blank:
-        raise CheckFailed(blank[0][blank[0].index("not done yet"):])
+    left = [todo for line in output if line.startswith("SKIPPED") and (todo := blank.in_output(line))]
+    if left:
+        raise CheckFailed(blank.skipped(left[0]).removeprefix("TODO "))
     return output[-1]
 
 

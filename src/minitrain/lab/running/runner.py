@@ -49,6 +49,7 @@ from minitrain.lab.running.load import MachineBusy, wait_until_quiet
 from minitrain.lab.running.notebook_times import ENTRY_NOTEBOOK, LAST_ON_THE_PATH, lab_run, numbered_notebooks, write_times
 from minitrain.lab.running.repeats import POLL_S, run_repeats
 from minitrain.lab.running.reuse import plan_runs, remove_stale_repeats
+from minitrain.lab.todos import blank
 from minitrain.launch import LaunchError, stop_process_tree
 from minitrain.paths import BUILD_DIR, EXPERIMENT_DIR, NOTEBOOKS_DIR, STUDENT_EDITION, relative
 
@@ -120,10 +121,10 @@ def not_done(text: str) -> str | None:
     raised), and what to do."""
     lines = text.splitlines()
     for i, line in enumerate(lines):
-        if stop := re.search(r"TodoNotDone: (.+ is blank: write it in .+?), save the file", line):  # a notebook's stop
-            return f"{stop[1].replace(' (shown above)', '')}, then run make lab again"
-        if "NotImplementedError: not done yet: " in line:
-            what = line[line.index("not done yet: "):]
+        if stop := blank.stop_in(line):  # a notebook's stop
+            return f"{stop.replace(' (shown above)', '')}, then run make lab again"
+        if (todo := blank.raised_in(line)) is not None:
+            what = blank.said(todo)
             where = [re.search(r'File "([^"]+)", line (\d+)', earlier) for earlier in lines[:i]]
             notebook = re.match(r"(\S+\.ipynb) failed", text)  # a notebook's own cell (Block G's): no File line
             at = next((f" ({relative(Path(m[1]))}:{m[2]})" for m in reversed(where) if m),
@@ -152,8 +153,8 @@ ROW_STEPS = {
 def notebooks_failed(failures: list[str]) -> tuple[str, str]:
     """What failed, for the FAILED line (one line per notebook that raised, the first on that line: a blank TODO
     named in one line), and the next step."""
-    blank = [not_done(f) for f in failures]
-    return "\n".join(line or f for line, f in zip(blank, failures)), AGAIN if any(blank) else NOTEBOOK_STEP
+    stops = [not_done(f) for f in failures]
+    return "\n".join(line or f for line, f in zip(stops, failures)), AGAIN if any(stops) else NOTEBOOK_STEP
 
 
 def failed(what: str, next_step: str, out: Path) -> int:
@@ -363,8 +364,8 @@ def main(argv: list[str] | None = None) -> int:
     except MachineBusy as e:
         return failed(str(e), QUIET_FIRST, out)
     except (NotebookFailed, LaunchError, TimeoutError) as e:
-        blank = not_done(str(e))
-        return failed(blank or str(e), AGAIN if blank else f"fix what the error above names, then {AGAIN}", out)
+        stop = not_done(str(e))
+        return failed(stop or str(e), AGAIN if stop else f"fix what the error above names, then {AGAIN}", out)
     measured = time.perf_counter() - total
     names = numbered_notebooks(args.all_notebooks)
     print(f"measured runs: {measured:.1f} s\nnotebooks {names[0][:2]}-{names[-1][:2]} ({args.workers} side by side) "

@@ -13,12 +13,13 @@ from minitrain.diagnose.faults import KINDS
 from minitrain.diagnose.tools import run
 from minitrain.lab.grading.graders.running import ExerciseError
 
+from minitrain.lab.todos import blank
+from minitrain.todo import NotDone
 if TYPE_CHECKING:
     from minitrain.lab.teaching.diagnosis import Planted
 
 SCRIPTS = ("run_a.py", "run_b.py", "run_c.py")
 FIELDS = ("rank", "line", "collective", "cause")
-NOT_DONE = "not done yet"
 BY_TEACHER = "graded by your teacher"
 KEY_MODULE = "minitrain.lab.teaching.diagnosis"
 LOCATION = re.compile(r'([\w.-]+\.py)"?(?::|,?\s+line\s+)(\d+)')  # run_a.py:12, File "run_a.py", line 12
@@ -114,9 +115,9 @@ def grade_diagnosis(diagnose: Callable[[str], dict], scripts: tuple[str, ...] = 
         try:
             answers[script] = diagnose(script)
         except NotImplementedError as e:
-            raise ExerciseError(f"{NOT_DONE}: diagnose ({e})") from e
+            raise NotDone(f"diagnose ({blank.told(e)})") from e
         if answers[script] is None:
-            raise ExerciseError(f"{NOT_DONE}: diagnose({script!r}) returned None")
+            raise NotDone(f"diagnose({script!r}) returned None")
     if the_key() is None:
         form = [f"{script}: " + "; ".join(found) for script, answer in answers.items()
                 if (found := form_mistakes(script, answer))]

@@ -12,12 +12,13 @@ from minitrain.gloo_setup import collective_timeout, loopback_interface, use_lib
 from minitrain.hang_report import watched_group_timeout
 from minitrain.launch import fast_start_method, spawn_workers
 from minitrain.parent_watch import exit_with_parent
+from minitrain.todo import NotDone
 
 STILL_BLANK = "still raises NotImplementedError; replace `# YOUR CODE HERE` and the `raise` under it with your code"
 
 
 class ExerciseError(AssertionError):
-    """The learner's function is blank ("not done yet") or wrong (the mistake named, and what to change);
+    """The learner's function is wrong: the mistake named, and what to change (a blank one is the core's NotDone);
     an AssertionError, so that nbgrader counts the grader's cell as failed."""
 
 
@@ -48,7 +49,7 @@ def _call(fn: Callable, shown: str, *args):
     try:
         return fn(*args)
     except NotImplementedError as e:
-        raise ExerciseError(f"not done yet: {fn.__name__} {STILL_BLANK}") from e
+        raise NotDone(f"{fn.__name__} {STILL_BLANK}") from e
     except ExerciseError:
         raise  # a grader's own check inside fn
     except Exception as e:

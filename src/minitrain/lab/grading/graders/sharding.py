@@ -15,6 +15,8 @@ from torch.utils.data.distributed import DistributedSampler
 from minitrain.data import load_corpus
 from minitrain.lab.grading.graders.running import (ExerciseError, _call, _gpu_habit, _leave, _silence, _spawn,
                                                    join_group)
+from minitrain.lab.todos import blank
+from minitrain.todo import NotDone
 
 
 # 02-sharding: shard_indices(num_sentences, rank, world_size) -> list[int]
@@ -181,7 +183,7 @@ def _check_shards_rank(folder: str, check_shards: Callable) -> None:
                 num_sentences=count, first_sentence=first, sentences=[first] * count), rank, world_size, total)
             results[name] = ("returned", repr(_in_key_order(got)))
         except NotImplementedError as e:
-            results[name] = ("blank", str(e))
+            results[name] = ("blank", blank.what(e) or str(e))
         except Exception as e:
             results[name] = ("raised", f"{type(e).__name__}: {e}")
     results["pid"] = ("pid", str(os.getpid()))
@@ -194,7 +196,7 @@ def grade_check_shards(check_shards: Callable) -> str:
     try:  # a blank stub says so at once, before any process starts
         check_shards(types.SimpleNamespace(num_sentences=1, first_sentence="a", sentences=["a"]), 0, 1, 1)
     except NotImplementedError as e:
-        raise ExerciseError(f"{e}: check_shards still raises NotImplementedError") from e
+        raise NotDone(f"{blank.what(e) or e}: check_shards still raises NotImplementedError") from e
     except Exception:
         pass  # no process group here: the real run below says what is wrong
     with tempfile.TemporaryDirectory(prefix="minitrain-grader-") as tmp:
@@ -204,8 +206,8 @@ def grade_check_shards(check_shards: Callable) -> str:
         logs = [(folder / f"rank-{r}.log").read_text(errors="replace").split("--- scenario ")
                 for r in range(CHECK_SHARDS_WORLD)]
     if any(kind == "blank" for rank in ranks for kind, _ in rank.values()):
-        blank = next(detail for rank in ranks for kind, detail in rank.values() if kind == "blank")
-        raise ExerciseError(f"{blank}: check_shards still raises NotImplementedError")
+        what = next(detail for rank in ranks for kind, detail in rank.values() if kind == "blank")
+        raise NotDone(f"{what}: check_shards still raises NotImplementedError")
     reports, total = SHARD_SCENARIOS["right"]
     for rank, result in enumerate(ranks):
         kind, detail = result["right"]

@@ -19,6 +19,8 @@ from torch.nn.parallel import DistributedDataParallel
 
 from minitrain.lab.grading.graders.running import (STILL_BLANK, ExerciseError, _gpu_habit, _leave, _meet, _silence,
                                                    _spawn, join_group)
+from minitrain.lab.todos import blank
+from minitrain.todo import NotDone
 
 
 def _tiny_model() -> torch.nn.Module:
@@ -182,7 +184,7 @@ def grade_timing_hook(fn: Callable) -> str:
     try:  # a blank stub says so at once, before any process starts
         fn([], types.SimpleNamespace(buffer=lambda: torch.zeros(1), index=lambda: 0, parameters=lambda: []))
     except NotImplementedError as e:
-        raise ExerciseError(f"not done yet: {fn.__name__} {STILL_BLANK}") from e
+        raise NotDone(f"{fn.__name__} {STILL_BLANK}") from e
     except Exception:
         pass  # no process group here: the real runs below say what is wrong
     if "allreduce_hook" in source:  # right, but the exercise is to write what it does (the lab's variant B calls it)
@@ -205,7 +207,7 @@ def _check_hook_problems(fn: Callable, ranks: list[dict], source: str) -> None:
             if kind == "call took":
                 continue
             if kind == "blank":
-                raise ExerciseError(f"not done yet: {name} {STILL_BLANK}")
+                raise NotDone(f"{name} {STILL_BLANK}")
             if kind in ("raised", "callback raised") and (habit := _gpu_habit(name, detail)):
                 raise ExerciseError(habit)
             messages = {
@@ -310,7 +312,7 @@ def _timer_rank(folder: str, timer_cls: type) -> None:
             timer.after_backward()
             results[scenario] = ("ms", timer.pop_ms())
         except NotImplementedError as e:
-            results[scenario] = ("blank", str(e))
+            results[scenario] = ("blank", blank.what(e) or str(e))
         except Exception as e:
             results[scenario] = ("raised", f"{type(e).__name__}: {e}")
     _leave(folder, rank, results)
@@ -327,7 +329,7 @@ def _timer_alone(timer_cls: type) -> tuple[float | None, float]:
         timer.after_backward()
         return timer.pop_ms(), time.perf_counter() - start
     except NotImplementedError as e:
-        raise ExerciseError(f"{e}: BarrierTimer still raises NotImplementedError") from e
+        raise NotDone(f"{blank.what(e) or e}: BarrierTimer still raises NotImplementedError") from e
     except Exception as e:
         detail = f"{type(e).__name__}: {e}"
         raise ExerciseError(_gpu_habit("BarrierTimer", detail) or (

@@ -13,15 +13,16 @@ from minitrain.data import SEED_BASE
 from minitrain.lab.grading.by_hand import judge_run
 from minitrain.lab.grading.graders.running import ExerciseError
 from minitrain.lab.reporting.check import CheckFailed, validated_timings
+from minitrain.lab.todos import blank
 from minitrain.launch import LaunchError, run_streaming
 from minitrain.timing import BY_NAME
+from minitrain.todo import NotDone
 from minitrain.train import TrainConfig
 from minitrain.verify import StateFileError, compare_state_files, load_state
 
 STEPS, WARMUP = 6, 2  # a few steps: by hand they take one process a few seconds
 NO_SYNC_STEPS = 2
 WORLD_SIZE = 2
-NOT_DONE = "not done yet"
 RANK_ERROR = re.compile(r"\s*(?:\[rank\d+\]:\s*)?[\w.]*(?:Error|Exception)\b.*: ")  # "AttributeError: 'str' object ..."
 LAUNCHER_ERROR = re.compile(r"ChildFailedError|LaunchError|torch\.distributed\.elastic")
 SPAN_SLACK_MS = 0.05  # step_ms may exceed forward + backward + optimizer by clock reads, never fall short of it
@@ -44,8 +45,8 @@ def _run(script: Path, out: Path, corpus_dir: Path, steps: int, *extra: str) -> 
         # cut for one thread, and a learner's shell may set more
         run_streaming(command, echo=output.append, env={"OMP_NUM_THREADS": "1"})
     except LaunchError as e:
-        if blank := [line for line in output if NOT_DONE in line]:
-            raise ExerciseError(blank[0][blank[0].index(NOT_DONE):].strip(" \"')")) from e
+        if (what := blank.in_output("\n".join(output))) is not None:
+            raise NotDone(what) from e
         why = _rank_error(output) or str(e).splitlines()[-1]
         if "cuda" in why.lower():  # a GPU tutorial's habit: torch.cuda.synchronize(), .cuda(), .to(rank)
             why = f"the lab runs on CPUs, drop the CUDA call ({why})"

@@ -26,6 +26,7 @@ from minitrain.lab.grading.graders.running import STILL_BLANK, ExerciseError, _g
 from minitrain.lab.grading.graders.timing import (GRAD_ATOL, _batch, _gradients, _max_diff, _reference_gradients,
                                                   _tiny_model)
 from minitrain.launch import LaunchError, run_streaming, torchrun_command
+from minitrain.todo import NotDone
 
 FUNCTIONS = ("init_distributed", "wrap_for_ddp", "is_main_process", "barrier", "cleanup")  # the stub's order
 WORLD_SIZE = 2
@@ -36,26 +37,18 @@ DEFAULTS = {"device_ids": None, "find_unused_parameters": False, "gradient_as_bu
 MIB = 2**20
 
 
-class Blank(Exception):
-    """A function of Block A still raises NotImplementedError; the message is its name."""
-
-
-class Mistake(Exception):
-    """A contract of Block A broken: the message names it, and what to change."""
-
-
 def _call(fn: Callable, *args, when: str = "", fix: str = ""):
-    """fn(*args): a blank stub as Blank, any exception as the Mistake that names it (`when`: where it was called,
-    `fix`: what to change)."""
+    """fn(*args): a blank stub as NotDone naming fn, any exception as the ExerciseError that names it (`when`: where it
+    was called, `fix`: what to change)."""
     try:
         return fn(*args)
     except NotImplementedError as e:
-        raise Blank(fn.__name__) from e
-    except Mistake:
+        raise NotDone(fn.__name__) from e
+    except ExerciseError:
         raise  # the grader's spy on init_process_group named it
     except Exception as e:
-        raise Mistake(_gpu_habit(f"{fn.__name__}()", f"{type(e).__name__}: {e}")
-                      or f"{fn.__name__}() {when}raised {type(e).__name__}: {str(e).rstrip('.')}{fix}") from e
+        raise ExerciseError(_gpu_habit(f"{fn.__name__}()", f"{type(e).__name__}: {e}")
+                            or f"{fn.__name__}() {when}raised {type(e).__name__}: {str(e).rstrip('.')}{fix}") from e
 
 
 # ------------------------------------------------------------------------------------------------
@@ -66,17 +59,17 @@ def _wrap_needs_a_group(ddp: types.ModuleType) -> None:
     try:
         wrapped = ddp.wrap_for_ddp(_tiny_model())
     except NotImplementedError as e:
-        raise Blank("wrap_for_ddp") from e
+        raise NotDone("wrap_for_ddp") from e
     except Exception as e:
         if isinstance(e, RuntimeError) and "init_distributed" in str(e):
             return
         if habit := _gpu_habit("wrap_for_ddp()", f"{type(e).__name__}: {e}"):
-            raise Mistake(habit) from e
+            raise ExerciseError(habit) from e
         did = f"raised {type(e).__name__}: {str(e).rstrip('.')}"
     else:
         did = f"returned a {type(wrapped).__name__}"
-    raise Mistake(f"wrap_for_ddp() without a process group must raise RuntimeError naming init_distributed (call it "
-                  f"first), but it {did}; check dist.is_initialized() before wrapping")
+    raise ExerciseError("wrap_for_ddp() without a process group must raise RuntimeError naming init_distributed (call "
+                        f"it first), but it {did}; check dist.is_initialized() before wrapping")
 
 
 NO_GROUP = "without a process group, where it must do nothing, "
@@ -86,8 +79,8 @@ def _main_without_group(ddp: types.ModuleType) -> None:
     main = _call(ddp.is_main_process, when="without a process group (a plain single process, the main one) ",
                  fix="; check dist.is_initialized() before dist.get_rank()")
     if main is not True:
-        raise Mistake(f"is_main_process() without a process group returned {main!r}: a plain single process is the "
-                      "main one, return True (check dist.is_initialized() before dist.get_rank())")
+        raise ExerciseError(f"is_main_process() without a process group returned {main!r}: a plain single process is "
+                            "the main one, return True (check dist.is_initialized() before dist.get_rank())")
 
 
 def _barrier_without_group(ddp: types.ModuleType) -> None:
@@ -112,9 +105,9 @@ def _alone(ddp: types.ModuleType) -> tuple[list[str], list[str]]:
         for check in ALONE:
             try:
                 check(ddp)
-            except Blank as e:
-                blanks.append(str(e))
-            except Mistake as e:
+            except NotDone as e:
+                blanks.append(e.what)
+            except ExerciseError as e:
                 mistakes.append(str(e))
     return blanks, mistakes
 
@@ -123,12 +116,12 @@ def _together(check: Callable[[], object]) -> object:
     """check() on every rank, then every rank's mistake gathered: all go on, or all stop with the lowest rank's."""
     try:
         result, mistake = check(), None
-    except Mistake as e:
+    except ExerciseError as e:
         result, mistake = None, str(e)
     found: list = [None] * dist.get_world_size()
     dist.all_gather_object(found, mistake)
     if any(found):
-        raise Mistake(next(m for m in found if m))
+        raise ExerciseError(next(m for m in found if m))
     return result
 
 
@@ -140,10 +133,10 @@ def _init_spy(init: Callable) -> Callable:
         method = kwargs.get("init_method", args[1] if len(args) > 1 else None)
         torchrun = f"{os.environ['MASTER_ADDR']}:{os.environ['MASTER_PORT']}"
         if method and urlparse(method).scheme == "tcp" and urlparse(method).port != int(os.environ["MASTER_PORT"]):
-            raise Mistake(f"init_distributed() joins at an address of its own, init_method={method!r}, not the one "
-                          f"torchrun gives this run (MASTER_ADDR:MASTER_PORT, here {torchrun}): its ranks would wait "
-                          "there for a store no one hosts; leave init_method out (env://, the default, reads "
-                          "torchrun's variables)")
+            raise ExerciseError(f"init_distributed() joins at an address of its own, init_method={method!r}, not the "
+                                f"one torchrun gives this run (MASTER_ADDR:MASTER_PORT, here {torchrun}): its ranks "
+                                "would wait there for a store no one hosts; leave init_method out (env://, the "
+                                "default, reads torchrun's variables)")
         return init(*args, **kwargs)
     return init_process_group
 
@@ -152,8 +145,8 @@ def _join(ddp: types.ModuleType) -> object:
     """init_distributed() under torchrun, which must put this rank in a process group; what it returned."""
     got = _call(ddp.init_distributed, "gloo", when="under torchrun ")
     if not dist.is_initialized():
-        raise Mistake("init_distributed() under torchrun returned without joining a process group: call "
-                      "dist.init_process_group(backend, **options)")
+        raise ExerciseError("init_distributed() under torchrun returned without joining a process group: call "
+                            "dist.init_process_group(backend, **options)")
     return got
 
 
@@ -166,13 +159,13 @@ def _its_place(got: object, rank: int) -> None:
         elif isinstance(got, tuple) and got and got[0] == int(os.environ["LOCAL_RANK"]) != rank:
             why = (f" ({got[0]} is its LOCAL_RANK, its place on its own host, here as on two hosts of one rank each: "
                    "the rank is its place in the whole group, dist.get_rank())")
-        raise Mistake(f"init_distributed() under torchrun returned {got!r} on rank {rank} of {WORLD_SIZE}: return "
-                      f"(rank, world_size), two ints: ({rank}, {WORLD_SIZE}){why}")
+        raise ExerciseError(f"init_distributed() under torchrun returned {got!r} on rank {rank} of {WORLD_SIZE}: "
+                            f"return (rank, world_size), two ints: ({rank}, {WORLD_SIZE}){why}")
     timeout = dist.group.WORLD._get_backend(torch.device("cpu")).options._timeout
     lab = collective_timeout() + GLOO_GRACE
     if timeout != lab:
-        raise Mistake(f"the process group's timeout is {timeout}, not the {lab} that prepare_rank's options set: pass "
-                      "them on, dist.init_process_group(backend, **options)")
+        raise ExerciseError(f"the process group's timeout is {timeout}, not the {lab} that prepare_rank's options set: "
+                            "pass them on, dist.init_process_group(backend, **options)")
 
 
 def _joins_nothing_new(ddp: types.ModuleType, first: object) -> None:
@@ -180,21 +173,21 @@ def _joins_nothing_new(ddp: types.ModuleType, first: object) -> None:
     got = _call(ddp.init_distributed, "gloo", when="called a second time ",
                 fix="; calling it again must join nothing new: check dist.is_initialized() first")
     if dist.group.WORLD is not group:
-        raise Mistake("init_distributed() called a second time made a new process group: when "
-                      "dist.is_initialized(), join nothing new, only return (rank, world_size)")
+        raise ExerciseError("init_distributed() called a second time made a new process group: when "
+                            "dist.is_initialized(), join nothing new, only return (rank, world_size)")
     if got != first:
-        raise Mistake(f"init_distributed() called a second time returned {got!r}, the first time {first!r}: return "
-                      "the same (rank, world_size)")
+        raise ExerciseError(f"init_distributed() called a second time returned {got!r}, the first time {first!r}: "
+                            "return the same (rank, world_size)")
 
 
 def _main_on_rank_0(ddp: types.ModuleType, rank: int) -> None:
     main = _call(ddp.is_main_process, when=f"in the process group, on rank {rank}, ")
     if main is True and rank != 0:
-        raise Mistake(f"is_main_process() returned True on rank {rank} too: the main process is rank 0 of the whole "
-                      "group (dist.get_rank()); if you read LOCAL_RANK, every host has a 0 (here each rank runs as on "
-                      "a host of its own, as in notebook 14)")
+        raise ExerciseError(f"is_main_process() returned True on rank {rank} too: the main process is rank 0 of the "
+                            "whole group (dist.get_rank()); if you read LOCAL_RANK, every host has a 0 (here each "
+                            "rank runs as on a host of its own, as in notebook 14)")
     if main is not (rank == 0):
-        raise Mistake(f"is_main_process() returned {main!r} on rank {rank}: True on rank 0 only")
+        raise ExerciseError(f"is_main_process() returned {main!r} on rank {rank}: True on rank 0 only")
 
 
 def _late(rank: int, fn: Callable) -> float:
@@ -210,8 +203,8 @@ def _late(rank: int, fn: Callable) -> float:
 def _barrier_waits(ddp: types.ModuleType, rank: int) -> float:
     waited = _late(rank, lambda: _call(ddp.barrier, when="in the process group "))
     if rank == 0 and waited < LATE_S / 2:
-        raise Mistake(f"barrier() did not wait: rank 1 called it {LATE_S} s late and rank 0's call returned after "
-                      f"{waited:.3f} s; with a process group, call dist.barrier()")
+        raise ExerciseError(f"barrier() did not wait: rank 1 called it {LATE_S} s late and rank 0's call returned "
+                            f"after {waited:.3f} s; with a process group, call dist.barrier()")
     return waited
 
 
@@ -219,20 +212,20 @@ def _wrapped(ddp: types.ModuleType, model: torch.nn.Module, *bucket_cap_mb: floa
     shown = f"wrap_for_ddp(model{''.join(f', {mb}' for mb in bucket_cap_mb)})"
     wrapped = _call(ddp.wrap_for_ddp, model, *bucket_cap_mb, when="in the process group ")
     if not isinstance(wrapped, DistributedDataParallel):
-        raise Mistake(f"{shown} returned a {type(wrapped).__name__}, not the model wrapped in "
-                      "DistributedDataParallel")
+        raise ExerciseError(f"{shown} returned a {type(wrapped).__name__}, not the model wrapped in "
+                            "DistributedDataParallel")
     for name, default in DEFAULTS.items():
         if getattr(wrapped, name) != default:
             alias = " (or forward_sync_buffers, its newer name)" * (name == "broadcast_buffers")
-            raise Mistake(f"{shown} sets {name}={getattr(wrapped, name)!r}{alias}; the sheet asks for PyTorch's "
-                          f"defaults ({name}={default!r}): pass only the model and bucket_cap_mb")
+            raise ExerciseError(f"{shown} sets {name}={getattr(wrapped, name)!r}{alias}; the sheet asks for PyTorch's "
+                                f"defaults ({name}={default!r}): pass only the model and bucket_cap_mb")
     first, cap = wrapped._bucket_config.first_bucket_bytes_cap / MIB, wrapped.bucket_bytes_cap / MIB
     caps = f"{first:g} MiB first, then {cap:g} MiB"
     if not bucket_cap_mb and not wrapped.bucket_bytes_cap_default:
-        raise Mistake(f"{shown} changed DDP's own bucket caps ({caps}): with bucket_cap_mb=None, pass "
-                      "bucket_cap_mb=None on (1 MiB first, then 25 MiB)")
+        raise ExerciseError(f"{shown} changed DDP's own bucket caps ({caps}): with bucket_cap_mb=None, pass "
+                            "bucket_cap_mb=None on (1 MiB first, then 25 MiB)")
     if bucket_cap_mb and wrapped.bucket_bytes_cap != bucket_cap_mb[0] * MIB:
-        raise Mistake(f"{shown} gave buckets of {caps}: pass bucket_cap_mb on to DistributedDataParallel")
+        raise ExerciseError(f"{shown} gave buckets of {caps}: pass bucket_cap_mb on to DistributedDataParallel")
     return wrapped
 
 
@@ -247,25 +240,27 @@ def _wraps_and_averages(ddp: types.ModuleType, rank: int) -> None:
     _wrapped(ddp, _tiny_model(), 1)
     init = _tiny_model().state_dict()
     if not all(torch.equal(v, init[k]) for k, v in model.module.state_dict().items()):
-        raise Mistake(f"after wrap_for_ddp() rank {rank} does not hold rank 0's initial weights: let "
-                      "DistributedDataParallel's constructor broadcast them (PyTorch's defaults)")
+        raise ExerciseError(f"after wrap_for_ddp() rank {rank} does not hold rank 0's initial weights: let "
+                            "DistributedDataParallel's constructor broadcast them (PyTorch's defaults)")
     inputs, targets = (t.chunk(WORLD_SIZE)[rank] for t in _batch())
     torch.nn.functional.mse_loss(model(inputs), targets).backward()
     diff = _max_diff(_gradients(model.module), _reference_gradients())
     if diff > GRAD_ATOL:
-        raise Mistake(f"after one backward on halves of a batch, rank {rank}'s gradients differ from one process's "
-                      f"on the whole batch by {diff:.2e}: return DistributedDataParallel(model, ...) itself")
+        raise ExerciseError(f"after one backward on halves of a batch, rank {rank}'s gradients differ from one "
+                            f"process's on the whole batch by {diff:.2e}: return DistributedDataParallel(model, ...) "
+                            "itself")
 
 
 def _cleanup_leaves(ddp: types.ModuleType, rank: int) -> float:
     waited = _late(rank, lambda: _call(ddp.cleanup, when="at the end of the run "))
     still_joined = dist.is_initialized()
     if still_joined:
-        raise Mistake("cleanup() left the process group open: end with dist.destroy_process_group()")
+        raise ExerciseError("cleanup() left the process group open: end with dist.destroy_process_group()")
     if rank == 0 and waited < LATE_S / 2:
-        raise Mistake(f"cleanup() did not wait for every rank: rank 1 called it {LATE_S} s late and rank 0 left "
-                      f"after {waited:.3f} s; a rank that leaves while a peer is mid-collective can make the peer fail "
-                      "(a race: now and then an abort at exit): wait for every rank before leaving the group")
+        raise ExerciseError(f"cleanup() did not wait for every rank: rank 1 called it {LATE_S} s late and rank 0 left "
+                            f"after {waited:.3f} s; a rank that leaves while a peer is mid-collective can make the "
+                            "peer fail (a race: now and then an abort at exit): wait for every rank before leaving "
+                            "the group")
     _call(ddp.cleanup, when="called a second time, after leaving the group, ",
           fix="; it must do nothing then: leave the group only when dist.is_initialized()")
     return waited
@@ -282,7 +277,7 @@ def _in_group(ddp: types.ModuleType, rank: int, first: object, mistakes: list[st
     for key, check in checks.items():
         try:  # cleanup leaves the group: its mistakes are each rank's own
             measured[key] = check() if key == "cleanup_s" else _together(check)
-        except Mistake as e:
+        except ExerciseError as e:
             mistakes.append(str(e))
     return measured
 
@@ -301,9 +296,9 @@ def _rank(ddp_path: str, out: str) -> None:
             first = _join(ddp)
             if not blanks:
                 result["measured"] = _in_group(ddp, rank, first, mistakes)
-        except Blank as e:
-            blanks.insert(0, str(e))
-        except Mistake as e:
+        except NotDone as e:
+            blanks.insert(0, e.what)
+        except ExerciseError as e:
             mistakes.append(str(e))
     result.update(blanks=blanks, mistakes=mistakes)
     joined = dist.is_initialized()  # a blank or broken init_distributed() may have joined nothing
@@ -342,7 +337,7 @@ def grade_block_a(ddp: types.ModuleType | None = None) -> str:
 def _verdict(ranks: list[dict], output: list[str], failed: LaunchError | None) -> str:
     blanks = [name for name in FUNCTIONS if any(name in rank["blanks"] for rank in ranks)]
     if blanks:
-        raise ExerciseError(f"not done yet: Block A: {', '.join(blanks)} ({'each ' * (len(blanks) > 1)}{STILL_BLANK})")
+        raise NotDone(f"Block A: {', '.join(blanks)} ({'each ' * (len(blanks) > 1)}{STILL_BLANK})")
     mistakes = list(dict.fromkeys(m for rank in ranks for m in rank["mistakes"]))  # in-group ones: on every rank
     if mistakes:
         raise ExerciseError("\nalso: ".join(mistakes))
