@@ -25,6 +25,12 @@ def test_a_wrong_answer_is_not_blank():
     assert blank.what(NotDone("Block A: barrier")) == "Block A: barrier"
 
 
+def test_an_earlier_edition_s_stub_in_a_submission_is_still_blank():
+    earlier = NotImplementedError("not done yet: Block B: the counts check")  # the stub before minitrain.todo
+    assert blank.what(earlier) == "Block B: the counts check" and blank.told(earlier) == str(earlier)
+    assert blank.told(NotImplementedError("mine")) == "mine"
+
+
 def test_the_marks_the_protocol_writes_are_read_back():
     what = 'Block X: f\'s "body"'
     assert blank.stub_in("    " + blank.stub(what)) == what

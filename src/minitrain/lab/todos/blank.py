@@ -49,13 +49,18 @@ def stub_in(line: str) -> str | None:
 
 
 def what(e: BaseException) -> str | None:
-    """The TODO a blank's exception names, or None: no other exception (a wrong answer's ExerciseError) is blank."""
-    return e.what if isinstance(e, NotDone) else None
+    """The TODO a blank's exception names, or None: no other exception (a wrong answer's ExerciseError) is blank. An
+    earlier edition's stub, NotImplementedError(said(what)), still in a submission, is read too."""
+    if isinstance(e, NotDone):
+        return e.what
+    if isinstance(e, NotImplementedError) and str(e).startswith(f"{TEXT}: "):
+        return str(e).removeprefix(f"{TEXT}: ")
+    return None
 
 
 def told(e: NotImplementedError) -> str:
-    """A stub's exception as the learner reads it: said(what) for NotDone, the message of any other."""
-    return said(e.what) if isinstance(e, NotDone) else str(e)
+    """A stub's exception as the learner reads it: said(what) for a blank, the message of any other."""
+    return str(e) if (todo := what(e)) is None else said(todo)
 
 
 def skipped(what: str) -> str:
