@@ -5,6 +5,7 @@ their contracts checked, so a broken one is named where it breaks, not by a symp
 import argparse
 import importlib.util
 import math
+import sys
 import types
 from collections.abc import Callable
 from pathlib import Path
@@ -29,10 +30,12 @@ class ContractError(TypeError):
 
 
 def import_script(path: str | Path) -> types.ModuleType:
-    """The script at `path` imported as a module named after it, fresh from disk (a notebook's edits count)."""
+    """The script at `path` imported as a module named after it, fresh from disk (a notebook's edits count); the one
+    way the lab loads a learner's file by its path. It stands in sys.modules, where inspect.getsource looks."""
     path = Path(path)
     spec = importlib.util.spec_from_file_location(path.stem, path)
     module = importlib.util.module_from_spec(spec)
+    sys.modules[path.stem] = module
     spec.loader.exec_module(module)
     return module
 

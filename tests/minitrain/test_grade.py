@@ -19,6 +19,7 @@ import pytest
 
 import learner
 from minitrain.lab.grading import grade
+from minitrain.lab.todos import registry
 
 BLANK_TIMEOUT_S = 240  # per TODO: generous for a loaded machine; a blank ends in seconds
 
@@ -40,7 +41,7 @@ def test_a_blank_tree_is_not_done_everywhere_and_not_started(student_tree, tmp_p
     """Every row "not done" but C, which needs A, B and D: "blocked" by them, never run; each part "not started"."""
     tree = learner.copy_tree(student_tree, tmp_path / "blank")
     grades = grade.grade_repo(tree, timeout_s=BLANK_TIMEOUT_S, jobs=3)
-    assert [g.todo.key for g in grades] == [t.key for t in grade.TODOS]
+    assert [g.todo.key for g in grades] == [t.key for t in registry.TODOS]
     rows = {g.todo.key: (g.status, g.detail) for g in grades}
     assert rows.pop("C") == ("blocked", "needs A, B1, B2 and D (not done yet)")
     assert all(status == "not done" and "not done yet" in detail for status, detail in rows.values()), rows
@@ -62,7 +63,7 @@ def test_ex15_is_graded_on_its_own(student_tree, tmp_path):
 def solved_tree(student_tree, out):
     """A learner's tree with every solution pasted and the committed run as theirs: full marks."""
     tree = learner.copy_tree(student_tree, out)
-    learner.put_back_the_reference(tree, grade.TODO_FILES)
+    learner.put_back_the_reference(tree, registry.TODO_FILES)
     learner.put_back_the_committed_run(tree)
     return tree
 
@@ -263,7 +264,7 @@ def test_a_class_is_graded_into_a_table_and_a_csv(student_tree, tmp_path):
     for name in ("03-wrapping.ipynb", "16-when-it-breaks.ipynb"):  # the solved notebooks
         shutil.copy(grade.REPO / "notebooks" / name, folder / "ana" / "work")
     tree = learner.copy_tree(student_tree, folder / "ben")
-    learner.put_back_the_reference(tree, grade.TODO_FILES)
+    learner.put_back_the_reference(tree, registry.TODO_FILES)
     ddp = tree / "src/minitrain/ddp.py"
     ddp.write_text(ddp.read_text().replace("return TorchDDP(model, bucket_cap_mb=bucket_cap_mb)", WRONG_A))
     assert WRONG_A in ddp.read_text()

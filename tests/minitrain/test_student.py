@@ -21,6 +21,7 @@ from minitrain.lab.editions import student
 from minitrain.lab.grading import grade
 from minitrain.lab.teaching import teacher
 from minitrain.lab.todos import blank
+from minitrain.lab.todos import registry
 from minitrain.paths import NOTEBOOKS_DIR, REPO
 from minitrain.todo import NotDone
 
@@ -240,14 +241,6 @@ def test_the_key_quotes_the_reference_as_it_is():
     text = teacher.KEY.read_text()
     assert len(teacher.QUOTE.findall(text)) >= 12
     assert teacher.refreshed(text) == text, "stale quotes: run `python -m minitrain.lab.teacher`"
-
-
-def test_teacher_md_lists_every_todo_with_its_points():
-    text = (REPO / "TEACHER.md").read_text()
-    for todo in grade.TODOS:
-        row = next((line for line in text.splitlines() if line.startswith(f"| {todo.key} | `{todo.file}` |")), None)
-        assert row is not None and f"| {todo.points} |" in row, todo.key
-    assert f"Total: {sum(t.points for t in grade.TODOS)} points" in text
 
 
 TEACHER_MODULES = ("src/minitrain/lab/teaching/teacher.py", "src/minitrain/lab/teaching/rubric.py",
@@ -567,7 +560,7 @@ def _normalised(text: str) -> str:
     return "\n".join(line.strip() for line in text.splitlines() if line.strip())
 
 
-def _answers(todo: grade.Todo) -> list[str]:
+def _answers(todo: registry.Todo) -> list[str]:
     """The reference's answer to `todo` as text: each solution region of its file (its notebook's), normalised."""
     if todo.file.endswith("/"):  # F: the learner's run
         return []
@@ -583,14 +576,14 @@ def _answers(todo: grade.Todo) -> list[str]:
     return [b for b in blocks if b]
 
 
-@pytest.mark.parametrize("key", [t.key for t in grade.TODOS])
+@pytest.mark.parametrize("key", [t.key for t in registry.TODOS])
 def test_no_file_of_the_student_tree_holds_an_exercise_s_answer(student_tree, key):
     """Every exercise, graded by code or by data: no solution region's code in any file (tests and graders too), no
     run of the reference's (F, G), no planted place of notebook 16's scripts (the key is data: its module and test
     are left out, and test_the_student_tree_s_diagnosis_grader_cannot_tell_right_from_wrong runs the grader there)."""
     from minitrain.lab.teaching.diagnosis import PLANTED
 
-    todo = grade.BY_KEY[key]
+    todo = registry.BY_KEY[key]
     answers = _answers(todo)
     assert answers or todo.file.endswith("/"), f"{key}: no solution region in {todo.file}"
     texts = {str(p.relative_to(student_tree)): _normalised("\n".join(_sources(p)) if p.suffix == ".ipynb" else
@@ -599,7 +592,7 @@ def test_no_file_of_the_student_tree_holds_an_exercise_s_answer(student_tree, ke
                                                                               ".toml", ".cfg", ".yaml", ".yml", "")}
     assert not [(rel, a[:60]) for rel, text in texts.items() for a in answers if a in text]
     if key in ("F", "G"):  # the learner's run: the reference's is not there to copy
-        assert not [n for n in grade.RUN_FILES if (student_tree / grade.EXPERIMENT / n).exists()]
+        assert not [n for n in registry.RUN_FILES if (student_tree / registry.EXPERIMENT / n).exists()]
     if key.startswith("ex16"):
         script = f"run_{key[-1]}.py"
         place = f"{script}:{PLANTED[script].line(script)}"

@@ -100,3 +100,5 @@ def test_teacher_table_is_the_registry() -> None:
         want = [f"`{todo.file}`", str(todo.points), todo.graded_by]
         assert [file, points, graded_by] == want, \
             f"TEACHER.md's row {todo.key}: {[file, points, graded_by]}; the registry says {want}"
+    total = sum(t.points for t in TODOS)
+    assert f"Total: {total} points" in (REPO / "TEACHER.md").read_text(), f"TEACHER.md's total is not {total} points"

@@ -3,20 +3,20 @@
     python -m minitrain.lab.grade [REPO]            # one tree (default: this one); `make grade`
     python -m minitrain.lab.grade --class FOLDER    # every submission in FOLDER: a table and FOLDER/grades.csv
 
-Each row of TODOS is graded by this module's `--todo KEY REPO` mode in a child forked from a process that
-imported torch once (minitrain.lab.grading.forkserver), REPO/src first on PYTHONPATH, its tree stopped at the timeout:
+Each TODO of the registry (minitrain.lab.todos.registry) is graded by its grader, in this module's `--todo KEY REPO`
+mode: a child forked from a process that imported torch once (minitrain.lab.grading.forkserver), REPO/src first on
+PYTHONPATH, its tree stopped at the timeout:
 PASS, FAIL (the mistake named: ExerciseError), "not done" (a stub still raises NotDone), "hangs", or "teacher" (ex16a-c
 where the teacher's key is not: the student edition). A row whose `needs` did not all pass is not run: "blocked",
 naming them; in class grading it is graded with the reference's files of the TODOs it needs, and says so, and a
 "teacher" row's answer (the child's result carries it) is checked against the key here, in the reference's process.
 The points are summed apart for each part of the lab (PARTS: the sheet, the exercises beyond it, the optional one). A
-submission is a student tree, or any folder holding its notebooks: only the learner's files (TODO_FILES, the
-notebooks, the run's artifacts) go into a fresh student tree: its own graders and tests never run, and no key is there.
+submission is a student tree, or any folder holding its notebooks: only the learner's files (what each TODO of the
+registry collects, the notebooks) go into a fresh student tree: its own graders and tests never run, no key is there.
 """
 
 import argparse
 import csv
-import importlib.util
 import json
 import os
 import shutil
@@ -24,7 +24,6 @@ import sys
 import tempfile
 import time
 import traceback
-import types
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
@@ -33,13 +32,10 @@ from pathlib import Path
 from minitrain.cli import LabArgumentParser, positive_float, positive_int
 from minitrain.hang_report import named_hang
 from minitrain.lab.grading.forkserver import Forkserver
-from minitrain.lab.grading.graders.running import ExerciseError
-from minitrain.lab.grading.todos import (BY_KEY, EXERCISES, EXPERIMENT, PARTS, RUN_FILES, RUN_FOLDERS, TODO_FILES,
-                                         TODOS, Todo)
 from minitrain.lab.todos import blank
+from minitrain.lab.todos.registry import BY_KEY, PARTS, TODOS, Todo
 from minitrain.parent_watch import WATCH_PID
 from minitrain.paths import EDITION_MARK, REPO, relative
-from minitrain.todo import NotDone
 
 RESULT = "grade-result: "  # the child's last line: this, then {"status": ..., "detail": ...}
 SHORT = 72  # characters of a prerequisite's verdict in the row it blocks: one line, never a launcher's log
@@ -68,164 +64,14 @@ class Grade:
         return self.status != "not done"
 
 
-class ByTeacher(Exception):
-    """A TODO graded only where the teacher's key is (class grading); the message says so, `answer` is the learner's."""
-
-    def __init__(self, verdict: str, answer: object) -> None:
-        super().__init__(verdict)
-        self.answer = answer
-
-
-# ------------------------------------------------------------------------------------------------
-# The graders of each TODO, run inside the child process (`--todo KEY REPO`)
-
-
-def _load(path: Path, name: str) -> types.ModuleType:
-    """The module at `path` (a script or a notebook cell written to a file), imported as `name`."""
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # inspect.getsource finds a function's module here
-    spec.loader.exec_module(module)
-    return module
-
-
-def _grade_block_a() -> str:
-    from minitrain import ddp
-    from minitrain.lab.grading.graders import grade_block_a
-    return grade_block_a(ddp)  # tests/minitrain/test_ddp.py, the checker's condition 5, calls it too
-
-
-def _corpus(repo: Path) -> Path:
-    from minitrain.corpus import ensure_corpus
-    folder = repo / "data" / "corpus"
-    ensure_corpus(folder)
-    return folder
-
-
-def _grade_make_shard(repo: Path) -> str:
-    from minitrain import data
-    from minitrain.lab.grading.graders import grade_make_shard
-    return grade_make_shard(data.make_shard, _corpus(repo))
-
-
-def _grade_check_shards(repo: Path) -> str:
-    from minitrain import data
-    from minitrain.lab.grading.graders import grade_check_shards
-    if not hasattr(data, "check_shards"):
-        raise ExerciseError("src/minitrain/data.py has no check_shards(shard, rank, world_size, corpus_total)")
-    return grade_check_shards(data.check_shards)
-
-
-def _grade_train(repo: Path) -> str:
-    from minitrain.lab.grading.graders.training import grade_train_script
-    return grade_train_script(repo / EXPERIMENT / "train.py", _corpus(repo))
-
-
-def _grade_scratch_ddp() -> str:
-    from minitrain.lab.grading.scratch_graders import grade_scratch_ddp
-    return grade_scratch_ddp()  # its workers import the graded tree's minitrain.scratch_ddp (PYTHONPATH)
-
-
-def _grade_barrier_timer(repo: Path) -> str:
-    from minitrain import timing
-    from minitrain.lab.grading.graders import grade_barrier_timer
-    return grade_barrier_timer(timing.BarrierTimer)
-
-
-def _run_states(repo: Path) -> tuple[dict, dict] | None:
-    from minitrain.verify import StateFileError, load_state
-    try:
-        return tuple(load_state(repo / EXPERIMENT / f"state-rank-{r}.pt") for r in range(2))
-    except StateFileError:
-        return None
-
-
-def _grade_compare_script(repo: Path) -> str:
-    from minitrain.lab.grading.graders import grade_states_equivalent
-    script = _load(repo / EXPERIMENT / "compare_states.py", "compare_states")
-    if not hasattr(script, "states_equivalent"):
-        raise ExerciseError("compare_states.py has no states_equivalent(a, b, atol)")
-    return grade_states_equivalent(script.states_equivalent, real=_run_states(repo))
-
-
-def _stop_conditions(repo: Path, names: tuple[str, ...]) -> str:
-    from minitrain.lab.reporting.check import check_folder
-    folder = repo / EXPERIMENT
-    if not any((folder / name).exists() for name in RUN_FILES):
-        raise NotDone(f"no run in {EXPERIMENT}/ (run `make lab`)")
-    results = [r for r in check_folder(folder, run_tests=False) if r.name in names]
-    failed = [f"{r.name}: {r.detail}" for r in results if not r.passed]
-    if failed:
-        raise ExerciseError("; ".join(failed))
-    return "; ".join(f"{r.name}: {r.detail}" for r in results)
-
-
-def _solution_cell(repo: Path, todo: Todo, folder: Path) -> Path:
-    """The exercise's solution cell from the learner's notebook, written to a module in `folder`."""
-    nb = json.loads((repo / todo.file).read_text())  # plain JSON: nbformat's import alone costs most of a second
-    cells = [c for c in nb["cells"] if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == EXERCISES[todo.key]]
-    if not cells:
-        raise ExerciseError(f"{todo.file} has no cell with nbgrader grade_id {EXERCISES[todo.key]!r}")
-    source = cells[0]["source"]
-    path = folder / f"learner_{todo.key}.py"
-    path.write_text((source if isinstance(source, str) else "".join(source)) + "\n")
-    return path
-
-
-def _wrap_folder(folder: Path) -> Path:
-    """before/after files as the wrap demo saves them: two seeds before wrapping, rank 0's weights after."""
-    import torch
-
-    from minitrain.data import SEED_BASE
-    from minitrain.lab.notebooks.wrapdemo import snapshot, state_path
-    from minitrain.model import build_minigpt
-    states = []
-    for seed in (SEED_BASE, SEED_BASE + 1):
-        torch.manual_seed(seed)
-        states.append(snapshot(build_minigpt(50, block_size=16, n_layer=2, n_head=2, n_embd=32, dropout=0.0)))
-    for rank in range(2):
-        torch.save(states[rank], state_path(folder, "before", rank))
-        torch.save(states[0], state_path(folder, "after", rank))
-    return folder
-
-
-def _grade_exercise(repo: Path, todo: Todo) -> str:
-    from minitrain.lab.grading import graders
-    from minitrain.lab.grading.graders.diagnosis import BY_TEACHER as BY_TEACHER_TEXT, grade_diagnosis
-    with tempfile.TemporaryDirectory(prefix="minitrain-grade-") as tmp:
-        folder = Path(tmp)
-        try:
-            cell = _load(_solution_cell(repo, todo, folder), f"learner_{todo.key}")
-        except Exception as e:
-            raise ExerciseError(f"the solution cell of {todo.file} does not run: {type(e).__name__}: {e}") from e
-        fn = {"ex03": "rank1_holds_rank0_init", "ex04": "my_timing_hook"}.get(todo.key, "diagnose")
-        if not hasattr(cell, fn):
-            raise ExerciseError(f"the solution cell of {todo.file} defines no {fn}")
-        learner = getattr(cell, fn)
-        calls = {"ex03": lambda: graders.grade_rank1_holds_rank0_init(learner, _wrap_folder(folder)),
-                 "ex04": lambda: graders.grade_timing_hook(learner)}
-        if todo.key.startswith("ex16"):  # one script each: ex16a is run_a.py
-            script, given = f"run_{todo.key[-1]}.py", {}
-            verdict = grade_diagnosis(lambda s: given.setdefault(s, learner(s)), (script,))
-            if verdict.startswith(BY_TEACHER_TEXT):  # no key in this tree (a student edition): the answer goes back
-                raise ByTeacher(verdict, given[script])
-            return verdict
-        return calls[todo.key]()
-
-
 def grade_todo(repo: Path, key: str, answer: dict | None = None) -> tuple[str, str]:
-    """(status, detail) of one TODO, graded in this process whatever it needs (grade_repo blocks it first); a
-    "teacher" row's answer goes in `answer["answer"]`."""
+    """(status, detail) of one TODO, graded in this process by the registry's grader whatever it needs (grade_repo
+    blocks it first); a "teacher" row's answer goes in `answer["answer"]`."""
+    from minitrain.lab.grading.graders import ExerciseError
+    from minitrain.lab.grading.graders.diagnosis import ByTeacher
     todo = BY_KEY[key]
-    graders: dict[str, Callable[[], str]] = {
-        "A": _grade_block_a, "B1": lambda: _grade_make_shard(repo),
-        "B2": lambda: _grade_check_shards(repo), "C": lambda: _grade_train(repo),
-        "D": lambda: _grade_barrier_timer(repo), "ex15": _grade_scratch_ddp, "E": lambda: _grade_compare_script(repo),
-        "F": lambda: _stop_conditions(repo, ("files", "equivalence", "allreduce timing")),
-        "G": lambda: _stop_conditions(repo, ("lesson notes",)),
-        **{k: (lambda k=k: _grade_exercise(repo, BY_KEY[k])) for k in EXERCISES}}
     try:
-        return "PASS", graders[todo.key]()
+        return "PASS", todo.grader_function()(repo, todo)
     except ExerciseError as e:
         return "FAIL", str(e)
     except ByTeacher as e:
@@ -283,6 +129,7 @@ def run_todo(server: Forkserver, repo: Path, todo: Todo, timeout_s: float | None
 def graded_by_key(grade: Grade) -> Grade:
     """A "teacher" row of notebook 16's exercise graded here, with the key (class grading, from the reference): the
     learner's answer, which their process sent back, checked after a real run shows the script's fault."""
+    from minitrain.lab.grading.graders import ExerciseError
     from minitrain.lab.grading.graders.diagnosis import graded_by_key as check
     start = time.monotonic()
     try:
@@ -443,24 +290,19 @@ def summary(row: list[Grade]) -> str:
 
 
 def submission_tree(submission: Path, fresh: Path, out: Path) -> Path:
-    """A copy of the fresh student tree `fresh` in `out` with the learner's files from `submission`:
-    TODO_FILES and the notebooks where they are in a tree, notebooks found by name anywhere else, and
-    the run's artifacts."""
+    """A copy of the fresh student tree `fresh` in `out` with the learner's files from `submission`: what each TODO
+    of the registry collects (its file, the run's artifacts), and the notebooks, found by name where not in place."""
     shutil.copytree(fresh, out, symlinks=True)
-    for rel in TODO_FILES:
-        if (submission / rel).is_file():
+    for rel in dict.fromkeys(rel for todo in TODOS for rel in todo.collected):
+        if (submission / rel).is_dir():
+            shutil.copytree(submission / rel, out / rel, dirs_exist_ok=True)
+        elif (submission / rel).is_file():
             shutil.copy(submission / rel, out / rel)
     for notebook in (fresh / "notebooks").glob("*.ipynb"):
         found = [submission / "notebooks" / notebook.name] if (submission / "notebooks" / notebook.name).is_file() \
             else sorted(submission.rglob(notebook.name))
         if found:
             shutil.copy(found[0], out / "notebooks" / notebook.name)
-    for name in RUN_FILES:
-        if (submission / EXPERIMENT / name).is_file():
-            shutil.copy(submission / EXPERIMENT / name, out / EXPERIMENT / name)
-    for name in RUN_FOLDERS:
-        if (submission / EXPERIMENT / name).is_dir():
-            shutil.copytree(submission / EXPERIMENT / name, out / EXPERIMENT / name, dirs_exist_ok=True)
     return out
 
 

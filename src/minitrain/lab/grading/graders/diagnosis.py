@@ -6,15 +6,18 @@ learner's answers with the key in its own process (graded_by_key), never where t
 
 import re
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from minitrain.diagnose.exercise import FOLDER as EXERCISE
 from minitrain.diagnose.faults import KINDS
 from minitrain.diagnose.tools import run
+from minitrain.lab.grading.graders.learner import solution_cell
 from minitrain.lab.grading.graders.running import ExerciseError
-
 from minitrain.lab.todos import blank
+from minitrain.lab.todos.registry import Todo
 from minitrain.todo import NotDone
+
 if TYPE_CHECKING:
     from minitrain.lab.teaching.diagnosis import Planted
 
@@ -140,3 +143,23 @@ def graded_by_key(answers: dict[str, object]) -> str:
     if wrong:
         raise ExerciseError("\n".join(wrong + verdicts))
     return "\n".join(verdicts)
+
+
+class ByTeacher(Exception):
+    """A diagnosis graded only where the teacher's key is (class grading); the message says so, `answer` is the
+    learner's, which goes back to the class grading's process."""
+
+    def __init__(self, verdict: str, answer: object) -> None:
+        super().__init__(verdict)
+        self.answer = answer
+
+
+def grade_ex16(repo: Path, todo: Todo) -> str:
+    """One of notebook 16's scripts (ex16a is run_a.py): the learner's diagnose, from its solution cell; without the key
+    (the student edition) ByTeacher, carrying their answer."""
+    script, given = f"run_{todo.key[-1]}.py", {}
+    with solution_cell(repo, todo, "diagnose") as (learner, _):
+        verdict = grade_diagnosis(lambda s: given.setdefault(s, learner(s)), (script,))
+    if verdict.startswith(BY_TEACHER):
+        raise ByTeacher(verdict, given[script])
+    return verdict

@@ -13,11 +13,11 @@ from pathlib import Path
 from torch.utils.data.distributed import DistributedSampler
 
 from minitrain.data import load_corpus
-from minitrain.lab.grading.graders.running import (ExerciseError, _call, _gpu_habit, _leave, _silence, _spawn,
-                                                   join_group)
+from minitrain.lab.grading.graders.learner import corpus, function
+from minitrain.lab.grading.graders.running import ExerciseError, _call, _gpu_habit, _leave, _silence, _spawn, join_group
 from minitrain.lab.todos import blank
+from minitrain.lab.todos.registry import Todo
 from minitrain.todo import NotDone
-
 
 # 02-sharding: shard_indices(num_sentences, rank, world_size) -> list[int]
 
@@ -256,3 +256,16 @@ def grade_check_shards(check_shards: Callable) -> str:
     return (f"Block B, check_shards: correct in a real {CHECK_SHARDS_WORLD}-rank gloo run: right shards pass with "
             "every rank's counts and first sentences, logged on each rank; counts that do not add up and two "
             "equal first sentences raise on every rank")
+
+
+def grade_b1(repo: Path, todo: Todo) -> str:
+    """Block B's split: the graded tree's make_shard."""
+    from minitrain import data
+    return grade_make_shard(data.make_shard, corpus(repo))
+
+
+def grade_b2(repo: Path, todo: Todo) -> str:
+    """Block B's checks: the graded tree's check_shards."""
+    from minitrain import data
+    return grade_check_shards(function(data, "check_shards",
+                                       f"{todo.file} has no check_shards(shard, rank, world_size, corpus_total)"))

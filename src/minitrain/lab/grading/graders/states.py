@@ -8,9 +8,12 @@ from pathlib import Path
 import torch
 
 from minitrain.data import SEED_BASE
+from minitrain.lab.grading.graders.learner import function, solution_cell
 from minitrain.lab.grading.graders.running import ExerciseError, _call, _keys_checked
 from minitrain.lab.notebooks.wrapdemo import state_path
-from minitrain.verify import ATOL, compare_states, load_state
+from minitrain.lab.todos.registry import EXPERIMENT, Todo
+from minitrain.script import import_script
+from minitrain.verify import ATOL, StateFileError, compare_states, load_state
 
 
 def _answered(fn: Callable, shown: str, instead: str, *args):
@@ -204,3 +207,38 @@ def grade_states_equivalent(fn: Callable[[dict, dict, float], tuple[bool, float]
         verdict += (f"; on the run's two state dicts it agrees with minitrain.verify (equivalent: "
                     f"{comparison.allclose}, largest difference {comparison.max_abs_diff:.1e})")
     return verdict
+
+
+def _wrap_folder(folder: Path) -> Path:
+    """before/after files as the wrap demo saves them: two seeds before wrapping, rank 0's weights after."""
+    from minitrain.lab.notebooks.wrapdemo import snapshot
+    from minitrain.model import build_minigpt
+    states = []
+    for seed in (SEED_BASE, SEED_BASE + 1):
+        torch.manual_seed(seed)
+        states.append(snapshot(build_minigpt(50, block_size=16, n_layer=2, n_head=2, n_embd=32, dropout=0.0)))
+    for rank in range(2):
+        torch.save(states[rank], state_path(folder, "before", rank))
+        torch.save(states[0], state_path(folder, "after", rank))
+    return folder
+
+
+def grade_ex03(repo: Path, todo: Todo) -> str:
+    """Notebook 03's exercise: the learner's rank1_holds_rank0_init, from its solution cell, on wrap-demo files."""
+    with solution_cell(repo, todo, "rank1_holds_rank0_init") as (fn, folder):
+        return grade_rank1_holds_rank0_init(fn, _wrap_folder(folder))
+
+
+def _run_states(repo: Path) -> tuple[dict, dict] | None:
+    """The two ranks' final states of the learner's run, or None when there is none yet."""
+    try:
+        return tuple(load_state(repo / EXPERIMENT / f"state-rank-{r}.pt") for r in range(2))
+    except StateFileError:
+        return None
+
+
+def grade_e(repo: Path, todo: Todo) -> str:
+    """Block E: compare_states.py's states_equivalent, on built pairs and then on the learner's run."""
+    fn = function(import_script(repo / todo.file), "states_equivalent",
+                  "compare_states.py has no states_equivalent(a, b, atol)")
+    return grade_states_equivalent(fn, real=_run_states(repo))

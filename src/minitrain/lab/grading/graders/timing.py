@@ -17,9 +17,19 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-from minitrain.lab.grading.graders.running import (STILL_BLANK, ExerciseError, _gpu_habit, _leave, _meet, _silence,
-                                                   _spawn, join_group)
+from minitrain.lab.grading.graders.learner import solution_cell
+from minitrain.lab.grading.graders.running import (
+    STILL_BLANK,
+    ExerciseError,
+    _gpu_habit,
+    _leave,
+    _meet,
+    _silence,
+    _spawn,
+    join_group,
+)
 from minitrain.lab.todos import blank
+from minitrain.lab.todos.registry import Todo
 from minitrain.todo import NotDone
 
 
@@ -386,3 +396,15 @@ def grade_barrier_timer(timer_cls: type) -> str:
     return (f"Block D variant A: correct. Alone, {ms:.0f} ms around a {ALONE_SLEEP_S * 1e3:.0f} ms sleep; in a real "
             f"2-process run, rank 0 measured {late_start:.0f} ms when rank 1 started {wait_ms:.0f} ms late (left "
             f"out) and {late_finish:.0f} ms when it finished {wait_ms:.0f} ms late (taken in)")
+
+
+def grade_d(repo: Path, todo: Todo) -> str:
+    """Block D: the graded tree's BarrierTimer."""
+    from minitrain import timing
+    return grade_barrier_timer(timing.BarrierTimer)
+
+
+def grade_ex04(repo: Path, todo: Todo) -> str:
+    """Notebook 04's exercise: the learner's my_timing_hook, from its solution cell."""
+    with solution_cell(repo, todo, "my_timing_hook") as (hook, _):
+        return grade_timing_hook(hook)

@@ -11,9 +11,11 @@ from pathlib import Path
 from minitrain.corpus import DEFAULT_CORPUS_DIR
 from minitrain.data import SEED_BASE
 from minitrain.lab.grading.by_hand import judge_run
+from minitrain.lab.grading.graders.learner import corpus
 from minitrain.lab.grading.graders.running import ExerciseError
 from minitrain.lab.reporting.check import CheckFailed, validated_timings
 from minitrain.lab.todos import blank
+from minitrain.lab.todos.registry import Todo
 from minitrain.launch import LaunchError, run_streaming
 from minitrain.timing import BY_NAME
 from minitrain.todo import NotDone
@@ -132,3 +134,8 @@ def grade_train_script(script: Path, corpus_dir: Path = DEFAULT_CORPUS_DIR) -> s
             "bit for bit, those of DDP's arithmetic done by hand in one process (minitrain.lab.grading.by_hand); the "
             f"ranks ran with seeds {SEED_BASE} and {SEED_BASE + 1}; each step_ms spans the whole step, in ms; and "
             f"a run with --no-sync did no all-reduce")
+
+
+def grade_c(repo: Path, todo: Todo) -> str:
+    """Block C: the graded tree's train.py, run for real."""
+    return grade_train_script(repo / todo.file, corpus(repo))
