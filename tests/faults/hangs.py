@@ -11,7 +11,7 @@ import torch
 import torch.distributed as dist
 
 from minitrain.ddp import cleanup, init_distributed, wrap_for_ddp
-from minitrain.lab.grading.graders.running import _silence
+from minitrain.lab.grading.graders.running import silence_output
 
 KINDS = ("barrier-on-one-rank", "skipped-collective", "mismatched-shapes", "no-backward", "no-cleanup")
 
@@ -20,7 +20,7 @@ def main(kind: str, log_dir: str = "") -> None:
     """A DDP step on a tiny model, with `kind`'s mistake in it (one of KINDS); with `log_dir`, each rank's
     output goes to log_dir/rank-R.log (spawn_workers' runs, whose output the tests cannot capture)."""
     if log_dir:
-        _silence(Path(log_dir) / f"rank-{os.environ['RANK']}.log")
+        silence_output(Path(log_dir) / f"rank-{os.environ['RANK']}.log")
     rank, _ = init_distributed("gloo")
     print(f"rank {rank} ready, pid {os.getpid()}, at {time.monotonic():.3f}", flush=True)
     model = wrap_for_ddp(torch.nn.Linear(4, 1))

@@ -12,7 +12,7 @@ import scratch_mistakes
 from minitrain.hang_report import MISMATCH
 from minitrain.lab.editions import student
 from minitrain.lab.grading.graders import ExerciseError
-from minitrain.lab.grading.scratch_graders import LEVELS, WEIGHT_TOL, scratch_results, verdict
+from minitrain.lab.grading.graders.from_scratch import LEVELS, WEIGHT_TOL, scratch_results, verdict
 from minitrain.lab.todos.blank import told
 from minitrain.paths import REPO
 from minitrain.todo import NotDone

@@ -25,7 +25,7 @@ from torch.nn.parallel import DistributedDataParallel
 from minitrain.artifacts import save_figure
 from minitrain.cli import positive_int
 from minitrain.ddp import barrier, wrap_for_ddp
-from minitrain.lab.grading.scratch_cases import AllReduceRecorder
+from minitrain.lab.grading.graders.from_scratch_cases import AllReduceRecorder
 from minitrain.lab.reporting.report import plural
 from minitrain.lab.reporting.results_file import Finding
 from minitrain.lab.reporting.verdict import verdict_over_repeats

@@ -82,9 +82,9 @@ TODOS = (
          "exercise: my_timing_hook (variant B)", "04", 2, "timing:grade_ex04", "real gloo runs of 3 and 2 processes",
          180, part="beyond"),
     Todo("ex15", "src/minitrain/scratch_ddp.py", ("NaiveDDP", "OverlappedDDP", "BucketedDDP"),
-         "exercise: NaiveDDP, OverlappedDDP, BucketedDDP (notebook 15)", "15", 3, "scratch:grade_ex15",
-         "`scratch_graders.grade_scratch_ddp`: real gloo runs of 2 and 3 processes beside torch's DDP (bit for bit at "
-         "2)", 240, part="optional",
+         "exercise: NaiveDDP, OverlappedDDP, BucketedDDP (notebook 15)", "15", 3, "from_scratch:grade_ex15",
+         "`graders.from_scratch.grade_scratch_ddp`: real gloo runs of 2 and 3 processes beside torch's DDP "
+         "(bit for bit at 2)", 240, part="optional",
          teacher_files=("tests/minitrain/test_scratch_ddp.py", "tests/minitrain/scratch_mistakes.py")),
     *(Todo(f"ex16{s[-4]}", "notebooks/16-when-it-breaks.ipynb", ("cell:diagnose",),
            f"exercise: diagnose {s} (notebook 16)", "16", 1, "diagnosis:grade_ex16",

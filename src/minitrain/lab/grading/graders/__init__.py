@@ -10,9 +10,9 @@ cell calls an exercise's grader; `python -m minitrain.lab.grade` calls them all:
     grade_barrier_timer(BarrierTimer)                       timing.py: Block D variant A, in 2 gloo processes
     grade_block_a()                                         03-wrapping and ddp.py: Block A, alone and in 2 gloo processes
     grade_train_script(train_script, corpus_dir)            04-launch-and-timing and train.py: Block C, a real 2-process run
+    from_scratch.grade_scratch_ddp(level)                   15-ddp-from-scratch and scratch_ddp.py: beside torch's DDP
 """
 
-from minitrain.lab.grading.graders.running import RUN_LIMIT_S, _leave, _log_tails, _meet, _silence  # noqa: F401 (scratch_graders' imports)
 from minitrain.lab.grading.graders.running import ExerciseError, join_group
 from minitrain.lab.grading.graders.sharding import grade_check_shards, grade_make_shard, grade_shard_indices
 from minitrain.lab.grading.graders.states import grade_rank1_holds_rank0_init, grade_states_equivalent

@@ -22,7 +22,7 @@ class ExerciseError(AssertionError):
     an AssertionError, so that nbgrader counts the grader's cell as failed."""
 
 
-def _gpu_habit(who: str, detail: str) -> str | None:
+def gpu_habit(who: str, detail: str) -> str | None:
     """The GPU tutorial's habit behind an error `detail` ("Type: message") that `who` raised, named with what to
     change, or None: on a machine without NVIDIA GPUs it shows only as this error."""
     text = detail.lower()
@@ -44,28 +44,21 @@ def _gpu_habit(who: str, detail: str) -> str | None:
     return None
 
 
-def _call(fn: Callable, shown: str, *args):
-    """fn(*args), with the learner's exceptions turned into a message (a GPU habit named); `shown` names the call."""
+def call_learner(fn: Callable, *args, shown: str = "", when: str = "", fix: str = "", blank: str = ""):
+    """fn(*args): a blank stub as NotDone(`blank`, by default fn's name); any other exception as the ExerciseError
+    naming the call (`shown`, by default "fn()") and the GPU habit behind it, or `when` it was called (the exception's
+    last period then dropped) and the `fix`."""
+    shown = shown or f"{fn.__name__}()"
     try:
         return fn(*args)
     except NotImplementedError as e:
-        raise NotDone(f"{fn.__name__} {STILL_BLANK}") from e
+        raise NotDone(blank or fn.__name__) from e
     except ExerciseError:
-        raise  # a grader's own check inside fn
+        raise  # a grader's own check inside fn (Block A's spy on init_process_group)
     except Exception as e:
         detail = f"{type(e).__name__}: {e}"
-        raise ExerciseError(_gpu_habit(shown, detail) or f"{shown} raised {detail}") from e
-
-
-def _keys_checked(call: Callable[[], object], shown: str):
-    """call(), with a KeyError from the learner's code named as the key mistake it is."""
-    try:
-        return call()
-    except ExerciseError as e:
-        if isinstance(e.__cause__, KeyError):
-            raise ExerciseError(f"wrong keys: {shown} raised KeyError {e.__cause__}; compare the key sets "
-                                "first (a.keys() == b.keys())") from e
-        raise
+        said = f"{type(e).__name__}: {str(e).rstrip('.')}{fix}" if when or fix else detail
+        raise ExerciseError(gpu_habit(shown, detail) or f"{shown} {when}raised {said}") from e
 
 
 def join_group() -> tuple[int, int]:
@@ -83,7 +76,7 @@ def join_group() -> tuple[int, int]:
     return rank, world_size
 
 
-def _silence(log: Path) -> None:
+def silence_output(log: Path) -> None:
     """Send this process's stdout and stderr (file descriptors 1 and 2) to `log`: a notebook cell shows
     a child's raw output in Jupyter but not under nbval, so the workers must print nothing there."""
     fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
@@ -92,20 +85,21 @@ def _silence(log: Path) -> None:
     os.close(fd)
 
 
-def _meet() -> None:
+def wait_for_every_rank() -> None:
     """The graders' own meeting point: gloo's monitored barrier names a rank that never arrives. Not a gather:
     its work holds Python tensors, and a group freed right after one can deadlock on the GIL (torch 2.13)."""
     dist.monitored_barrier()
 
 
-def _leave(folder: str, rank: int, results: dict) -> None:
+def save_and_leave(folder: str, rank: int, results: dict) -> None:
     """A grader rank's end: its results saved for the grader, then every rank leaves the group together."""
     (Path(folder) / f"rank-{rank}.json").write_text(json.dumps(results))
-    _meet()
+    wait_for_every_rank()
     dist.destroy_process_group()
 
 
-def _log_tails(folder: Path) -> str:
+def rank_log_tails(folder: Path) -> str:
+    """The last 15 lines of each rank's log in `folder`, under the rank's number."""
     tails = [f"--- rank {p.stem.split('-')[-1]}:\n" + "\n".join(p.read_text(errors="replace").splitlines()[-15:])
              for p in sorted(folder.glob("rank-*.log"))]
     return "\n".join(tails)
@@ -114,11 +108,11 @@ def _log_tails(folder: Path) -> str:
 RUN_LIMIT_S = 300.0  # a grader's run takes seconds; past this it hangs (after its last collective too): killed
 
 
-def _spawn(worker: Callable, world_size: int, folder: Path, *args, run: str) -> None:
+def spawn_ranks(worker: Callable, world_size: int, folder: Path, *args, run: str) -> None:
     """spawn_workers(worker, world_size, str(folder), *args); a failed run as the ExerciseError that
     shows its ranks' output (`run` says what ran, as in "the 3-process run {run} failed")."""
     try:
         spawn_workers(worker, world_size, str(folder), *args, start_method=fast_start_method(), timeout_s=RUN_LIMIT_S)
     except Exception as e:
         raise ExerciseError(f"the {world_size}-process run {run} failed ({type(e).__name__}: "
-                            f"{str(e).strip().splitlines()[-1]}); its ranks' output:\n{_log_tails(folder)}") from e
+                            f"{str(e).strip().splitlines()[-1]}); its ranks' output:\n{rank_log_tails(folder)}") from e

@@ -14,7 +14,16 @@ from torch.utils.data.distributed import DistributedSampler
 
 from minitrain.data import load_corpus
 from minitrain.lab.grading.graders.learner import corpus, function
-from minitrain.lab.grading.graders.running import ExerciseError, _call, _gpu_habit, _leave, _silence, _spawn, join_group
+from minitrain.lab.grading.graders.running import (
+    STILL_BLANK,
+    ExerciseError,
+    call_learner,
+    gpu_habit,
+    join_group,
+    save_and_leave,
+    silence_output,
+    spawn_ranks,
+)
 from minitrain.lab.todos import blank
 from minitrain.lab.todos.registry import Todo
 from minitrain.todo import NotDone
@@ -55,7 +64,7 @@ def grade_shard_indices(fn: Callable[[int, int, int], list[int]], corpus_dir: Pa
     got = {}
     for n, w in cases:
         for r in range(w):
-            result = _call(fn, _called(fn, n, r, w), n, r, w)
+            result = call_learner(fn, n, r, w, shown=_called(fn, n, r, w), blank=f"{fn.__name__} {STILL_BLANK}")
             if not isinstance(result, (list, tuple, range)) or not all(
                     isinstance(i, int) and not isinstance(i, bool) for i in result):
                 raise ExerciseError(f"{_called(fn, n, r, w)} returned {result!r:.80}: return a "
@@ -172,7 +181,7 @@ def _in_key_order(result: object) -> object:
 def _check_shards_rank(folder: str, check_shards: Callable) -> None:
     """One rank of check_shards' run: every scenario in turn, its result or error saved per rank."""
     rank = int(os.environ["RANK"])
-    _silence(Path(folder) / f"rank-{rank}.log")
+    silence_output(Path(folder) / f"rank-{rank}.log")
     _, world_size = join_group()
     results = {}
     for name, (reports, total) in SHARD_SCENARIOS.items():
@@ -187,7 +196,7 @@ def _check_shards_rank(folder: str, check_shards: Callable) -> None:
         except Exception as e:
             results[name] = ("raised", f"{type(e).__name__}: {e}")
     results["pid"] = ("pid", str(os.getpid()))
-    _leave(folder, rank, results)
+    save_and_leave(folder, rank, results)
 
 
 def grade_check_shards(check_shards: Callable) -> str:
@@ -201,7 +210,7 @@ def grade_check_shards(check_shards: Callable) -> str:
         pass  # no process group here: the real run below says what is wrong
     with tempfile.TemporaryDirectory(prefix="minitrain-grader-") as tmp:
         folder = Path(tmp)
-        _spawn(_check_shards_rank, CHECK_SHARDS_WORLD, folder, check_shards, run="of check_shards")
+        spawn_ranks(_check_shards_rank, CHECK_SHARDS_WORLD, folder, check_shards, run="of check_shards")
         ranks = [json.loads((folder / f"rank-{r}.json").read_text()) for r in range(CHECK_SHARDS_WORLD)]
         logs = [(folder / f"rank-{r}.log").read_text(errors="replace").split("--- scenario ")
                 for r in range(CHECK_SHARDS_WORLD)]
@@ -212,7 +221,7 @@ def grade_check_shards(check_shards: Callable) -> str:
     for rank, result in enumerate(ranks):
         kind, detail = result["right"]
         if kind == "raised" and not detail.startswith("RuntimeError"):
-            raise ExerciseError(_gpu_habit("check_shards", detail) or
+            raise ExerciseError(gpu_habit("check_shards", detail) or
                                 f"check_shards raised {detail} on rank {rank} with right shards")
         if kind == "raised":
             counts = " + ".join(str(c) for c, _ in reports)

@@ -9,19 +9,30 @@ import torch
 
 from minitrain.data import SEED_BASE
 from minitrain.lab.grading.graders.learner import function, solution_cell
-from minitrain.lab.grading.graders.running import ExerciseError, _call, _keys_checked
+from minitrain.lab.grading.graders.running import STILL_BLANK, ExerciseError, call_learner
 from minitrain.lab.notebooks.wrapdemo import state_path
 from minitrain.lab.todos.registry import EXPERIMENT, Todo
 from minitrain.script import import_script
 from minitrain.verify import ATOL, StateFileError, compare_states, load_state
 
 
+def _keys_checked(call: Callable[[], object], shown: str):
+    """call(), with a KeyError from the learner's code named as the key mistake it is."""
+    try:
+        return call()
+    except ExerciseError as e:
+        if isinstance(e.__cause__, KeyError):
+            raise ExerciseError(f"wrong keys: {shown} raised KeyError {e.__cause__}; compare the key sets "
+                                "first (a.keys() == b.keys())") from e
+        raise
+
+
 def _answered(fn: Callable, shown: str, instead: str, *args):
-    """fn(*args) through _call, with two mistakes named that show only as what they raise: an assert (the sheet's
+    """fn(*args) through call_learner, with two mistakes named that show only as what they raise: an assert (the sheet's
     snippet asserts, but these functions answer: `instead` says how) and == between tensors."""
     call = f"{fn.__name__}({shown})"
     try:
-        return _call(fn, call, *args)
+        return call_learner(fn, *args, shown=call, blank=f"{fn.__name__} {STILL_BLANK}")
     except ExerciseError as e:
         cause = e.__cause__
         if isinstance(cause, AssertionError) and "CUDA" not in str(cause):  # torch's "not compiled with CUDA" is one

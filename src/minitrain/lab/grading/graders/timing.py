@@ -2,7 +2,6 @@
 3 and 2 processes, and Block D's BarrierTimer (src/minitrain/timing.py), both with one rank late."""
 
 import dis
-import importlib.util
 import inspect
 import json
 import os
@@ -21,28 +20,25 @@ from minitrain.lab.grading.graders.learner import solution_cell
 from minitrain.lab.grading.graders.running import (
     STILL_BLANK,
     ExerciseError,
-    _gpu_habit,
-    _leave,
-    _meet,
-    _silence,
-    _spawn,
+    gpu_habit,
     join_group,
+    save_and_leave,
+    silence_output,
+    spawn_ranks,
+    wait_for_every_rank,
+)
+from minitrain.lab.grading.graders.tiny_model import (
+    GRAD_ATOL,
+    fixed_batch,
+    gradients,
+    max_diff,
+    reference_gradients,
+    tiny_model,
 )
 from minitrain.lab.todos import blank
 from minitrain.lab.todos.registry import Todo
+from minitrain.script import import_script
 from minitrain.todo import NotDone
-
-
-def _tiny_model() -> torch.nn.Module:
-    with torch.random.fork_rng(devices=[]):  # leaves the caller's random state alone
-        torch.manual_seed(0)
-        return torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.Tanh(), torch.nn.Linear(8, 3)).double()
-
-
-def _batch() -> tuple[torch.Tensor, torch.Tensor]:
-    g = torch.Generator().manual_seed(1234)  # 12 rows: equal halves and thirds
-    return torch.randn(12, 6, generator=g, dtype=torch.float64), torch.randn(12, 3, generator=g, dtype=torch.float64)
-
 
 # ------------------------------------------------------------------------------------------------
 # 04-launch-and-timing: my_timing_hook(state, bucket) -> torch.futures.Future (the learner's source runs
@@ -50,20 +46,7 @@ def _batch() -> tuple[torch.Tensor, torch.Tensor]:
 
 WORLD_SIZES = (3, 2)  # 3 first: a hard-coded 2 shows there
 WAIT_S = 0.3  # rank 1 sleeps this long before backward: rank 0's all-reduce waits for it
-GRAD_ATOL = 1e-10  # float64: only the summation order differs from one process on the whole batch
 HOOK_MODULE = "learner_hook"
-
-
-def _gradients(model: torch.nn.Module) -> dict[str, torch.Tensor | None]:
-    return {n: None if p.grad is None else p.grad.detach().clone() for n, p in model.named_parameters()}
-
-
-def _reference_gradients() -> dict[str, torch.Tensor]:
-    """One process, the whole batch: what DDP's averaged gradients must equal."""
-    model = _tiny_model()
-    inputs, targets = _batch()
-    torch.nn.functional.mse_loss(model(inputs), targets).backward()
-    return _gradients(model)
 
 
 def _global_names(code: types.CodeType) -> set[str]:
@@ -148,33 +131,27 @@ def _hook_rank(folder: str, fn_name: str) -> None:
     rank's half of the batch, make rank 1 late for backward, and save gradients and what was recorded."""
     folder = Path(folder)
     rank = int(os.environ["RANK"])
-    _silence(folder / f"rank-{rank}.log")
+    silence_output(folder / f"rank-{rank}.log")
     rank, world_size = join_group()
-    spec = importlib.util.spec_from_file_location(HOOK_MODULE, folder / f"{HOOK_MODULE}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = import_script(folder / f"{HOOK_MODULE}.py")
     recorded: list = []
     problems: list = []
-    model = DistributedDataParallel(_tiny_model())
+    model = DistributedDataParallel(tiny_model())
     model.register_comm_hook(recorded, _guarded(getattr(module, fn_name), problems))
-    inputs, targets = (t.chunk(world_size)[rank] for t in _batch())
+    inputs, targets = (t.chunk(world_size)[rank] for t in fixed_batch())
     loss = torch.nn.functional.mse_loss(model(inputs), targets)
-    _meet()  # every rank starts from here
+    wait_for_every_rank()  # every rank starts from here
     if rank == 1:
         time.sleep(WAIT_S)
     start = time.perf_counter()
     loss.backward()
     backward_s = time.perf_counter() - start
-    torch.save({"grads": _gradients(model.module), "backward_s": backward_s, "problems": problems,
+    torch.save({"grads": gradients(model.module), "backward_s": backward_s, "problems": problems,
                 "recorded": [v if isinstance(v, float) else float(v) if isinstance(v, int) else repr(v)[:80]
                              for v in recorded]},
                folder / f"rank-{rank}.pt")
-    _meet()
+    wait_for_every_rank()
     dist.destroy_process_group()
-
-
-def _max_diff(a: dict, b: dict, scale: float = 1.0) -> float:
-    return max((a[k] - scale * b[k]).abs().max().item() for k in a)
 
 
 def _run_hook(fn: Callable, source: str, world_size: int) -> list[dict]:
@@ -182,7 +159,7 @@ def _run_hook(fn: Callable, source: str, world_size: int) -> list[dict]:
     with tempfile.TemporaryDirectory(prefix="minitrain-grader-") as tmp:
         folder = Path(tmp)
         (folder / f"{HOOK_MODULE}.py").write_text(source)
-        _spawn(_hook_rank, world_size, folder, fn.__name__, run=f"with {fn.__name__}")
+        spawn_ranks(_hook_rank, world_size, folder, fn.__name__, run=f"with {fn.__name__}")
         return [torch.load(folder / f"rank-{r}.pt", weights_only=True) for r in range(world_size)]
 
 
@@ -218,7 +195,7 @@ def _check_hook_problems(fn: Callable, ranks: list[dict], source: str) -> None:
                 continue
             if kind == "blank":
                 raise NotDone(f"{name} {STILL_BLANK}")
-            if kind in ("raised", "callback raised") and (habit := _gpu_habit(name, detail)):
+            if kind in ("raised", "callback raised") and (habit := gpu_habit(name, detail)):
                 raise ExerciseError(habit)
             messages = {
                 "raised": f"{name} raised {detail} on rank {rank}",
@@ -247,26 +224,26 @@ def _check_hook_gradients(fn: Callable, ranks: list[dict], world_size: int) -> f
     grads = [r["grads"] for r in ranks]
     if any(g is None for r in grads for g in r.values()):
         raise ExerciseError(f"no gradients after backward with {name}: return the future of the all-reduce")
-    reference = _reference_gradients()
-    if _max_diff(grads[0], grads[-1]) > GRAD_ATOL:
+    reference = reference_gradients()
+    if max_diff(grads[0], grads[-1]) > GRAD_ATOL:
         raise ExerciseError(f"no all-reduce: after backward the ranks' gradients differ (by "
-                            f"{_max_diff(grads[0], grads[-1]):.2e}); each kept the gradient of its own part "
+                            f"{max_diff(grads[0], grads[-1]):.2e}); each kept the gradient of its own part "
                             "of the batch. All-reduce the bucket's buffer and return that all-reduce's future")
-    if _max_diff(grads[0], reference) > GRAD_ATOL:
-        if _max_diff(grads[0], reference, world_size) <= GRAD_ATOL:
+    if max_diff(grads[0], reference) > GRAD_ATOL:
+        if max_diff(grads[0], reference, world_size) <= GRAD_ATOL:
             raise ExerciseError(f"no division by the world size: the gradients came out {world_size}x the "
                                 "single-process reference. all_reduce sums the ranks' gradients; divide the "
                                 f"bucket by the world size ({world_size}) to average them")
-        if _max_diff(grads[0], reference, 1 / world_size) <= GRAD_ATOL:
+        if max_diff(grads[0], reference, 1 / world_size) <= GRAD_ATOL:
             raise ExerciseError(f"divided twice: the gradients came out 1/{world_size} of the single-process "
                                 "reference; divide by the world size once")
         for wrong in {2, 3} - {world_size}:
-            if _max_diff(grads[0], reference, world_size / wrong) <= GRAD_ATOL:
+            if max_diff(grads[0], reference, world_size / wrong) <= GRAD_ATOL:
                 raise ExerciseError(f"divided by {wrong}, not the world size: at {world_size} processes the "
                                     f"gradients came out {world_size}/{wrong} of the single-process reference; "
                                     "divide by dist.get_world_size()")
         raise ExerciseError(f"the averaged gradients differ from one process on the whole batch by "
-                            f"{_max_diff(grads[0], reference):.2e} (tolerance {GRAD_ATOL:g})")
+                            f"{max_diff(grads[0], reference):.2e} (tolerance {GRAD_ATOL:g})")
     recorded = [r["recorded"] for r in ranks]
     for rank, values in enumerate(recorded):
         if not values:
@@ -303,15 +280,15 @@ def _timer_rank(folder: str, timer_cls: type) -> None:
     """One rank of the timer's run: per scenario, a real DDP backward between the timer's brackets,
     rank 1 late before them or after backward; the milliseconds each rank measured, saved."""
     rank = int(os.environ["RANK"])
-    _silence(Path(folder) / f"rank-{rank}.log")
+    silence_output(Path(folder) / f"rank-{rank}.log")
     _, world_size = join_group()
-    model = DistributedDataParallel(_tiny_model())
-    inputs, targets = (t.chunk(world_size)[rank] for t in _batch())
+    model = DistributedDataParallel(tiny_model())
+    inputs, targets = (t.chunk(world_size)[rank] for t in fixed_batch())
     results = {}
     for scenario in TIMER_SCENARIOS:
         loss = torch.nn.functional.mse_loss(model(inputs), targets)
         timer = timer_cls(None)
-        _meet()
+        wait_for_every_rank()
         try:
             if rank == 1 and scenario == "late start":
                 time.sleep(TIMER_WAIT_S)
@@ -325,7 +302,7 @@ def _timer_rank(folder: str, timer_cls: type) -> None:
             results[scenario] = ("blank", blank.what(e) or str(e))
         except Exception as e:
             results[scenario] = ("raised", f"{type(e).__name__}: {e}")
-    _leave(folder, rank, results)
+    save_and_leave(folder, rank, results)
 
 
 def _timer_alone(timer_cls: type) -> tuple[float | None, float]:
@@ -342,7 +319,7 @@ def _timer_alone(timer_cls: type) -> tuple[float | None, float]:
         raise NotDone(f"{blank.what(e) or e}: BarrierTimer still raises NotImplementedError") from e
     except Exception as e:
         detail = f"{type(e).__name__}: {e}"
-        raise ExerciseError(_gpu_habit("BarrierTimer", detail) or (
+        raise ExerciseError(gpu_habit("BarrierTimer", detail) or (
             "without a process group (a plain process: BarrierTimer's docstring says it still measures there) "
             f"BarrierTimer raised {detail}; call dist.barrier() only when dist.is_initialized()")) from e
 
@@ -374,12 +351,12 @@ def grade_barrier_timer(timer_cls: type) -> str:
                             "the clock in before_backward and stop it in after_backward (time.perf_counter())")
     with tempfile.TemporaryDirectory(prefix="minitrain-grader-") as tmp:
         folder = Path(tmp)
-        _spawn(_timer_rank, 2, folder, timer_cls, run="with the timer")
+        spawn_ranks(_timer_rank, 2, folder, timer_cls, run="with the timer")
         ranks = [json.loads((folder / f"rank-{r}.json").read_text()) for r in range(2)]
     for rank, result in enumerate(ranks):
         for kind, detail in result.values():
             if kind != "ms":
-                raise ExerciseError(_gpu_habit("BarrierTimer", detail)
+                raise ExerciseError(gpu_habit("BarrierTimer", detail)
                                     or f"in the 2-process run the timer raised on rank {rank}: {detail}")
     late_start, late_finish = (ranks[0][scenario][1] for scenario in TIMER_SCENARIOS)
     wait_ms = TIMER_WAIT_S * 1e3

@@ -4,7 +4,6 @@ fixed batch: no other TODO). The ranks run this file; notebook 03, `make grade` 
 (the checker's condition 5) call grade_block_a."""
 
 import importlib
-import importlib.util
 import json
 import os
 import sys
@@ -22,17 +21,25 @@ from torch.nn.parallel import DistributedDataParallel
 
 from minitrain.gloo_setup import TORCHRUN_VARS, collective_timeout
 from minitrain.hang_report import GLOO_GRACE, named_hang
-from minitrain.lab.grading.graders.running import STILL_BLANK, ExerciseError, _gpu_habit, _leave, _meet
-from minitrain.lab.grading.graders.timing import (
+from minitrain.lab.grading.graders.running import (
+    STILL_BLANK,
+    ExerciseError,
+    call_learner,
+    gpu_habit,
+    save_and_leave,
+    wait_for_every_rank,
+)
+from minitrain.lab.grading.graders.tiny_model import (
     GRAD_ATOL,
-    _batch,
-    _gradients,
-    _max_diff,
-    _reference_gradients,
-    _tiny_model,
+    fixed_batch,
+    gradients,
+    max_diff,
+    reference_gradients,
+    tiny_model,
 )
 from minitrain.lab.todos.registry import Todo
 from minitrain.launch import LaunchError, run_streaming, torchrun_command
+from minitrain.script import import_script
 from minitrain.todo import NotDone
 
 FUNCTIONS = ("init_distributed", "wrap_for_ddp", "is_main_process", "barrier", "cleanup")  # the stub's order
@@ -44,33 +51,19 @@ DEFAULTS = {"device_ids": None, "find_unused_parameters": False, "gradient_as_bu
 MIB = 2**20
 
 
-def _call(fn: Callable, *args, when: str = "", fix: str = ""):
-    """fn(*args): a blank stub as NotDone naming fn, any exception as the ExerciseError that names it (`when`: where it
-    was called, `fix`: what to change)."""
-    try:
-        return fn(*args)
-    except NotImplementedError as e:
-        raise NotDone(fn.__name__) from e
-    except ExerciseError:
-        raise  # the grader's spy on init_process_group named it
-    except Exception as e:
-        raise ExerciseError(_gpu_habit(f"{fn.__name__}()", f"{type(e).__name__}: {e}")
-                            or f"{fn.__name__}() {when}raised {type(e).__name__}: {str(e).rstrip('.')}{fix}") from e
-
-
 # ------------------------------------------------------------------------------------------------
 # The ranks (this file under the lab's torchrun): without a process group, then in it
 
 
 def _wrap_needs_a_group(ddp: types.ModuleType) -> None:
     try:
-        wrapped = ddp.wrap_for_ddp(_tiny_model())
+        wrapped = ddp.wrap_for_ddp(tiny_model())
     except NotImplementedError as e:
         raise NotDone("wrap_for_ddp") from e
     except Exception as e:
         if isinstance(e, RuntimeError) and "init_distributed" in str(e):
             return
-        if habit := _gpu_habit("wrap_for_ddp()", f"{type(e).__name__}: {e}"):
+        if habit := gpu_habit("wrap_for_ddp()", f"{type(e).__name__}: {e}"):
             raise ExerciseError(habit) from e
         did = f"raised {type(e).__name__}: {str(e).rstrip('.')}"
     else:
@@ -83,7 +76,7 @@ NO_GROUP = "without a process group, where it must do nothing, "
 
 
 def _main_without_group(ddp: types.ModuleType) -> None:
-    main = _call(ddp.is_main_process, when="without a process group (a plain single process, the main one) ",
+    main = call_learner(ddp.is_main_process, when="without a process group (a plain single process, the main one) ",
                  fix="; check dist.is_initialized() before dist.get_rank()")
     if main is not True:
         raise ExerciseError(f"is_main_process() without a process group returned {main!r}: a plain single process is "
@@ -91,12 +84,12 @@ def _main_without_group(ddp: types.ModuleType) -> None:
 
 
 def _barrier_without_group(ddp: types.ModuleType) -> None:
-    _call(ddp.barrier, when=NO_GROUP, fix="; without a process group there is no one to wait for")
+    call_learner(ddp.barrier, when=NO_GROUP, fix="; without a process group there is no one to wait for")
 
 
 def _cleanup_without_group(ddp: types.ModuleType) -> None:
     for _ in range(2):  # safe to call twice
-        _call(ddp.cleanup, when=NO_GROUP, fix="; leave the group only when dist.is_initialized()")
+        call_learner(ddp.cleanup, when=NO_GROUP, fix="; leave the group only when dist.is_initialized()")
 
 
 ALONE = (_wrap_needs_a_group, _main_without_group, _barrier_without_group, _cleanup_without_group)  # the stub's order
@@ -150,7 +143,7 @@ def _init_spy(init: Callable) -> Callable:
 
 def _join(ddp: types.ModuleType) -> object:
     """init_distributed() under torchrun, which must put this rank in a process group; what it returned."""
-    got = _call(ddp.init_distributed, "gloo", when="under torchrun ")
+    got = call_learner(ddp.init_distributed, "gloo", when="under torchrun ")
     if not dist.is_initialized():
         raise ExerciseError("init_distributed() under torchrun returned without joining a process group: call "
                             "dist.init_process_group(backend, **options)")
@@ -177,7 +170,7 @@ def _its_place(got: object, rank: int) -> None:
 
 def _joins_nothing_new(ddp: types.ModuleType, first: object) -> None:
     group = dist.group.WORLD
-    got = _call(ddp.init_distributed, "gloo", when="called a second time ",
+    got = call_learner(ddp.init_distributed, "gloo", when="called a second time ",
                 fix="; calling it again must join nothing new: check dist.is_initialized() first")
     if dist.group.WORLD is not group:
         raise ExerciseError("init_distributed() called a second time made a new process group: when "
@@ -188,7 +181,7 @@ def _joins_nothing_new(ddp: types.ModuleType, first: object) -> None:
 
 
 def _main_on_rank_0(ddp: types.ModuleType, rank: int) -> None:
-    main = _call(ddp.is_main_process, when=f"in the process group, on rank {rank}, ")
+    main = call_learner(ddp.is_main_process, when=f"in the process group, on rank {rank}, ")
     if main is True and rank != 0:
         raise ExerciseError(f"is_main_process() returned True on rank {rank} too: the main process is rank 0 of the "
                             "whole group (dist.get_rank()); if you read LOCAL_RANK, every host has a 0 (here each "
@@ -199,7 +192,7 @@ def _main_on_rank_0(ddp: types.ModuleType, rank: int) -> None:
 
 def _late(rank: int, fn: Callable) -> float:
     """fn() on every rank, rank 1 LATE_S late; the seconds fn() took on this rank."""
-    _meet()  # every rank starts here
+    wait_for_every_rank()  # every rank starts here
     if rank == 1:
         time.sleep(LATE_S)
     start = time.perf_counter()
@@ -208,7 +201,7 @@ def _late(rank: int, fn: Callable) -> float:
 
 
 def _barrier_waits(ddp: types.ModuleType, rank: int) -> float:
-    waited = _late(rank, lambda: _call(ddp.barrier, when="in the process group "))
+    waited = _late(rank, lambda: call_learner(ddp.barrier, when="in the process group "))
     if rank == 0 and waited < LATE_S / 2:
         raise ExerciseError(f"barrier() did not wait: rank 1 called it {LATE_S} s late and rank 0's call returned "
                             f"after {waited:.3f} s; with a process group, call dist.barrier()")
@@ -217,7 +210,7 @@ def _barrier_waits(ddp: types.ModuleType, rank: int) -> float:
 
 def _wrapped(ddp: types.ModuleType, model: torch.nn.Module, *bucket_cap_mb: float) -> DistributedDataParallel:
     shown = f"wrap_for_ddp(model{''.join(f', {mb}' for mb in bucket_cap_mb)})"
-    wrapped = _call(ddp.wrap_for_ddp, model, *bucket_cap_mb, when="in the process group ")
+    wrapped = call_learner(ddp.wrap_for_ddp, model, *bucket_cap_mb, when="in the process group ")
     if not isinstance(wrapped, DistributedDataParallel):
         raise ExerciseError(f"{shown} returned a {type(wrapped).__name__}, not the model wrapped in "
                             "DistributedDataParallel")
@@ -239,19 +232,19 @@ def _wrapped(ddp: types.ModuleType, model: torch.nn.Module, *bucket_cap_mb: floa
 def _wraps_and_averages(ddp: types.ModuleType, rank: int) -> None:
     """Rank 1's model starts 1 away from rank 0's; after wrapping both hold rank 0's, and one backward on each
     rank's half of the batch gives the gradients of one process on the whole batch."""
-    model = _tiny_model()
+    model = tiny_model()
     with torch.no_grad():
         for p in model.parameters():
             p.add_(rank)
     model = _wrapped(ddp, model)
-    _wrapped(ddp, _tiny_model(), 1)
-    init = _tiny_model().state_dict()
+    _wrapped(ddp, tiny_model(), 1)
+    init = tiny_model().state_dict()
     if not all(torch.equal(v, init[k]) for k, v in model.module.state_dict().items()):
         raise ExerciseError(f"after wrap_for_ddp() rank {rank} does not hold rank 0's initial weights: let "
                             "DistributedDataParallel's constructor broadcast them (PyTorch's defaults)")
-    inputs, targets = (t.chunk(WORLD_SIZE)[rank] for t in _batch())
+    inputs, targets = (t.chunk(WORLD_SIZE)[rank] for t in fixed_batch())
     torch.nn.functional.mse_loss(model(inputs), targets).backward()
-    diff = _max_diff(_gradients(model.module), _reference_gradients())
+    diff = max_diff(gradients(model.module), reference_gradients())
     if diff > GRAD_ATOL:
         raise ExerciseError(f"after one backward on halves of a batch, rank {rank}'s gradients differ from one "
                             f"process's on the whole batch by {diff:.2e}: return DistributedDataParallel(model, ...) "
@@ -259,7 +252,7 @@ def _wraps_and_averages(ddp: types.ModuleType, rank: int) -> None:
 
 
 def _cleanup_leaves(ddp: types.ModuleType, rank: int) -> float:
-    waited = _late(rank, lambda: _call(ddp.cleanup, when="at the end of the run "))
+    waited = _late(rank, lambda: call_learner(ddp.cleanup, when="at the end of the run "))
     still_joined = dist.is_initialized()
     if still_joined:
         raise ExerciseError("cleanup() left the process group open: end with dist.destroy_process_group()")
@@ -268,7 +261,7 @@ def _cleanup_leaves(ddp: types.ModuleType, rank: int) -> float:
                             f"after {waited:.3f} s; a rank that leaves while a peer is mid-collective can make the "
                             "peer fail (a race: now and then an abort at exit): wait for every rank before leaving "
                             "the group")
-    _call(ddp.cleanup, when="called a second time, after leaving the group, ",
+    call_learner(ddp.cleanup, when="called a second time, after leaving the group, ",
           fix="; it must do nothing then: leave the group only when dist.is_initialized()")
     return waited
 
@@ -294,9 +287,7 @@ def _rank(ddp_path: str, out: str) -> None:
     rank = int(os.environ["RANK"])
     os.environ["LOCAL_RANK"] = "0"  # as on two hosts of one rank each (notebook 14): LOCAL_RANK is not the rank
     with patch.object(dist, "init_process_group", _init_spy(dist.init_process_group)):
-        spec = importlib.util.spec_from_file_location("learner_ddp", ddp_path)
-        ddp = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(ddp)
+        ddp = import_script(ddp_path)
         blanks, mistakes = _alone(ddp)
         result: dict = {"measured": {}}
         try:
@@ -310,7 +301,7 @@ def _rank(ddp_path: str, out: str) -> None:
     result.update(blanks=blanks, mistakes=mistakes)
     joined = dist.is_initialized()  # a blank or broken init_distributed() may have joined nothing
     if joined:
-        _leave(out, rank, result)
+        save_and_leave(out, rank, result)
     else:
         (Path(out) / f"rank-{rank}.json").write_text(json.dumps(result))
 

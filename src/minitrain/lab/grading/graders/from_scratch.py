@@ -6,7 +6,7 @@
 Each level runs in real gloo groups of 2 and 3 processes on the lab's MiniGPT (TrainConfig's
 defaults, seeds 35000 + rank, the ranks' shards), beside torch's DistributedDataParallel on the
 same batches. At 2 ranks the gradients and the weights after STEPS AdamW steps must be equal bit
-for bit; at 3 within the tolerances below. Then the small models of scratch_cases (an unused layer and a
+for bit; at 3 within the tolerances below. Then the small models of from_scratch_cases (an unused layer and a
 buffer, a tied weight) and, bucketed, a cap smaller than one parameter. Each common mistake is named: a
 missing broadcast, a missing division, a hook that waits on the spot, buckets in forward order, a bucket
 left unflushed, buffers not broadcast, a tied weight hooked twice, a tied weight counted twice, per-step
@@ -15,7 +15,6 @@ A worker runs several classes in turn (`scratch_results`), so one group grades m
 """
 
 import importlib
-import importlib.util
 import json
 import os
 import tempfile
@@ -30,12 +29,30 @@ from torch.nn.parallel import DistributedDataParallel
 
 from minitrain.data import SEED_BASE, Shard, load_corpus
 from minitrain.hang_report import named_mismatch
-from minitrain.lab.grading.graders import (RUN_LIMIT_S, ExerciseError, _leave, _log_tails, _meet, _silence,
-                                           join_group)
-from minitrain.lab.grading.scratch_cases import (CAP_MB, AllReduceRecorder, bucket_numels, check_each_gradient_once,
-                                                 buffer_case, grads_of, tied_case, unused_case, wrapper)
+from minitrain.lab.grading.graders.from_scratch_cases import (
+    CAP_MB,
+    AllReduceRecorder,
+    bucket_numels,
+    buffer_case,
+    check_each_gradient_once,
+    grads_of,
+    tied_case,
+    unused_case,
+    wrapper,
+)
+from minitrain.lab.grading.graders.running import (
+    RUN_LIMIT_S,
+    ExerciseError,
+    join_group,
+    rank_log_tails,
+    save_and_leave,
+    silence_output,
+    wait_for_every_rank,
+)
 from minitrain.lab.todos import blank
+from minitrain.lab.todos.registry import Todo
 from minitrain.launch import fast_start_method, spawn_workers
+from minitrain.script import import_script
 from minitrain.todo import NotDone
 from minitrain.tokenizer import Tokenizer
 from minitrain.train import TrainConfig, build_model_for_corpus, seed_everything
@@ -250,10 +267,7 @@ def _level_class(level: str, source: type | str | None) -> type:
     if source is None:
         return getattr(importlib.import_module("minitrain.scratch_ddp"), LEVELS[level])
     if isinstance(source, str):
-        spec = importlib.util.spec_from_file_location(Path(source).stem, source)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return getattr(module, LEVELS[level])
+        return getattr(import_script(source), LEVELS[level])
     return source
 
 
@@ -274,7 +288,7 @@ def _hint(error: Exception) -> str:
 def _scratch_rank(folder: str, entries: list[tuple[str, str, type | str | None]], corpus_dir: str) -> None:
     """One rank: torch DDP's run once, then each (label, level, class) in turn, each result saved."""
     rank = int(os.environ["RANK"])
-    _silence(Path(folder) / f"rank-{rank}.log")
+    silence_output(Path(folder) / f"rank-{rank}.log")
     rank, world_size = join_group()
     corpus = Path(corpus_dir)
     reference = _train(DistributedDataParallel, rank, world_size, corpus)
@@ -294,8 +308,8 @@ def _scratch_rank(folder: str, entries: list[tuple[str, str, type | str | None]]
         except Exception as e:
             results[label] = {"status": "fail", "detail": f"{LEVELS[level]} raised {type(e).__name__} on rank {rank} "
                                                           f"of {world_size}: {e}{_hint(e)}"}
-        _meet()  # the next class starts together on every rank
-    _leave(folder, rank, results)
+        wait_for_every_rank()  # the next class starts together on every rank
+    save_and_leave(folder, rank, results)
 
 
 def scratch_results(entries: list[tuple[str, str, type | str | None]], world_size: int,
@@ -315,7 +329,7 @@ def scratch_results(entries: list[tuple[str, str, type | str | None]], world_siz
             logs = "\n".join(p.read_text(errors="replace") for p in sorted(Path(tmp).glob("rank-*.log")))
             mismatch = named_mismatch(logs)  # a rank's terminate handler's line, above the tails' stacks
             raise ExerciseError(f"{mismatch + ': ' if mismatch else ''}the {world_size}-process run failed "
-                                f"({type(e).__name__}: {last}); its ranks' output:\n{_log_tails(Path(tmp))}") from e
+                                f"({type(e).__name__}: {last}); its ranks' output:\n{rank_log_tails(Path(tmp))}") from e
         return [json.loads((Path(tmp) / f"rank-{r}.json").read_text()) for r in range(world_size)]
 
 
@@ -358,3 +372,8 @@ def grade_scratch_ddp(level: str = "all", cls: type | str | None = None, world_s
                 raise ExerciseError(f"{LEVELS[name]}: {e}") from e
     return "\n".join(f"{LEVELS[name]}: " + "; ".join(lines[name]) + "; a parameter without gradient, a buffer, "
                      "a tied weight handled" + EXTRA[name] for name in levels)
+
+
+def grade_ex15(repo: Path, todo: Todo) -> str:
+    """grade_scratch_ddp: its workers import the graded tree's minitrain.scratch_ddp (PYTHONPATH)."""
+    return grade_scratch_ddp()

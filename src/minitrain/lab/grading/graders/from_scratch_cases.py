@@ -1,6 +1,6 @@
 """Notebook 15's grader, its small parts: the recorder of the learner's all-reduces, the buckets a cap makes,
 and the small models that break naive DDP code (an unused layer beside a buffer, a tied weight), each run
-on a rank of a real gloo group beside torch's DistributedDataParallel (scratch_graders drives them).
+on a rank of a real gloo group beside torch's DistributedDataParallel (from_scratch drives them).
 
 Buffers: a level broadcasts rank 0's buffers once, in __init__, as it does the parameters. torch's DDP
 (broadcast_buffers=True) broadcasts them again before every forward, which matters only for a buffer that
