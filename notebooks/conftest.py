@@ -16,7 +16,7 @@ from pathlib import Path
 import nbval.kernel
 import nbval.plugin
 
-from minitrain.lab.running.execute import SyncIPCKernelManager
+from minitrain.lab.running.execute_notebook import SyncIPCKernelManager
 from minitrain.paths import EXPERIMENT_DIR, STUDENT_EDITION
 
 if STUDENT_EDITION:  # a TODO still blank is skipped, naming it (minitrain.lab.editions.blank_todos)

@@ -11,11 +11,11 @@ import pytest
 
 from minitrain.diagnose.exercise import FOLDER as EXERCISE
 from minitrain.diagnose.faults import KINDS
-from minitrain.lab.editions import student
+from minitrain.lab.editions import student_edition
 from minitrain.lab.grading.graders import diagnosis
 from minitrain.lab.grading.graders.diagnosis import BY_TEACHER, grade_diagnosis, mistakes
 from minitrain.lab.grading.graders.running import ExerciseError
-from minitrain.lab.teaching.diagnosis import PLANTED
+from minitrain.lab.teaching.diagnosis_key import PLANTED
 from minitrain.lab.todos.blank import stub, told
 from minitrain.paths import NOTEBOOKS_DIR
 from minitrain.todo import NotDone
@@ -95,7 +95,7 @@ def test_a_wrong_answer_costs_its_own_script_only_on_a_real_run():
 
 
 def test_without_the_key_a_right_and_a_wrong_answer_read_the_same(monkeypatch):
-    """The student edition (no minitrain.lab.teaching.diagnosis: test_student runs it there for real)."""
+    """The student edition (no minitrain.lab.teaching.diagnosis_key: test_student runs it there for real)."""
     monkeypatch.setattr(diagnosis, "the_key", lambda: None)
     wrong = {script: {**answer, "rank": 7, "cause": "straggler"} for script, answer in RIGHT.items()}
     verdicts = {grade_diagnosis(answers.__getitem__) for answers in (RIGHT, OTHER_FORMS, wrong)}
@@ -104,7 +104,7 @@ def test_without_the_key_a_right_and_a_wrong_answer_read_the_same(monkeypatch):
 
 
 def test_the_blank_stub_states_every_key_the_grader_checks():
-    nb = student.student_notebook(nbformat.read(NOTEBOOKS_DIR / "16-when-it-breaks.ipynb", as_version=4))
+    nb = student_edition.student_notebook(nbformat.read(NOTEBOOKS_DIR / "16-when-it-breaks.ipynb", as_version=4))
     [cell] = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "diagnose"]
     assert stub("diagnose") in cell.source
     said = ['"rank": an int', "None when every rank runs the same lines", '"FILE:LINE"', "the line number",

@@ -126,7 +126,8 @@ LAB_COMMANDS = [  # (module, arguments, environment, what the one line must say)
 
 @pytest.mark.parametrize("module, args, env, message", LAB_COMMANDS, ids=[f"{m} {' '.join(a)}" for m, a, _, _ in LAB_COMMANDS])
 def test_lab_commands_reject_a_bad_argument_in_one_line(tmp_path, monkeypatch, capsys, module, args, env, message):
-    """`python -m MODULE ARGS` as its main(ARGS) in this process (minitrain.lab's is minitrain.lab.running.runner's)."""
+    """`python -m MODULE ARGS` as its main(ARGS) in this process (minitrain.lab's is
+    minitrain.lab.running.make_lab's)."""
     fill = lambda text: text.replace(OUT, str(tmp_path))  # noqa: E731
     monkeypatch.chdir(ROOT)
     for name, value in env.items():

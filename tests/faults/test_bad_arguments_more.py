@@ -12,7 +12,7 @@ import pytest
 
 from conftest import ROOT, TRAIN, launch
 from minitrain import launch as launcher
-from minitrain.lab.running.execute import execute
+from minitrain.lab.running.execute_notebook import execute
 from minitrain.launch import LaunchError, run_streaming, torchrun_command
 from test_bad_arguments import train_script  # noqa: F401 (a fixture: train.py imported in this process)
 
@@ -166,7 +166,7 @@ def test_make_lab_names_a_lab_out_that_is_a_file(tmp_path):
 
 
 def test_make_lab_names_a_lab_out_below_a_file(tmp_path, monkeypatch, capfd):
-    from minitrain.lab.running.runner import main
+    from minitrain.lab.running.make_lab import main
 
     target = tmp_path / "a-file"
     target.write_text("keep me")

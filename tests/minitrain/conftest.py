@@ -8,10 +8,10 @@ from helpers import EXPERIMENT_REPEATS, EXPERIMENT_STEPS, EXPERIMENT_WARMUP, run
 @pytest.fixture(scope="session")
 def student_tree(tmp_path_factory) -> Path:
     """`make student`'s tree, built once per session; tests copy it before they change it."""
-    from minitrain.lab.editions import student  # here, not at the top: its nbformat import is a second of CPU in every session
+    from minitrain.lab.editions import student_edition  # here, not at the top: its nbformat import is a second of CPU in every session
 
     out = tmp_path_factory.mktemp("edition") / "student"
-    student.write_student_edition(out)
+    student_edition.write_student_edition(out)
     return out
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import nbformat
 
-from minitrain.lab.editions import student
+from minitrain.lab.editions import student_edition
 from minitrain.paths import EXPERIMENT_DIR, REPO
 
 RUN_FILES = ("run.json", "timings.jsonl", "manifest.json", "scaling.png", "state-rank-0.pt", "state-rank-1.pt")
@@ -64,7 +64,7 @@ def regions(rel: str) -> list[str]:
         sources = [path.read_text()]
     found = []
     for source in sources:
-        for line in student.clear_solution(source).split("\n"):
+        for line in student_edition.clear_solution(source).split("\n"):
             if line.strip().startswith("# YOUR CODE HERE (") and line.strip() not in source:
                 found.append(line.strip()[len("# YOUR CODE HERE ("):-1])
     return found
@@ -75,9 +75,9 @@ def solutions(rel: str) -> dict[str, str]:
     found: dict[str, str] = {}
     what = None
     for line in (REPO / rel).read_text().split("\n"):
-        if begin := student.BEGIN_LINE.match(line):
+        if begin := student_edition.BEGIN_LINE.match(line):
             what, found[begin["what"]] = begin["what"], ""
-        elif student.END_LINE.match(line):
+        elif student_edition.END_LINE.match(line):
             found[what], what = textwrap.dedent(found[what]), None
         elif what:
             found[what] += line + "\n"

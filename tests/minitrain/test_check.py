@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from minitrain.lab.reporting.check import check_folder, main
+from minitrain.lab.reporting.stop_conditions import check_folder, main
 from minitrain.lab.reporting.manifest import Manifest
 from minitrain.lab.reporting.paragraph import claims, figures, paragraph_problems, stated_verdicts
 from minitrain.lab.reporting.report import set_lesson_notes
 from minitrain.lab.reporting.verdict import verdict_over_repeats
 from minitrain.lab.running.notebook_times import TIMES_FILE, lab_run, numbered_notebooks, read_times, write_times
-from minitrain.lab.teaching import teacher
+from minitrain.lab.teaching import refresh
 from minitrain.lab.teaching.reference import reference_paragraph
 from minitrain.lab.teaching.rubric import RUBRIC, rubric_text
 from minitrain.paths import EXPERIMENT_DIR
@@ -76,7 +76,7 @@ def test_ddp_tests_row_runs_the_tests(run_folder, tmp_path, monkeypatch, body, s
     the suite runs tests/minitrain/test_ddp.py itself; `make lab` runs the real row)."""
     stand_in = tmp_path / "test_stand_in.py"
     stand_in.write_text(body)
-    monkeypatch.setattr("minitrain.lab.reporting.check.DDP_TESTS", stand_in)
+    monkeypatch.setattr("minitrain.lab.reporting.stop_conditions.DDP_TESTS", stand_in)
     ddp = check_folder(run_folder)[-1]
     assert (ddp.name, ddp.status) == ("ddp tests", status)
     assert detail in ddp.detail
@@ -438,19 +438,19 @@ def test_the_committed_rubric_is_the_one_written_from_the_committed_manifest():
 def test_teacher_check_names_a_stale_rubric(tmp_path, monkeypatch, capsys):
     """The rubric alone is stale: TEACHER.md's and README's times are made up-to-date with a times file of their own."""
     write_times(tmp_path, {name: 1.0 for name in numbered_notebooks()}, lab_run("python -m minitrain.lab", 2))
-    monkeypatch.setattr(teacher, "TIMES", tmp_path / TIMES_FILE)
-    for name, write in (("GUIDE", teacher.guide_with_times), ("README", teacher.readme_with_times)):
-        copy = tmp_path / getattr(teacher, name).name
-        copy.write_text(write(getattr(teacher, name).read_text(), read_times(tmp_path)))
-        monkeypatch.setattr(teacher, name, copy)
+    monkeypatch.setattr(refresh, "TIMES", tmp_path / TIMES_FILE)
+    for name, write in (("GUIDE", refresh.guide_with_times), ("README", refresh.readme_with_times)):
+        copy = tmp_path / getattr(refresh, name).name
+        copy.write_text(write(getattr(refresh, name).read_text(), read_times(tmp_path)))
+        monkeypatch.setattr(refresh, name, copy)
     stale = tmp_path / RUBRIC.name
     stale.write_text(rubric_text(COMMITTED).replace("| `verdict` | ", "| `verdict` | not "))
-    monkeypatch.setattr(teacher, "RUBRIC", stale)
-    assert teacher.main(["--check"]) == 1
+    monkeypatch.setattr(refresh, "RUBRIC", stale)
+    assert refresh.main(["--check"]) == 1
     assert "differs from the one written from experiments/35-ddp-cpu/manifest.json; run `python -m " \
            "minitrain.lab.teacher`" in capsys.readouterr().out
     stale.write_text(rubric_text(COMMITTED))
-    assert teacher.main(["--check"]) == 0
+    assert refresh.main(["--check"]) == 0
 
 
 @pytest.mark.parametrize("make", [lambda m: m, lambda m: two_proc_scaled(m, 1 / 1.3), lambda m: two_proc_scaled(m, 1.4),
@@ -562,9 +562,11 @@ def test_a_number_is_right_at_the_precision_it_is_written_in(written, true, righ
 
 
 def test_completion_names_each_row_that_is_not_a_pass():
-    from minitrain.lab.reporting.check import CheckResult, completion
+    from minitrain.lab.reporting.stop_conditions import CheckResult, completion
     passed, skipped, failed = CheckResult("files", True, ""), CheckResult("ddp tests", True, "", skipped=True), \
         CheckResult("lesson notes", False, "")
     assert completion([passed]) == "lab complete"
     assert completion([passed, skipped, failed]) == \
-        "not complete: ddp tests SKIPPED, lesson notes FAIL (the full check: make lab)"
+        "not complete: lesson notes FAIL, ddp tests SKIPPED (the full check: make lab)"
+    assert completion([passed, skipped]) == \
+        "every row run here passes; not run here: ddp tests (the full check, make lab, runs every row)"

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from minitrain.lab.notebooks.show import disturbance_warning
-from minitrain.lab.reporting.check import check_artifacts
+from minitrain.lab.reporting.stop_conditions import check_artifacts
 from minitrain.lab.reporting.disturbance import RERUN, disturbance
 from minitrain.lab.reporting.manifest import Manifest
 from minitrain.lab.reporting.report import build_manifest, scaling_figure

@@ -18,7 +18,7 @@ import psutil
 import pytest
 
 import learner
-from minitrain.lab.grading import grade
+from minitrain.lab.grading import gradebook
 from minitrain.lab.todos import registry
 
 BLANK_TIMEOUT_S = 240  # per TODO: generous for a loaded machine; a blank ends in seconds
@@ -40,13 +40,13 @@ def processes_of(tree) -> list[psutil.Process]:
 def test_a_blank_tree_is_not_done_everywhere_and_not_started(student_tree, tmp_path):
     """Every row "not done" but C, which needs A, B and D: "blocked" by them, never run; each part "not started"."""
     tree = learner.copy_tree(student_tree, tmp_path / "blank")
-    grades = grade.grade_repo(tree, timeout_s=BLANK_TIMEOUT_S, jobs=3)
+    grades = gradebook.grade_repo(tree, timeout_s=BLANK_TIMEOUT_S, jobs=3)
     assert [g.todo.key for g in grades] == [t.key for t in registry.TODOS]
     rows = {g.todo.key: (g.status, g.detail) for g in grades}
     assert rows.pop("C") == ("blocked", "needs A, B1, B2 and D (not done yet)")
     assert all(status == "not done" and "not done yet" in detail for status, detail in rows.values()), rows
     assert rows["ex15"][1].startswith("not done yet: NaiveDDP"), rows["ex15"]  # its own stubs, not Block B's
-    assert grade.summary(grades) == ("the sheet not started 0/15, exercises beyond it not started 0/3, "
+    assert gradebook.summary(grades) == ("the sheet not started 0/15, exercises beyond it not started 0/3, "
                                      "optional (notebooks 15 and 16) not started 0/6")
     assert processes_of(tree) == []
 
@@ -55,7 +55,7 @@ def test_ex15_is_graded_on_its_own(student_tree, tmp_path):
     """Only scratch_ddp.py's solutions put back (make_shard, Block B, still blank): ex15 passes."""
     tree = learner.copy_tree(student_tree, tmp_path / "scratch-only")
     learner.put_back_the_reference(tree, ["src/minitrain/scratch_ddp.py"])
-    [result] = grade.grade_repo(tree, ["ex15"])
+    [result] = gradebook.grade_repo(tree, ["ex15"])
     assert result.status == "PASS", result
     assert processes_of(tree) == []
 
@@ -70,13 +70,13 @@ def solved_tree(student_tree, out):
 
 def test_the_reference_put_back_passes_and_each_part_is_summed_apart(student_tree, tmp_path):
     """Every row passes but notebook 16's: the key is not in the student tree, the teacher grades it (no point lost)."""
-    grades = grade.grade_repo(solved_tree(student_tree, tmp_path / "reference"), jobs=2)
+    grades = gradebook.grade_repo(solved_tree(student_tree, tmp_path / "reference"), jobs=2)
     failed = {g.todo.key: (g.status, g.detail) for g in grades if g.status != "PASS"}
     assert failed == {k: ("teacher", "graded by your teacher, in class grading: the answer key is not in this tree")
                       for k in ("ex16a", "ex16b", "ex16c")}
-    assert grade.summary(grades) == ("the sheet 15/15, exercises beyond it 3/3, optional (notebooks 15 and 16) 3/3, "
-                                     "ex16a, ex16b and ex16c graded by your teacher")
-    assert " -/1  teacher " in grade.format_row(grades[-1])
+    assert gradebook.summary(grades) == ("the sheet 15/15, exercises beyond it 3/3, optional (notebooks 15 and 16) "
+                                         "3/3, ex16a, ex16b and ex16c graded by your teacher")
+    assert " -/1  teacher " in gradebook.format_row(grades[-1])
 
 
 def with_function(path, name: str, code: str) -> None:
@@ -104,7 +104,7 @@ def test_block_a_is_graded_alone_by_its_grader(student_tree, tmp_path):
         if code:
             with_function(trees[name] / "src/minitrain/ddp.py", "is_main_process", code)
     with ThreadPoolExecutor(len(trees)) as pool:
-        results = dict(zip(trees, pool.map(lambda tree: grade.grade_repo(tree, ["A"], BLANK_TIMEOUT_S)[0],
+        results = dict(zip(trees, pool.map(lambda tree: gradebook.grade_repo(tree, ["A"], BLANK_TIMEOUT_S)[0],
                                            trees.values())))
     for name, (_, (status, detail)) in BLOCK_A.items():
         assert (results[name].status, results[name].detail[:len(detail)]) == (status, detail), results[name]
@@ -144,10 +144,10 @@ def with_notes(change):
 def test_the_learners_run_is_graded_by_the_stop_conditions(student_tree, tmp_path, key, change, message):
     """grade_todo in-process: the child process runs the same function on the learner's folder."""
     tree = learner.copy_tree(student_tree, tmp_path / "tree")
-    assert grade.grade_todo(tree, key)[0] == "not done"  # no run yet
+    assert gradebook.grade_todo(tree, key)[0] == "not done"  # no run yet
     learner.put_back_the_committed_run(tree)
     change(tree / "experiments/35-ddp-cpu")
-    status, detail = grade.grade_todo(tree, key)
+    status, detail = gradebook.grade_todo(tree, key)
     assert status == "FAIL" and message in detail, detail
 
 
@@ -175,7 +175,7 @@ def test_a_mistake_written_in_the_student_tree_is_named(student_tree, tmp_path, 
     """The learner's code where the stub was, graded by grade_todo in-process (the child's function)."""
     tree = learner.copy_tree(student_tree, tmp_path / "tree")
     learner.write(tree, rel, what, code)
-    status, detail = grade.grade_todo(tree, key)
+    status, detail = gradebook.grade_todo(tree, key)
     assert status == "FAIL" and detail.startswith(message), detail
 
 
@@ -199,7 +199,7 @@ def hangs(student_tree, tmp_path_factory) -> dict:
         learner.write(tree, "src/minitrain/data.py", "Block B: the counts check and the first-sentence log", HANG)
         number = next(i for i, text in enumerate((tree / "src/minitrain/data.py").read_text().splitlines(), 1)
                       if "# HANGS HERE" in text)
-        [result] = grade.grade_repo(tree, ["B2"], timeout_s=timeout_s, env=env)
+        [result] = gradebook.grade_repo(tree, ["B2"], timeout_s=timeout_s, env=env)
         return result, number, processes_of(tree)  # what is left of this grading, when it ends
 
     with ThreadPoolExecutor(2) as pool:
@@ -232,7 +232,7 @@ def test_a_hang_costs_its_own_points_once(student_tree, tmp_path):
     collective timeout short enough for a fast hang report, long enough for A's and D's real runs."""
     tree = solved_tree(student_tree, tmp_path / "tree")
     with_function(tree / "src/minitrain/data.py", "check_shards", CHECK_SHARDS_HANGS)
-    grades = grade.grade_repo(tree, ["C", "E", "F", "G"], jobs=2, env={"MINITRAIN_COLLECTIVE_TIMEOUT": "15"})
+    grades = gradebook.grade_repo(tree, ["C", "E", "F", "G"], jobs=2, env={"MINITRAIN_COLLECTIVE_TIMEOUT": "15"})
     rows = {g.todo.key: g for g in grades}
     assert list(rows) == ["A", "B1", "B2", "C", "D", "E", "F", "G"]
     hang = re.fullmatch(r"hangs at data\.py:\d+ on rank [02] \(waits in all_gather_object\)", rows["B2"].detail)
@@ -241,14 +241,14 @@ def test_a_hang_costs_its_own_points_once(student_tree, tmp_path):
     assert rows["C"].seconds == 0  # never run: no train.py launched
     others = {k: (g.status, g.detail) for k, g in rows.items() if k not in ("B2", "C") and g.status != "PASS"}
     assert others == {}
-    assert grade.summary(grades) == "the sheet 11/15"
+    assert gradebook.summary(grades) == "the sheet 11/15"
     assert processes_of(tree) == []
-    grade.write_csv(tmp_path / "grades.csv", {"hangs": grades})
+    gradebook.write_csv(tmp_path / "grades.csv", {"hangs": grades})
     with open(tmp_path / "grades.csv") as f:
         [row] = csv.DictReader(f)
     assert (row["B2 status"], row["C status"], row["C points"], row["sheet"], row["sheet out of"]) == (
         "hangs", "blocked", "0", "11", "15")
-    assert "blocked" in grade.class_table({"hangs": grades}).splitlines()[1]
+    assert "blocked" in gradebook.class_table({"hangs": grades}).splitlines()[1]
 
 
 WRONG_A = "return TorchDDP(model, bucket_cap_mb=bucket_cap_mb, find_unused_parameters=True)"
@@ -262,14 +262,14 @@ def test_a_class_is_graded_into_a_table_and_a_csv(student_tree, tmp_path):
     folder = tmp_path / "class"
     (folder / "ana" / "work").mkdir(parents=True)
     for name in ("03-wrapping.ipynb", "16-when-it-breaks.ipynb"):  # the solved notebooks
-        shutil.copy(grade.REPO / "notebooks" / name, folder / "ana" / "work")
+        shutil.copy(gradebook.REPO / "notebooks" / name, folder / "ana" / "work")
     tree = learner.copy_tree(student_tree, folder / "ben")
     learner.put_back_the_reference(tree, registry.TODO_FILES)
     ddp = tree / "src/minitrain/ddp.py"
     ddp.write_text(ddp.read_text().replace("return TorchDDP(model, bucket_cap_mb=bucket_cap_mb)", WRONG_A))
     assert WRONG_A in ddp.read_text()
     lines: list[str] = []
-    grades = grade.grade_class(folder, ["ex03", "C", "E", "ex16b"], echo=lines.append, jobs=2)
+    grades = gradebook.grade_class(folder, ["ex03", "C", "E", "ex16b"], echo=lines.append, jobs=2)
     statuses = {name: {g.todo.key: g.status for g in row} for name, row in grades.items()}
     assert statuses == {"ana": {"A": "not done", "B1": "not done", "B2": "not done", "C": "not done", "D": "not done",
                                 "E": "not done", "ex03": "PASS", "ex16b": "PASS"},
@@ -288,7 +288,7 @@ def test_a_class_is_graded_into_a_table_and_a_csv(student_tree, tmp_path):
                                                    ("ben", "0", "3", "8", "11", "1", "1")]
     assert "--- ana" in lines and "--- ben" in lines
     assert sorted(os.listdir(folder)) == ["ana", "ben", "grades.csv"]
-    table = grade.class_table(grades).splitlines()
+    table = gradebook.class_table(grades).splitlines()
     assert table[0].split() == ["submission", "A", "B1", "B2", "C", "D", "E", "ex03", "ex16b", "sheet", "beyond",
                                 "optional"]
     assert table[2].split()[:5] == ["ben", "FAIL", "PASS", "PASS", "PASS*"] and table[-1].startswith("*: graded with")

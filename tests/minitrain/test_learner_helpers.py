@@ -64,7 +64,7 @@ def test_a_prediction_is_shown_beside_the_measurement(tmp_path, monkeypatch):
 
 
 def test_make_lab_names_a_blank_todo_in_one_line():
-    from minitrain.lab.running.runner import not_done
+    from minitrain.lab.running.make_lab import not_done
     log = ('  File "experiments/35-ddp-cpu/train.py", line 68, in train\n'
            '    raise NotDone("Block C: the setup")\n'
            'minitrain.todo.NotDone: not done yet: Block C: the setup\nerror: the run failed, rank 0 exited with status 1\n')
@@ -84,8 +84,8 @@ def test_make_lab_names_a_blank_block_g_on_its_failed_line(tmp_path, monkeypatch
 
     import nbformat
 
-    from minitrain.lab.editions.student import student_notebook
-    from minitrain.lab.running import runner
+    from minitrain.lab.editions.student_edition import student_notebook
+    from minitrain.lab.running import make_lab
     from minitrain.lab.running.notebook_times import LAST_ON_THE_PATH
     from minitrain.paths import NOTEBOOKS_DIR
 
@@ -94,10 +94,10 @@ def test_make_lab_names_a_blank_block_g_on_its_failed_line(tmp_path, monkeypatch
     monkeypatch.setenv("MINITRAIN_LAB_OUT", str(out))
     src = tmp_path / LAST_ON_THE_PATH
     nbformat.write(student_notebook(nbformat.read(NOTEBOOKS_DIR / LAST_ON_THE_PATH, as_version=4)), src)
-    with pytest.raises(runner.NotebookFailed) as failure:
-        runner.Execution(src, tmp_path / "executed.ipynb", {"live_run": False}).wait()
-    assert runner.failed(*runner.notebooks_failed([str(failure.value)]), out) == 1
+    with pytest.raises(make_lab.NotebookFailed) as failure:
+        make_lab.Execution(src, tmp_path / "executed.ipynb", {"live_run": False}).wait()
+    assert make_lab.failed(*make_lab.notebooks_failed([str(failure.value)]), out) == 1
     lines = capsys.readouterr().err.splitlines()
     assert lines[0] == (f"FAILED: not done yet: Block G: your paragraph (notebooks/{LAST_ON_THE_PATH}): write it, "
                         "then run make lab again"), lines
-    assert lines[-1] == f"next: {runner.AGAIN}"
+    assert lines[-1] == f"next: {make_lab.WRITE_FIRST}"

@@ -9,7 +9,7 @@ import nbformat
 import pytest
 
 from minitrain.cli import SettingError
-from minitrain.lab.running import runner
+from minitrain.lab.running import make_lab
 from minitrain.lab.running.notebook_times import (ENTRY_NOTEBOOK, TIMES_FILE, lab_run, numbered_notebooks, path_of,
                                                   read_times, times_table, write_times)
 from minitrain.paths import BUILD_DIR, EXPERIMENT_DIR
@@ -19,7 +19,7 @@ from minitrain.provenance import sitting
 def test_core_is_the_sheet_s_path_and_the_rest_optional():
     names = numbered_notebooks()
     assert [n for n in names if path_of(n) == "core"] == numbered_notebooks(every=False) == names[:6]
-    assert names[0] == ENTRY_NOTEBOOK and names[5] == runner.REPORT_NOTEBOOK
+    assert names[0] == ENTRY_NOTEBOOK and names[5] == make_lab.REPORT_NOTEBOOK
     assert all(path_of(n) == "optional" for n in names[6:]) and len(names) > 6
 
 
@@ -63,16 +63,16 @@ def test_the_runner_writes_the_times_then_executes_01_last(tmp_path, monkeypatch
     others, and the file gets 01's own seconds once it ends."""
     notebooks, out = tmp_path / "notebooks", tmp_path / "out"
     notebooks.mkdir(), out.mkdir()
-    names = [ENTRY_NOTEBOOK, numbered_notebooks()[1], runner.REPORT_NOTEBOOK]
+    names = [ENTRY_NOTEBOOK, numbered_notebooks()[1], make_lab.REPORT_NOTEBOOK]
     sources = {ENTRY_NOTEBOOK: "from minitrain.lab.running.notebook_times import times_table\n"
                                "from minitrain.lab.reporting.runs import output_dir\nprint(times_table(output_dir()))",
                names[1]: "print('the sharding notebook')", names[2]: "print('the report notebook')"}
     for name, source in sources.items():
         nbformat.write(small_notebook(source), notebooks / name)
-    monkeypatch.setattr(runner, "NOTEBOOKS_DIR", notebooks)
-    monkeypatch.setattr(runner, "EXECUTED_DIR", tmp_path / "executed")
+    monkeypatch.setattr(make_lab, "NOTEBOOKS_DIR", notebooks)
+    monkeypatch.setattr(make_lab, "EXECUTED_DIR", tmp_path / "executed")
     monkeypatch.setenv("MINITRAIN_LAB_OUT", str(out))
-    results, failures = runner.display_phase(names, run_tests=False, workers=2, repeats=1,
+    results, failures = make_lab.display_phase(names, run_tests=False, workers=2, repeats=1,
                                              run_record=lab_run("python -m minitrain.lab --test", 2))
     assert failures == [] and [r.name for r in results][-1] == "ddp tests"
     times = json.loads((out / TIMES_FILE).read_text())
@@ -88,12 +88,12 @@ def test_make_lab_writes_the_committed_artifacts_only_when_told(monkeypatch):
     """The reference's `make lab` runs into build/; --commit (make measurements) and the student edition into
     experiments/35-ddp-cpu/, the learner's run as the sheet says."""
     monkeypatch.delenv("MINITRAIN_LAB_OUT", raising=False)
-    monkeypatch.setattr(runner, "STUDENT_EDITION", False)
-    assert runner.lab_out(commit=False) == runner.REFERENCE_LAB_OUT == BUILD_DIR / "35-ddp-cpu"
-    assert runner.lab_out(commit=True) == EXPERIMENT_DIR
-    monkeypatch.setattr(runner, "STUDENT_EDITION", True)
-    assert runner.lab_out(commit=False) == EXPERIMENT_DIR
+    monkeypatch.setattr(make_lab, "STUDENT_EDITION", False)
+    assert make_lab.lab_out(commit=False) == make_lab.REFERENCE_LAB_OUT == BUILD_DIR / "35-ddp-cpu"
+    assert make_lab.lab_out(commit=True) == EXPERIMENT_DIR
+    monkeypatch.setattr(make_lab, "STUDENT_EDITION", True)
+    assert make_lab.lab_out(commit=False) == EXPERIMENT_DIR
     monkeypatch.setenv("MINITRAIN_LAB_OUT", "elsewhere")
-    assert runner.lab_out(commit=False) == Path("elsewhere")
+    assert make_lab.lab_out(commit=False) == Path("elsewhere")
     with pytest.raises(SettingError, match="unset MINITRAIN_LAB_OUT, or leave out --commit"):
-        runner.lab_out(commit=True)
+        make_lab.lab_out(commit=True)

@@ -13,7 +13,7 @@ from minitrain.corpus import DEFAULT_CORPUS_DIR, ensure_corpus
 from minitrain.data import CorpusError
 
 from minitrain.lab.reporting.runs import REPEATS_DIR, read_repeats, repeat_dir, run_dir_in
-from minitrain.lab.running.repeats import TURNS, run_repeats
+from minitrain.lab.running.alternating_repeats import TURNS, run_repeats
 from minitrain.verify import compare_states
 
 from helpers import EXPERIMENT_REPEATS, EXPERIMENT_STEPS

@@ -10,7 +10,7 @@ from dataclasses import fields, replace
 import pytest
 
 from helpers import PROVENANCE
-from minitrain.lab.reporting.check import TIMING_FIELDS, check_lesson_notes
+from minitrain.lab.reporting.stop_conditions import TIMING_FIELDS, check_lesson_notes
 from minitrain.lab.reporting.manifest import Manifest, ManifestError
 from minitrain.lab.reporting.paragraph import paragraph_problems
 from minitrain.lab.reporting.report import beyond_findings, findings_table, set_lesson_notes

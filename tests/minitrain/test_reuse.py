@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from helpers import EXPERIMENT_REPEATS as REPEATS, EXPERIMENT_STEPS as STEPS, EXPERIMENT_WARMUP as WARMUP
-from minitrain.lab.reporting.check import check_folder
+from minitrain.lab.reporting.stop_conditions import check_folder
 from minitrain.lab.reporting.runs import REPEATS_DIR, read_repeats, read_run, repeat_dir, run_dir_in
-from minitrain.lab.running import runner
+from minitrain.lab.running import make_lab
 from minitrain.lab.running.load import IDLE_LOAD, Load, measure_load, wait_until_quiet
 from minitrain.lab.running.reuse import plan_runs
 from minitrain.run_record import RunRecord
@@ -89,7 +89,7 @@ def test_make_lab_measures_only_what_is_missing(out, capsys):
     (repeat_dir(out, 1, 2) / "timings.jsonl").unlink()
     shutil.copytree(repeat_dir(out, 0, 1), repeat_dir(out, REPEATS, 1))
     before = run_ids(out)
-    assert runner.measured_phase(out, REPEATS, remeasure=False, busy_ok=True, steps=STEPS, warmup=WARMUP) is False
+    assert make_lab.measured_phase(out, REPEATS, remeasure=False, busy_ok=True, steps=STEPS, warmup=WARMUP) is False
     after = run_ids(out)
     assert after["sheet"] == before["sheet"]
     assert len(after["repeats"]) == 2 * REPEATS and not set(after["repeats"]) & set(before["repeats"])
@@ -98,23 +98,23 @@ def test_make_lab_measures_only_what_is_missing(out, capsys):
     said = capsys.readouterr().out
     assert "the repeats (2 of each): to measure (r1-2proc incomplete: timings.jsonl missing or empty)" in said
     assert "the sheet's 2-process run: reused, complete and of this configuration" in said
-    assert runner.measured_phase(out, REPEATS, remeasure=False, steps=STEPS, warmup=WARMUP) is False
+    assert make_lab.measured_phase(out, REPEATS, remeasure=False, steps=STEPS, warmup=WARMUP) is False
     assert "nothing to measure" in capsys.readouterr().out
     assert run_ids(out) == after
 
 
 def test_notebooks_only_and_remeasure_exclude_each_other(capsys):
     with pytest.raises(SystemExit) as e:
-        runner.main(["--notebooks-only", "--remeasure"])
+        make_lab.main(["--notebooks-only", "--remeasure"])
     assert e.value.code == 2
     assert "--notebooks-only makes no runs, --remeasure measures them all: choose one" in capsys.readouterr().err
 
 
 def test_every_failure_ends_with_the_executed_notebooks_and_the_next_step(out, capsys):
-    assert runner.failed("something broke", "do this", out) == 1
+    assert make_lab.failed("something broke", "do this", out) == 1
     lines = capsys.readouterr().err.splitlines()
     assert lines[0] == "FAILED: something broke"
-    assert lines[-2].startswith(f"executed notebooks: {runner.relative(runner.EXECUTED_DIR)}/ (the runs': ")
+    assert lines[-2].startswith(f"executed notebooks: {make_lab.relative(make_lab.EXECUTED_DIR)}/ (the runs': ")
     assert str(out / "single-process" / "run-1proc.ipynb") in lines[-2] and lines[-1] == "next: do this"
 
 
@@ -122,8 +122,9 @@ def test_each_checker_row_has_its_next_step(tmp_path):
     rows = check_folder(tmp_path, run_tests=False)  # an empty folder: every row that can fail fails
     assert [r.status for r in rows if r.name == "quiet machine"] == ["SKIPPED"]  # a warning at most, never a FAIL
     names = [r.name for r in rows if r.name != "quiet machine"]
-    assert set(names) <= set(runner.ROW_STEPS), set(names) - set(runner.ROW_STEPS)
-    assert "--notebooks-only" in runner.ROW_STEPS["lesson notes"] and "notebook 06" in runner.ROW_STEPS["lesson notes"]
+    assert set(names) <= set(make_lab.ROW_STEPS), set(names) - set(make_lab.ROW_STEPS)
+    lesson_notes = make_lab.ROW_STEPS["lesson notes"]
+    assert "--notebooks-only" in lesson_notes and "notebook 06" in lesson_notes
 
 
 @pytest.mark.parametrize("load, busy", [

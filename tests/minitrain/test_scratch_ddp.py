@@ -10,7 +10,7 @@ import pytest
 
 import scratch_mistakes
 from minitrain.hang_report import MISMATCH
-from minitrain.lab.editions import student
+from minitrain.lab.editions import student_edition
 from minitrain.lab.grading.graders import ExerciseError
 from minitrain.lab.grading.graders.from_scratch import LEVELS, WEIGHT_TOL, scratch_results, verdict
 from minitrain.lab.todos.blank import told
@@ -43,7 +43,8 @@ ANOTHER_FORM = {  # right in another form: gloo has ReduceOp.AVG in torch 2.13 (
 def blank_file(tmp_path_factory) -> str:
     """The student edition's scratch_ddp.py, in a file the grader's workers load by path."""
     path = tmp_path_factory.mktemp("blank") / "scratch_ddp_blank.py"
-    path.write_bytes(student.student_file(REPO / "src/minitrain/scratch_ddp.py", "src/minitrain/scratch_ddp.py"))
+    scratch = "src/minitrain/scratch_ddp.py"
+    path.write_bytes(student_edition.student_file(REPO / scratch, scratch))
     return str(path)
 
 

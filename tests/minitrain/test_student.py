@@ -17,9 +17,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from minitrain.lab.editions import student
-from minitrain.lab.grading import grade
-from minitrain.lab.teaching import teacher
+from minitrain.lab.editions import student_edition
+from minitrain.lab.grading import gradebook
+from minitrain.lab.teaching import refresh
 from minitrain.lab.todos import blank
 from minitrain.lab.todos import registry
 from minitrain.paths import NOTEBOOKS_DIR, REPO
@@ -47,8 +47,8 @@ def region_lines(source: str) -> list[str]:
     """The non-blank lines inside solution regions."""
     inside, lines = False, []
     for line in source.splitlines():
-        if student.BEGIN_LINE.match(line) or student.END_LINE.match(line):
-            inside = bool(student.BEGIN_LINE.match(line))
+        if student_edition.BEGIN_LINE.match(line) or student_edition.END_LINE.match(line):
+            inside = bool(student_edition.BEGIN_LINE.match(line))
         elif inside and line.strip():
             lines.append(line.strip())
     return lines
@@ -73,7 +73,7 @@ def test_reference_exercise_cells_carry_nbgrader_metadata(name):
 def test_clear_solution_writes_the_stub_at_the_markers_indentation():
     source = ('def f():\n    """doc"""\n    ### BEGIN SOLUTION: Block X: f\'s "body"\n    return 1\n'
               "    ### END SOLUTION\nx = f")
-    cleared = student.clear_solution(source)
+    cleared = student_edition.clear_solution(source)
     assert cleared == (f'{blank.IMPORT}\n\n\ndef f():\n    """doc"""\n    # YOUR CODE HERE (Block X: f\'s "body")\n'
                        '    raise NotDone("Block X: f\'s \\"body\\"")\nx = f')
     with pytest.raises(NotDone) as raised:
@@ -85,14 +85,15 @@ def test_clear_solution_writes_the_stub_at_the_markers_indentation():
 
 def test_the_stub_s_import_goes_after_the_file_s_imports():
     source = '"""Doc."""\n\nimport os\nfrom pathlib import (\n    Path)\n\n\ndef f():\n    ### BEGIN SOLUTION\n    pass\n    ### END SOLUTION\n'
-    assert student.clear_solution(source).split("\n")[:6] == ['"""Doc."""', "", "import os", "from pathlib import (",
-                                                             "    Path)", blank.IMPORT]
+    assert student_edition.clear_solution(source).split("\n")[:6] == ['"""Doc."""', "", "import os",
+                                                                     "from pathlib import (", "    Path)", blank.IMPORT]
 
 
 def test_a_plain_marker_is_named_after_its_function():
     source = "class T:\n    def hook(self):\n        ### BEGIN SOLUTION\n        pass\n        ### END SOLUTION\n"
-    assert 'raise NotDone("hook")' in student.clear_solution(source)
-    assert 'raise NotDone("cell 3")' in student.clear_solution("### BEGIN SOLUTION\nx = 1\n### END SOLUTION", "cell 3")
+    assert 'raise NotDone("hook")' in student_edition.clear_solution(source)
+    cell = student_edition.clear_solution("### BEGIN SOLUTION\nx = 1\n### END SOLUTION", "cell 3")
+    assert 'raise NotDone("cell 3")' in cell
 
 
 @pytest.mark.parametrize("source, message", [
@@ -102,20 +103,20 @@ def test_a_plain_marker_is_named_after_its_function():
 ])
 def test_broken_regions_are_named(source, message):
     with pytest.raises(ValueError, match=message):
-        student.clear_solution(source, "f.py")
+        student_edition.clear_solution(source, "f.py")
 
 
 def test_markdown_about_the_reference_solution_goes():
     source = ("Write `f`.\n\nThe next cell is where `f` goes. Here it holds the reference solution,\n"
               "**collapsed**: try first.\n\nIn the student edition it is blank.\n\nThe grader follows.")
-    assert student.student_markdown(source) == (
-        "Write `f`.\n\nThe next cell is where `f` goes" + student.YOUR_TURN + "\n\nThe grader follows.")
+    assert student_edition.student_markdown(source) == (
+        "Write `f`.\n\nThe next cell is where `f` goes" + student_edition.YOUR_TURN + "\n\nThe grader follows.")
 
 
 def test_the_tree_holds_every_tracked_file_but_the_excluded(student_tree):
-    tracked = student.tracked_files(REPO)
+    tracked = student_edition.tracked_files(REPO)
     written = sorted(str(p.relative_to(student_tree)) for p in student_tree.rglob("*") if p.is_file())
-    assert written == sorted([*(p for p in tracked if not student.excluded(p)), student.EDITION_MARK])
+    assert written == sorted([*(p for p in tracked if not student_edition.excluded(p)), student_edition.EDITION_MARK])
     for gone in ("experiments/35-ddp-cpu/manifest.json", "experiments/35-ddp-cpu/state-rank-0.pt",
                  "experiments/35-ddp-cpu/timings.jsonl", "experiments/35-ddp-cpu/scaling.png",
                  "experiments/35-ddp-cpu/run.json", "experiments/35-ddp-cpu/run-2proc.ipynb",
@@ -129,14 +130,15 @@ def test_the_tree_holds_every_tracked_file_but_the_excluded(student_tree):
 
 
 def test_every_solution_region_becomes_its_stub(student_tree):
-    with_regions = [p for p in student.tracked_files(REPO) if p.endswith((".py", ".ipynb"))
-                    and not student.excluded(p) and p != "src/minitrain/lab/editions/student.py"
-                    and any(map(student.BEGIN_LINE.match, "\n".join(_sources(REPO / p)).splitlines()))]
+    with_regions = [p for p in student_edition.tracked_files(REPO) if p.endswith((".py", ".ipynb"))
+                    and not student_edition.excluded(p) and p != "src/minitrain/lab/editions/student_edition.py"
+                    and any(map(student_edition.BEGIN_LINE.match, "\n".join(_sources(REPO / p)).splitlines()))]
     assert set(SHEET_REGIONS) | {f"notebooks/{n}" for n in EXERCISES} <= set(with_regions)
     for rel in with_regions:
         sources = _sources(student_tree / rel)
         text = "\n".join(sources)
-        assert not any(student.BEGIN_LINE.match(line) or student.END_LINE.match(line) for line in text.splitlines()), rel
+        assert not any(student_edition.BEGIN_LINE.match(line) or student_edition.END_LINE.match(line)
+                       for line in text.splitlines()), rel
         reference = region_lines("\n".join(_sources(REPO / rel)))
         leftovers = {line for line in reference if line not in ("pass", "return")} & {
             line.strip() for line in text.splitlines()}
@@ -163,7 +165,7 @@ def test_the_notebooks_are_cleared_and_say_nothing_of_the_reference(student_tree
             if cell.cell_type == "code":
                 assert cell.outputs == [] and cell.execution_count is None, path.name
             else:
-                assert not student.REFERENCE_TEXT.search(cell.source), f"{path.name}: {cell.source[:200]}"
+                assert not student_edition.REFERENCE_TEXT.search(cell.source), f"{path.name}: {cell.source[:200]}"
     for name, (solution_id, graded_id) in EXERCISES.items():
         reference = nbgrader_cells(nbformat.read(NOTEBOOKS_DIR / name, as_version=4))
         cells = nbgrader_cells(nbformat.read(student_tree / "notebooks" / name, as_version=4))
@@ -211,7 +213,7 @@ def test_the_student_edition_s_tests_skip_a_blank_todo_and_name_it(student_tree,
 def test_out_inside_the_repository_is_refused_in_one_line(out, message, monkeypatch, capsys):
     """In-process main(argv); the test below runs the command itself once."""
     monkeypatch.chdir(REPO)
-    assert student.main(["--out", out]) == 2
+    assert student_edition.main(["--out", out]) == 2
     printed = capsys.readouterr()
     assert printed.out == "" and printed.err.count("\n") == 1
     assert message in printed.err and printed.err.startswith("error: --out")
@@ -227,24 +229,24 @@ def test_the_command_refuses_an_out_inside_the_repository_in_one_line():
 def test_a_folder_of_other_files_is_not_overwritten(tmp_path):
     (tmp_path / "notes.txt").write_text("keep me")
     with pytest.raises(ValueError, match="holds other files"):
-        student.write_student_edition(tmp_path)
+        student_edition.write_student_edition(tmp_path)
     assert (tmp_path / "notes.txt").read_text() == "keep me"
 
 
 def test_excluded_patterns_name_files_that_exist():
-    tracked = student.tracked_files(REPO)
-    unmatched = [p for p in student.EXCLUDED if not any(fnmatch.fnmatch(t, p) for t in tracked)]
+    tracked = student_edition.tracked_files(REPO)
+    unmatched = [p for p in student_edition.EXCLUDED if not any(fnmatch.fnmatch(t, p) for t in tracked)]
     assert unmatched == []
 
 
 def test_the_key_quotes_the_reference_as_it_is():
-    text = teacher.KEY.read_text()
-    assert len(teacher.QUOTE.findall(text)) >= 12
-    assert teacher.refreshed(text) == text, "stale quotes: run `python -m minitrain.lab.teacher`"
+    text = refresh.KEY.read_text()
+    assert len(refresh.QUOTE.findall(text)) >= 12
+    assert refresh.refreshed(text) == text, "stale quotes: run `python -m minitrain.lab.teacher`"
 
 
-TEACHER_MODULES = ("src/minitrain/lab/teaching/teacher.py", "src/minitrain/lab/teaching/rubric.py",
-                   "src/minitrain/lab/teaching/reference.py", "src/minitrain/lab/teaching/diagnosis.py",
+TEACHER_MODULES = ("src/minitrain/lab/teaching/refresh.py", "src/minitrain/lab/teaching/rubric.py",
+                   "src/minitrain/lab/teaching/reference.py", "src/minitrain/lab/teaching/diagnosis_key.py",
                    "src/minitrain/lab/teacher.py")  # and the teacher's shim
 
 
@@ -273,6 +275,15 @@ def test_the_tree_holds_no_teacher_module_and_nothing_that_writes_block_g(studen
     proc = subprocess.run([sys.executable, "-c", "import minitrain.lab.teaching.rubric"], capture_output=True, text=True,
                           timeout=60, cwd=student_tree, env={"PYTHONPATH": str(student_tree / "src"), "PATH": ""})
     assert "No module named 'minitrain.lab.teaching.rubric'" in proc.stderr
+
+
+def test_the_tree_holds_no_module_of_the_teachers_kit_whatever_its_name(student_tree):
+    """Every module of the reference's teaching/ (the teacher's kit, as it is named today) is in TEACHER_MODULES, and
+    the student tree's teaching/ holds only its __init__.py."""
+    kit = {f"src/minitrain/lab/teaching/{p.name}" for p in (REPO / "src/minitrain/lab/teaching").glob("*.py")
+           if p.name != "__init__.py"}
+    assert kit <= set(TEACHER_MODULES), f"not in TEACHER_MODULES: {sorted(kit - set(TEACHER_MODULES))}"
+    assert [p.name for p in (student_tree / "src/minitrain/lab/teaching").glob("*.py")] == ["__init__.py"]
 
 
 BUILD_IN_THE_TREE = """import json, sys
@@ -304,23 +315,23 @@ def test_teacher_md_s_times_are_written_from_notebook_times():
 
     names = numbered_notebooks()
     times = {"notebooks": {n: 10.2 + i for i, n in enumerate(names)}, **lab_run("python -m minitrain.lab --all-notebooks", 2)}
-    text = teacher.guide_with_times(teacher.GUIDE.read_text(), times)
-    rows = [m[0].split(" | ") for m in teacher.TIME_ROW.finditer(text)]
+    text = refresh.guide_with_times(refresh.GUIDE.read_text(), times)
+    rows = [m[0].split(" | ") for m in refresh.TIME_ROW.finditer(text)]
     assert [(row[1], row[2].rstrip(" |")) for row in rows] == [(path_of(n), f"{10.2 + i:.0f}") for i, n in enumerate(names)]
     assert ("Times from `experiments/35-ddp-cpu/notebook-times.json`: lab run `python -m minitrain.lab --all-notebooks`, "
             f"started {times['started']}, sitting {times['sitting']}") in " ".join(text.split())
-    assert teacher.guide_with_times(text, times) == text
+    assert refresh.guide_with_times(text, times) == text
     without_15 = "\n".join(line for line in text.splitlines() if not line.startswith("| 15 "))
     with pytest.raises(ValueError, match="rows 01, 02.*, 14, 16 for notebooks 01, .*, 15, 16"):
-        teacher.guide_with_times(without_15, times)
+        refresh.guide_with_times(without_15, times)
 
 
 def test_teacher_md_s_times_are_the_committed_lab_run_s():
     """After the lab run that makes the committed notebooks, `python -m minitrain.lab.teacher` writes them."""
     from minitrain.lab.running.notebook_times import read_times
 
-    text = teacher.GUIDE.read_text()
-    assert teacher.guide_with_times(text, read_times(teacher.TIMES.parent)) == text, \
+    text = refresh.GUIDE.read_text()
+    assert refresh.guide_with_times(text, read_times(refresh.TIMES.parent)) == text, \
         "TEACHER.md's times are stale: run `python -m minitrain.lab.teacher`"
 
 
@@ -329,27 +340,27 @@ def test_readme_s_time_is_the_sum_of_the_core_path_in_notebook_times():
     and how many ran at once, written by `python -m minitrain.lab.teacher`; a core notebook without a time is named."""
     from minitrain.lab.running.notebook_times import lab_run, numbered_notebooks, read_times
 
-    text = teacher.README.read_text()
-    committed = read_times(teacher.TIMES.parent)
-    assert teacher.readme_with_times(text, committed) == text, "README's time is stale: run `python -m minitrain.lab.teacher`"
+    text = refresh.README.read_text()
+    committed = read_times(refresh.TIMES.parent)
+    assert refresh.readme_with_times(text, committed) == text, "README's time is stale: run `python -m minitrain.lab.teacher`"
     core = numbered_notebooks(every=False)
     times = {"notebooks": {n: 10.0 + i for i, n in enumerate(numbered_notebooks())}, **lab_run("python -m minitrain.lab", 1)}
-    sentence = teacher.MACHINE_PART.search(teacher.readme_with_times(text, times))[0]
+    sentence = refresh.MACHINE_PART.search(refresh.readme_with_times(text, times))[0]
     assert f"added up to {sum(10.0 + i for i in range(len(core))):.0f} s" in sentence and "(one at a time;" in sentence
     assert "load average" not in text
     del times["notebooks"][core[2]]
     with pytest.raises(ValueError, match="lacks a time of notebooks 01-06"):
-        teacher.readme_with_times(text, times)
+        refresh.readme_with_times(text, times)
 
 
 def test_teacher_check_names_stale_or_missing_times(tmp_path, monkeypatch, capsys):
     from minitrain.lab.running.notebook_times import TIMES_FILE, lab_run, numbered_notebooks, write_times
 
-    monkeypatch.setattr(teacher, "TIMES", tmp_path / TIMES_FILE)
-    assert teacher.main(["--check"]) == 1
+    monkeypatch.setattr(refresh, "TIMES", tmp_path / TIMES_FILE)
+    assert refresh.main(["--check"]) == 1
     assert f"TEACHER.md: no {TIMES_FILE} in " in capsys.readouterr().out
     write_times(tmp_path, {name: 1000.0 for name in numbered_notebooks()}, lab_run("python -m minitrain.lab", 2))
-    assert teacher.main(["--check"]) == 1
+    assert refresh.main(["--check"]) == 1
     assert "TEACHER.md: its times differ from " in capsys.readouterr().out
 
 
@@ -480,15 +491,15 @@ def _parsed(source: str) -> ast.Module | None:
 def _solution_regions() -> dict[str, list[str]]:
     """'FILE: what' -> the calls of that reference solution region."""
     found: dict[str, str] = {}
-    for rel in student.tracked_files(REPO):
-        if rel.endswith((".py", ".ipynb")) and rel != "src/minitrain/lab/editions/student.py":
+    for rel in student_edition.tracked_files(REPO):
+        if rel.endswith((".py", ".ipynb")) and rel != "src/minitrain/lab/editions/student_edition.py":
             for n, source in enumerate(_sources(REPO / rel)):
                 what = None
                 for line in source.split("\n"):
-                    if begin := student.BEGIN_LINE.match(line):
+                    if begin := student_edition.BEGIN_LINE.match(line):
                         what = f"{rel}: {begin['what'] or f'cell {n}'}"
                         found[what] = ""
-                    elif student.END_LINE.match(line):
+                    elif student_edition.END_LINE.match(line):
                         what = None
                     elif what:
                         found[what] += line + "\n"
@@ -566,9 +577,9 @@ def _answers(todo: registry.Todo) -> list[str]:
         return []
     blocks, inside = [], None
     for line in "\n".join(_sources(REPO / todo.file)).splitlines():
-        if student.BEGIN_LINE.match(line):
+        if student_edition.BEGIN_LINE.match(line):
             inside = []
-        elif student.END_LINE.match(line):
+        elif student_edition.END_LINE.match(line):
             blocks.append(_normalised("\n".join(inside)))
             inside = None
         elif inside is not None:
@@ -581,7 +592,7 @@ def test_no_file_of_the_student_tree_holds_an_exercise_s_answer(student_tree, ke
     """Every exercise, graded by code or by data: no solution region's code in any file (tests and graders too), no
     run of the reference's (F, G), no planted place of notebook 16's scripts (the key is data: its module and test
     are left out, and test_the_student_tree_s_diagnosis_grader_cannot_tell_right_from_wrong runs the grader there)."""
-    from minitrain.lab.teaching.diagnosis import PLANTED
+    from minitrain.lab.teaching.diagnosis_key import PLANTED
 
     todo = registry.BY_KEY[key]
     answers = _answers(todo)
@@ -597,7 +608,7 @@ def test_no_file_of_the_student_tree_holds_an_exercise_s_answer(student_tree, ke
         script = f"run_{key[-1]}.py"
         place = f"{script}:{PLANTED[script].line(script)}"
         assert not [rel for rel, text in texts.items() if place in text], place
-        assert not (student_tree / "src/minitrain/lab/teaching/diagnosis.py").exists()
+        assert not (student_tree / "src/minitrain/lab/teaching/diagnosis_key.py").exists()
 
 
 RIGHT_OR_WRONG = """import json, sys
@@ -610,7 +621,7 @@ print(json.dumps([grade_diagnosis(lambda script: answer) for answer in answers])
 def test_the_student_tree_s_diagnosis_grader_cannot_tell_right_from_wrong(student_tree):
     """With the answer key nowhere in the tree (as code, data or a hash of it), its grader gives the right answer and
     every wrong one the same verdict: "graded by your teacher"; no run starts (the key names the tool to run)."""
-    from minitrain.lab.teaching.diagnosis import PLANTED
+    from minitrain.lab.teaching.diagnosis_key import PLANTED
 
     answers = []
     for script, p in PLANTED.items():

@@ -14,7 +14,7 @@ from minitrain.lab.reporting.manifest import Manifest
 from minitrain.lab.reporting.results_file import read_results_file
 from minitrain.lab.reporting.runs import REPEATS_DIR, SINGLE_DIR, read_run
 from minitrain.lab.reporting.sittings import BEFORE_SITTINGS, committed_sittings
-from minitrain.lab.running.experiment import REPEATS
+from minitrain.lab.running.whole_experiment import REPEATS
 from minitrain.lab.running.notebook_times import (ENTRY_NOTEBOOK, TIMES_FILE, numbered_notebooks, read_times, times_table,
                                                   write_times)
 from minitrain.paths import BEYOND_DIR, EXPERIMENT_DIR, NOTEBOOKS_DIR, REPO

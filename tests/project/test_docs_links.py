@@ -12,7 +12,7 @@ import re
 import nbformat
 import pytest
 
-from minitrain.lab.editions import student
+from minitrain.lab.editions import student_edition
 from minitrain.paths import NOTEBOOKS_DIR, REPO
 
 README_MAX_LINES = 120  # the page a learner reads in one screen
@@ -106,13 +106,13 @@ def test_every_relative_link_leads_to_a_file_of_this_tree(page):
 
 
 def student_pages() -> list[str]:
-    return [p for p in PAGES + NOTEBOOKS if not student.excluded(p)]
+    return [p for p in PAGES + NOTEBOOKS if not student_edition.excluded(p)]
 
 
 @functools.cache
 def student_files() -> frozenset[str]:
     """The files the student edition holds: the tracked ones not EXCLUDED."""
-    return frozenset(rel for rel in student.tracked_files() if not student.excluded(rel))
+    return frozenset(rel for rel in student_edition.tracked_files() if not student_edition.excluded(rel))
 
 
 @pytest.mark.parametrize("page", student_pages())
@@ -125,7 +125,7 @@ def test_the_student_version_links_only_to_what_the_student_edition_holds(page):
         return rel in kept or any(k.startswith(rel + "/") for k in kept)
 
     def text_of(rel: str) -> str:
-        return student.student_file(REPO / rel, rel).decode()
+        return student_edition.student_file(REPO / rel, rel).decode()
 
     text = markdown_of(text_of(page), page)
     broken = broken_links(page, text, holds, text_of)

@@ -1,5 +1,5 @@
 """Which sockets a notebook kernel listens on, read from the operating system while it runs: the
-kernels of `make lab` (minitrain.lab.running.execute) and of `make notebook` (JupyterLab, the Makefile's own
+kernels of `make lab` (minitrain.lab.running.execute_notebook) and of `make notebook` (JupyterLab, the Makefile's own
 command line) talk over Unix sockets in Jupyter's private runtime folder, not TCP ports.
 
 One TCP port stays, on 127.0.0.1: ipykernel's IOPub pipe, where forked subprocesses send their
@@ -28,7 +28,7 @@ import papermill
 import psutil
 import pytest
 
-from minitrain.lab.running.execute import KERNEL, execute
+from minitrain.lab.running.execute_notebook import KERNEL, execute
 from minitrain.launch import free_port, listening_sockets, stop_process_tree
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -5,7 +5,7 @@ and time adverbials. `parse` re-checks any sentence from its words alone, so tes
 everything the generator emits. Run it: `python -m minitrain.corpus --out DIR`.
 """
 
-from minitrain.corpus.cli import main
+from minitrain.corpus.command_line import main
 from minitrain.corpus.files import FILES, ensure_corpus, generate_corpus
 from minitrain.corpus.generator import grammar_tokenizer, vocabulary
 from minitrain.corpus.grammar import GrammarError, Parse, parse

@@ -1,9 +1,9 @@
 """`python -m minitrain.lab.runner`, the same as `python -m minitrain.lab`: kept under its name; the code is
-minitrain.lab.running.runner."""
+minitrain.lab.running.make_lab."""
 
 import sys
 
-from minitrain.lab.running.runner import main
+from minitrain.lab.running.make_lab import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,9 +1,9 @@
 """`python -m minitrain.lab.teacher`: kept under its name, and as the mark of the reference edition that
-minitrain.measure.sitting looks for; the code is minitrain.lab.teaching.teacher. The student edition has neither."""
+minitrain.measure.sitting looks for; the code is minitrain.lab.teaching.refresh. The student edition has neither."""
 
 import sys
 
-from minitrain.lab.teaching.teacher import main
+from minitrain.lab.teaching.refresh import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -22,7 +22,7 @@ from minitrain.cli import LabArgumentParser, positive_int
 from minitrain.corpus import DEFAULT_CORPUS_DIR, ensure_corpus
 from minitrain.ddp import cleanup, init_distributed
 from minitrain.lab.reporting.runs import read_timings, repeat_dir, run_dir_in
-from minitrain.lab.running.experiment import REPEATS
+from minitrain.lab.running.whole_experiment import REPEATS
 from minitrain.launch import spawn_workers
 from minitrain.measure import allreduce_bench, wire
 from minitrain.provenance import machine_provenance

@@ -1,6 +1,6 @@
 """A process that imports torch once, then forks one fresh child per graded TODO.
 
-Every TODO is graded in a process of its own (minitrain.lab.grading.grade's `--todo KEY REPO` mode), and a new
+Every TODO is graded in a process of its own (minitrain.lab.grading.gradebook's `--todo KEY REPO` mode), and a new
 interpreter spends about 1.5 s of CPU importing torch before it grades anything: 11 TODOs, a class
 of 30, about 8 minutes. The server here is started once per graded tree, with that tree's src first
 on PYTHONPATH; it imports torch (nothing of minitrain) and forks a child per request. The child starts

@@ -4,10 +4,10 @@ import os
 import statistics
 from pathlib import Path
 
-from minitrain.lab.reporting.check import check_lesson_notes, run_check
 from minitrain.lab.reporting.disturbance import disturbance_note, twice_checked
 from minitrain.lab.reporting.manifest import Manifest
 from minitrain.lab.reporting.report import set_lesson_notes
+from minitrain.lab.reporting.stop_conditions import check_lesson_notes, run_check
 from minitrain.lab.todos import blank
 from minitrain.timing import VARIANTS, summarize
 

@@ -2,7 +2,7 @@
 
 `python -m minitrain.lab` writes it once every other notebook has run, then executes 01 last, whose
 path table (times_table) shows that very lab run; 01's own time is added when it ends. TEACHER.md's
-table is written from the same file (minitrain.lab.teaching.teacher). It times a lab run, not a result the
+table is written from the same file (minitrain.lab.teaching.refresh). It times a lab run, not a result the
 notebooks compare: it has no `date` field, so minitrain.lab.reporting.sittings does not count it among the
 committed results (a re-execution of the notebooks may come from a later sitting than the runs).
 """

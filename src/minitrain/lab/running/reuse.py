@@ -18,7 +18,7 @@ from minitrain.timing import BY_NAME
 from minitrain.train import TrainConfig
 
 SHEET_TIMING = list(BY_NAME)  # the sheet's runs time the all-reduce both ways (train.py's default)
-REPEAT_TIMING = ["hook"]  # the repeats, the comm hook only (minitrain.lab.running.repeats)
+REPEAT_TIMING = ["hook"]  # the repeats, the comm hook only (minitrain.lab.running.alternating_repeats)
 
 
 def _corpus_sha256() -> str:

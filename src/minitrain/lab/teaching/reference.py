@@ -1,7 +1,8 @@
 """Block G's answer, the teacher's edition only: the paragraph the reference writes from a manifest's numbers.
 
-The student edition leaves this module out (minitrain.lab.editions.student.EXCLUDED): there the learner writes the
-paragraph, and stop condition 4 (minitrain.lab.reporting.paragraph) checks its numbers and verdict without it.
+The student edition leaves this module out (minitrain.lab.editions.student_edition.EXCLUDED): there the learner
+writes the paragraph, and stop condition 4 (minitrain.lab.reporting.paragraph) checks its numbers and verdict
+without it.
 """
 
 from minitrain.lab.reporting.manifest import Manifest

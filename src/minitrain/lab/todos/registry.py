@@ -49,7 +49,7 @@ class Todo:
         return getattr(importlib.import_module(f"{GRADERS}.{module}"), function)
 
 
-_DIAGNOSIS = ("src/minitrain/lab/teaching/diagnosis.py", "tests/diagnose/test_diagnosis_grader.py")
+_DIAGNOSIS = ("src/minitrain/lab/teaching/diagnosis_key.py", "tests/diagnose/test_diagnosis_grader.py")
 TODOS = (
     Todo("A", "src/minitrain/ddp.py", ("init_distributed", "wrap_for_ddp", "is_main_process", "barrier", "cleanup"),
          "Block A: init_distributed, wrap_for_ddp, is_main_process, barrier, cleanup", "03", 3, "wrapper:grade_a",
@@ -66,20 +66,20 @@ TODOS = (
          "all-reduce", 300, needs=("A", "B1", "B2", "D"),  # the imports of train.py
          teacher_files=("tests/minitrain/test_train_grader.py", "tests/minitrain/learner.py")),
     Todo("D", "src/minitrain/timing.py", ("BarrierTimer",), "Block D: BarrierTimer (variant A: the barriers and the "
-         "clock)", "04", 2, "timing:grade_d", "alone, then a real 2-process run with a late rank", 120),
+         "clock)", "04", 2, "timers:grade_d", "alone, then a real 2-process run with a late rank", 120),
     Todo("E", f"{EXPERIMENT}/compare_states.py", ("states_equivalent",), "Block E: states_equivalent", "05", 1,
          "states:grade_e", "pairs built to catch mistakes, then the learner's run", 120),
     Todo("F", f"{EXPERIMENT}/", (), "the learner's run: stop conditions 1-3 (files, equivalence, timing)", "04 to 06",
-         2, "runs:grade_f", "`python -m minitrain.lab.check` on the learner's folder", 120),
+         2, "own_run:grade_f", "`python -m minitrain.lab.check` on the learner's folder", 120),
     Todo("G", "notebooks/06-scaling-and-report.ipynb", ("cell:lesson-notes",),
-         "Block G: the paragraph (manifest lesson_notes)", "06", 2, "runs:grade_g",
+         "Block G: the paragraph (manifest lesson_notes)", "06", 2, "own_run:grade_g",
          "stop condition 4 (numbers, verdict, length), then the rubric", 120,
          teacher_files=("src/minitrain/lab/teaching/reference.py", "tests/minitrain/test_paragraph.py",
                         "tests/minitrain/paragraphs.json")),
     Todo("ex03", "notebooks/03-wrapping.ipynb", ("cell:rank1-holds-rank0-init",), "exercise: rank1_holds_rank0_init",
          "03", 1, "states:grade_ex03", "`graders.grade_rank1_holds_rank0_init`", 120, part="beyond"),
     Todo("ex04", "notebooks/04-launch-and-timing.ipynb", ("cell:my-timing-hook",),
-         "exercise: my_timing_hook (variant B)", "04", 2, "timing:grade_ex04", "real gloo runs of 3 and 2 processes",
+         "exercise: my_timing_hook (variant B)", "04", 2, "timers:grade_ex04", "real gloo runs of 3 and 2 processes",
          180, part="beyond"),
     Todo("ex15", "src/minitrain/scratch_ddp.py", ("NaiveDDP", "OverlappedDDP", "BucketedDDP"),
          "exercise: NaiveDDP, OverlappedDDP, BucketedDDP (notebook 15)", "15", 3, "from_scratch:grade_ex15",
@@ -88,7 +88,7 @@ TODOS = (
          teacher_files=("tests/minitrain/test_scratch_ddp.py", "tests/minitrain/scratch_mistakes.py")),
     *(Todo(f"ex16{s[-4]}", "notebooks/16-when-it-breaks.ipynb", ("cell:diagnose",),
            f"exercise: diagnose {s} (notebook 16)", "16", 1, "diagnosis:grade_ex16",
-           "class grading only (the key, `minitrain.lab.teaching.diagnosis`, is not in the student edition): "
+           "class grading only (the key, `minitrain.lab.teaching.diagnosis_key`, is not in the student edition): "
            f"`graders.diagnosis.grade_diagnosis`, a real 2-process run of `{s}` under one tool must show its planted "
            "fault, then each key is checked", 120, part="optional", teacher_files=_DIAGNOSIS)
       for s in ("run_a.py", "run_b.py", "run_c.py")),

@@ -16,7 +16,7 @@ cell calls an exercise's grader; `python -m minitrain.lab.grade` calls them all:
 from minitrain.lab.grading.graders.running import ExerciseError, join_group
 from minitrain.lab.grading.graders.sharding import grade_check_shards, grade_make_shard, grade_shard_indices
 from minitrain.lab.grading.graders.states import grade_rank1_holds_rank0_init, grade_states_equivalent
-from minitrain.lab.grading.graders.timing import grade_barrier_timer, grade_timing_hook, hook_module_source
+from minitrain.lab.grading.graders.timers import grade_barrier_timer, grade_timing_hook, hook_module_source
 from minitrain.lab.grading.graders.training import grade_train_script
 from minitrain.lab.grading.graders.wrapper import grade_block_a
 

@@ -1,6 +1,6 @@
 """Notebook 16's exercise (ex16a-c): the learner's diagnosis of each broken script, its form checked here, its keys
 against the fault planted in the script, which a real 2-rank run under one tool must show first (else the script, or
-torch, changed: the grader says so). The planted faults are the teacher's key (minitrain.lab.teaching.diagnosis),
+torch, changed: the grader says so). The planted faults are the teacher's key (minitrain.lab.teaching.diagnosis_key),
 which the student edition leaves out: there a diagnosis is "graded by your teacher", and class grading checks the
 learner's answers with the key in its own process (graded_by_key), never where the learner's code runs."""
 
@@ -19,12 +19,12 @@ from minitrain.lab.todos.registry import Todo
 from minitrain.todo import NotDone
 
 if TYPE_CHECKING:
-    from minitrain.lab.teaching.diagnosis import Planted
+    from minitrain.lab.teaching.diagnosis_key import Planted
 
 SCRIPTS = ("run_a.py", "run_b.py", "run_c.py")
 FIELDS = ("rank", "line", "collective", "cause")
 BY_TEACHER = "graded by your teacher"
-KEY_MODULE = "minitrain.lab.teaching.diagnosis"
+KEY_MODULE = "minitrain.lab.teaching.diagnosis_key"
 LOCATION = re.compile(r'([\w.-]+\.py)"?(?::|,?\s+line\s+)(\d+)')  # run_a.py:12, File "run_a.py", line 12
 COLLECTIVE = re.compile(r"^(?:.*[.:])?(\w+?)_?(?:\(.*\))?$")  # torch.distributed.broadcast, gloo:all_reduce, c10d::allreduce_
 
@@ -102,7 +102,7 @@ def shows_fault(script: str, planted: "Planted", timeout_s: float = 2.0) -> str:
 def the_key() -> "dict[str, Planted] | None":
     """The planted faults (the teacher's key), or None where the key is not (the student edition)."""
     try:
-        from minitrain.lab.teaching.diagnosis import PLANTED
+        from minitrain.lab.teaching.diagnosis_key import PLANTED
     except ModuleNotFoundError as e:
         if e.name != KEY_MODULE:
             raise

@@ -13,7 +13,7 @@ from minitrain.data import SEED_BASE
 from minitrain.lab.grading.by_hand import judge_run
 from minitrain.lab.grading.graders.learner import corpus
 from minitrain.lab.grading.graders.running import ExerciseError
-from minitrain.lab.reporting.check import CheckFailed, validated_timings
+from minitrain.lab.reporting.stop_conditions import CheckFailed, validated_timings
 from minitrain.lab.todos import blank
 from minitrain.lab.todos.registry import Todo
 from minitrain.launch import LaunchError, run_streaming

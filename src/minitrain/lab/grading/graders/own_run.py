@@ -3,7 +3,7 @@
 from pathlib import Path
 
 from minitrain.lab.grading.graders.running import ExerciseError
-from minitrain.lab.reporting.check import check_folder
+from minitrain.lab.reporting.stop_conditions import check_folder
 from minitrain.lab.todos.registry import EXPERIMENT, RUN_FILES, Todo
 from minitrain.todo import NotDone
 

@@ -50,7 +50,7 @@ EXCLUDED = (  # the reference run's artifacts (the learner makes their own), the
     "solutions/*", "TEACHER.md", "docs/teachers.md", "docs/provenance.md",
     # the teacher's modules: the key and the rubric's graded answers, and Block G's paragraph written from the numbers;
     # and the shim that `python -m minitrain.lab.teacher` runs
-    "src/minitrain/lab/teaching/teacher.py", "src/minitrain/lab/teaching/rubric.py", "src/minitrain/lab/teacher.py",
+    "src/minitrain/lab/teaching/refresh.py", "src/minitrain/lab/teaching/rubric.py", "src/minitrain/lab/teacher.py",
     # each TODO's own: its key, its grader's tests on near-answers (the registry's teacher_files)
     *TEACHER_FILES,
     # the reference's own tests: of the editions, the graders and grading (with the near-answers they grade), the

@@ -311,7 +311,7 @@ def grade_class(folder: Path, keys: list[str] | None = None, timeout_s: float | 
     """Every submission (a subfolder) of `folder`, graded in a fresh student tree of its own; run from the reference,
     a TODO whose needs failed with the reference's files of them, and notebook 16's answers with the key, in this
     process; writes folder/grades.csv (one row per submission: each TODO's status and points, each part's points)."""
-    from minitrain.lab.editions.student import write_student_edition
+    from minitrain.lab.editions.student_edition import write_student_edition
     folder = Path(folder)
     submissions = sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
     if not submissions:

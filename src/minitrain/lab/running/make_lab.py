@@ -40,14 +40,14 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 from minitrain.cli import LabArgumentParser, SettingError, lab_out_folder, positive_int
-from minitrain.lab.reporting.check import CheckResult, check_artifacts, check_tests, format_table
+from minitrain.lab.reporting.stop_conditions import CheckResult, check_artifacts, check_tests, format_table
 from minitrain.lab.reporting.runs import output_dir, run_dir_in
-from minitrain.lab.running.execute import without_iri_grammar
-from minitrain.lab.running.experiment import REPEATS, STEPS, WARMUP
+from minitrain.lab.running.execute_notebook import without_iri_grammar
+from minitrain.lab.running.whole_experiment import REPEATS, STEPS, WARMUP
 from minitrain.lab.running.load import NEXT_STEP as QUIET_FIRST
 from minitrain.lab.running.load import MachineBusy, wait_until_quiet
 from minitrain.lab.running.notebook_times import ENTRY_NOTEBOOK, LAST_ON_THE_PATH, lab_run, numbered_notebooks, write_times
-from minitrain.lab.running.repeats import POLL_S, run_repeats
+from minitrain.lab.running.alternating_repeats import POLL_S, run_repeats
 from minitrain.lab.running.reuse import plan_runs, remove_stale_repeats
 from minitrain.lab.todos import blank
 from minitrain.launch import LaunchError, stop_process_tree
@@ -135,8 +135,9 @@ def not_done(text: str) -> str | None:
 
 AGAIN = "run make lab again: it reuses your complete runs and measures only what is missing"
 REMEASURE = ".venv/bin/python -m minitrain.lab --remeasure"
+WRITE_FIRST = f"write the TODO the FAILED line names, where it says, then {AGAIN}"  # a blank TODO stopped the lab
 NOTEBOOK_STEP = f"fix the cell the error above names (the executed copy shows it), save the notebook, then {AGAIN}"
-# the next step for the checker's first FAIL row, by its name (minitrain.lab.reporting.check.check_artifacts)
+# the next step for the checker's first FAIL row, by its name (minitrain.lab.reporting.stop_conditions.check_artifacts)
 ROW_STEPS = {
     "files": f"measure every run again and rewrite every file: {REMEASURE}",
     "equivalence": f"the ranks' weights differ: make grade names the mistake in Blocks A and C; fix it, then "
@@ -154,7 +155,7 @@ def notebooks_failed(failures: list[str]) -> tuple[str, str]:
     """What failed, for the FAILED line (one line per notebook that raised, the first on that line: a blank TODO
     named in one line), and the next step."""
     stops = [not_done(f) for f in failures]
-    return "\n".join(line or f for line, f in zip(stops, failures)), AGAIN if any(stops) else NOTEBOOK_STEP
+    return "\n".join(line or f for line, f in zip(stops, failures)), WRITE_FIRST if any(stops) else NOTEBOOK_STEP
 
 
 def failed(what: str, next_step: str, out: Path) -> int:
@@ -365,7 +366,7 @@ def main(argv: list[str] | None = None) -> int:
         return failed(str(e), QUIET_FIRST, out)
     except (NotebookFailed, LaunchError, TimeoutError) as e:
         stop = not_done(str(e))
-        return failed(stop or str(e), AGAIN if stop else f"fix what the error above names, then {AGAIN}", out)
+        return failed(stop or str(e), WRITE_FIRST if stop else f"fix what the error above names, then {AGAIN}", out)
     measured = time.perf_counter() - total
     names = numbered_notebooks(args.all_notebooks)
     print(f"measured runs: {measured:.1f} s\nnotebooks {names[0][:2]}-{names[-1][:2]} ({args.workers} side by side) "

@@ -6,7 +6,7 @@ of the fair 1-vs-2 comparison, plot, manifest.
 The sheet's runs time the all-reduce both ways (variant A's two barriers per step make 2 processes
 meet twice more, while in a group of 1 they cost next to nothing), so the throughput verdict
 comes from separate repeats timed the same way for both (the comm hook only), alternating 1, 2, 1, 2, ...
-(minitrain.lab.running.repeats: two jobs that stay up and take turns).
+(minitrain.lab.running.alternating_repeats: two jobs that stay up and take turns).
 """
 
 import shutil
@@ -19,7 +19,7 @@ from minitrain.lab.reporting.manifest import Manifest
 from minitrain.lab.reporting.report import build_manifest, plot_scaling
 from minitrain.lab.reporting.runs import has_run, read_repeats, run_dir_in
 from minitrain.lab.running.load import busy_sentence, measure_load
-from minitrain.lab.running.repeats import run_repeats
+from minitrain.lab.running.alternating_repeats import run_repeats
 from minitrain.launch import run_streaming, torchrun_command
 from minitrain.paths import EXPERIMENT_DIR, TRAIN_SCRIPT
 
