@@ -27,7 +27,7 @@ LONGEST_FIRST = [
     "tests/minitrain/test_restart_measure.py",
     "tests/faults/test_launch_faults.py",
     "tests/minitrain/test_graders.py",
-    "tests/minitrain/test_controls.py",
+    "tests/minitrain/test_control_runs.py",
     "tests/minitrain/test_student.py",
     "tests/faults/test_stopped_runs.py",
     "tests/minitrain/test_by_hand.py",

@@ -113,7 +113,7 @@ OUT = "{tmp}"  # every command below writes into the test's folder, were its rul
 LAB_COMMANDS = [  # (module, arguments, environment, what the one line must say)
     ("minitrain.measure.scaling_matrix", ["--repeats", "0", "--out", OUT], {},
      "argument --repeats: 0 is not a whole number of at least 1"),
-    ("minitrain.measure.controls", ["--steps", "-1", "--out", OUT], {}, "argument --steps: -1 is not a whole number of at least 1"),
+    ("minitrain.measure.control_runs", ["--steps", "-1", "--out", OUT], {}, "argument --steps: -1 is not a whole number of at least 1"),
     ("minitrain.measure.allreduce_bench", ["--out", "README.md"], {}, "argument --out: README.md is a file, not a folder"),
     ("minitrain.measure.bench", ["--repeats", "0", "--skip-lab"], {"MINITRAIN_LAB_OUT": OUT},
      "argument --repeats: 0 is not a whole number of at least 1"),

@@ -16,7 +16,7 @@ from minitrain.measure.trace import ALLREDUCE, BACKWARD_OP, STEP, overlap_table
 from minitrain.paths import BEYOND_DIR, DEFAULT_CORPUS_DIR, NOTEBOOKS_DIR, REPO
 from minitrain.provenance import sitting
 
-MEASUREMENTS = {"allreduce_bench", "scaling_matrix", "controls", "wire", "buckets", "compression", "restart",
+MEASUREMENTS = {"allreduce_bench", "scaling_matrix", "control_runs", "wire", "buckets", "compression", "restart",
                 "two_hosts", "scratch"}
 
 
@@ -38,9 +38,9 @@ def test_registry_finds_every_measurement():
 def test_command_line_is_what_a_reader_types(tmp_path):
     assert command_line("minitrain.measure.wire", BEYOND_DIR, True, corpus_dir=None) == (
         "python -m minitrain.measure.wire --out experiments/35-ddp-cpu/beyond --quick")
-    assert command_line("minitrain.measure.controls", REPO / "build" / "x", False, steps=300,
+    assert command_line("minitrain.measure.control_runs", REPO / "build" / "x", False, steps=300,
                         corpus_dir=REPO / "build" / "corpus", runs_dir=None) == (
-        "python -m minitrain.measure.controls --out build/x --steps 300 --corpus-dir build/corpus")
+        "python -m minitrain.measure.control_runs --out build/x --steps 300 --corpus-dir build/corpus")
     assert command_line("minitrain.measure.wire", BEYOND_DIR, False, corpus_dir=DEFAULT_CORPUS_DIR) == (
         "python -m minitrain.measure.wire --out experiments/35-ddp-cpu/beyond")  # the default corpus: left out
     outside = tmp_path / "my out"  # outside the repository: as given, quoted for the shell

@@ -29,7 +29,7 @@ ALLOWED = {
     "a 0.1 s pause": "the two-hosts driver's pause between socket-table reads, a setting",
     "can do in weak scaling is 2x": "the ideal of weak scaling with 2 ranks, arithmetic",
     "missing from 2x": "the ideal of weak scaling with 2 ranks, arithmetic",
-    "within 0.05 nats": "controls.learning_verdict's threshold, a setting",
+    "within 0.05 nats": "control_runs.learning_verdict's threshold, a setting",
     "1x for": "the ring's 2(n-1)/n factor for 2 ranks, arithmetic",
     "1.5x for 4": "the ring's 2(n-1)/n factor for 4 ranks, arithmetic",
     "approaching 2x": "the ring's 2(n-1)/n factor for many ranks, arithmetic",

@@ -25,7 +25,7 @@ COMMANDS = [
     ["-m", "minitrain.measure.allreduce_bench"],
     ["-m", "minitrain.measure.wire", "--bench", BENCH],
     ["-m", "minitrain.measure.buckets", "--bench", BENCH],
-    ["-m", "minitrain.measure.controls"],
+    ["-m", "minitrain.measure.control_runs"],
     ["-m", "minitrain.measure.scaling_matrix"],
     ["-m", "minitrain.measure.compression"],
     ["-m", "minitrain.measure.restart"],

@@ -1,13 +1,13 @@
 """Negative controls and learning: is the all-reduce doing the work, and does DDP still learn?
 
-    python -m minitrain.measure.controls [--out DIR] [--steps N] [--quick] [--corpus-dir DIR] [--runs-dir DIR]
+    python -m minitrain.measure.control_runs [--out DIR] [--steps N] [--quick] [--corpus-dir DIR] [--runs-dir DIR]
 
 Controls: three 2-process runs of train.py with --track-drift. With DDP's all-reduce the ranks
 hold the same weights after every step; without it (every backward under no_sync(), or DDP's
 no-op comm hook) each rank follows its own shard's gradients and the weights drift apart.
 Learning: 1 process with batch 32 against 2 processes with batch 16 each, the same 2,048 tokens
-per step; the DDP control run is the 2-process run. Writes controls.json, controls_drift.png
-and controls_learning.png into --out (default experiments/35-ddp-cpu/beyond/).
+per step; the DDP control run is the 2-process run. Writes control_runs.json,
+control_runs_drift.png and control_runs_learning.png into --out (default experiments/35-ddp-cpu/beyond/).
 """
 
 import argparse
@@ -82,7 +82,7 @@ def drift_curve(case: dict) -> list[float]:
 
 def measure(out: Path, plan: Plan, corpus_dir: Path, echo, steps: int | None = None,
             runs_dir: Path | None = None) -> dict:
-    """The drift runs, the 1-process run and the weights scored: controls.json's content.
+    """The drift runs, the 1-process run and the weights scored: control_runs.json's content.
     `steps`: instead of the plan's; `runs_dir`: where the runs' files stay (default: runs_folder)."""
     plan = replace(plan, steps=steps) if steps else plan
     out, corpus_dir = Path(out).resolve(), Path(corpus_dir).resolve()
@@ -137,8 +137,8 @@ def measure(out: Path, plan: Plan, corpus_dir: Path, echo, steps: int | None = N
 
 def plot(results: dict, out: Path) -> None:
     """Both figures: the drift, and the learning."""
-    plot_drift(results, out / "controls_drift.png")
-    plot_learning(results, out / "controls_learning.png")
+    plot_drift(results, out / "control_runs_drift.png")
+    plot_learning(results, out / "control_runs_learning.png")
 
 
 LOSS_TOLERANCE = 0.05  # nats of validation loss; well under what 100 more steps change it here
@@ -342,7 +342,7 @@ def live_checks(live: dict[str, list[float]]) -> dict[str, bool]:
 
 
 def plot_drift(results: dict, path: Path) -> None:
-    """controls_drift.png: largest parameter difference per step, log y; exact zeros at the bottom."""
+    """control_runs_drift.png: largest parameter difference per step, log y; exact zeros at the bottom."""
     drift = results["drift"]
     positive = [d for curve in drift.values() for d in curve if d > 0]
     floor = min(positive) / 10 if positive else 1e-8  # log axes cannot show 0: draw it here
@@ -374,7 +374,7 @@ def moving_average(values: list[float], window: int) -> list[float]:
 
 
 def plot_learning(results: dict, path: Path) -> None:
-    """controls_learning.png: training loss (smoothed) and validation loss; grammar accuracy."""
+    """control_runs_learning.png: training loss (smoothed) and validation loss; grammar accuracy."""
     runs = results["learning"]
     labels = {"1proc": f"1 process x {runs['1proc']['batch_size_per_rank']}",
               "2proc": f"2 processes x {runs['2proc']['batch_size_per_rank']} (DDP, rank 0's loss)"}
@@ -422,13 +422,13 @@ def steps_option(text: str) -> int:
 def options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--steps", type=steps_option, default=None, help=f"steps per run (default: {Plan.steps})")
     p.add_argument("--runs-dir", type=Path, default=None,
-                   help="keep the runs' files here (default: build/controls/, or beside --out)")
+                   help="keep the runs' files here (default: build/control_runs/, or beside --out)")
 
 
-MEASUREMENT = Measurement("controls", "Negative controls (drift without the all-reduce) and learning under DDP "
+MEASUREMENT = Measurement("control_runs", "Negative controls (drift without the all-reduce) and learning under DDP "
                           "against 1 process", "09-controls-and-learning.ipynb",
-                          ("controls_drift.png", "controls_learning.png"), measure, findings, plot, learning_table,
-                          Plan.quick.__doc__, Plan, options=options)
+                          ("control_runs_drift.png", "control_runs_learning.png"), measure, findings, plot,
+                          learning_table, Plan.quick.__doc__, Plan, options=options)
 run, main = MEASUREMENT.run, MEASUREMENT.main
 
 if __name__ == "__main__":

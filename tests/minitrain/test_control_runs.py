@@ -5,10 +5,10 @@ from pathlib import Path
 import pytest
 
 from helpers import check_findings, check_provenance, run_module
-from minitrain.measure.controls import (CASES, LOSS_TOLERANCE, MEASUREMENT, accuracy_test, findings, learning_verdict,
-                                        live_checks, mcnemar_p)
+from minitrain.measure.control_runs import (CASES, LOSS_TOLERANCE, MEASUREMENT, accuracy_test, findings,
+                                            learning_verdict, live_checks, mcnemar_p)
 
-MODULE = "minitrain.measure.controls"
+MODULE = "minitrain.measure.control_runs"
 FIELDS = {"measurement", "steps", "quick", "drift", "final_drift", "ddp_drift_exactly_zero",
           "noop_equals_no_sync", "learning", "pairs", "commands", "runtime_s", "findings", "provenance"}
 NAMES = ["ddp_max_drift", "no_sync_final_drift", "val_loss_2proc_minus_1proc", "accuracy_2proc_minus_1proc"]
@@ -16,8 +16,8 @@ NAMES = ["ddp_max_drift", "no_sync_final_drift", "val_loss_2proc_minus_1proc", "
 
 @pytest.fixture(scope="module")
 def quick_run(corpus_dir, tmp_path_factory) -> Path:
-    """`python -m minitrain.measure.controls --quick` into a temporary folder, on the session's corpus."""
-    out = tmp_path_factory.mktemp("controls")
+    """`python -m minitrain.measure.control_runs --quick` into a temporary folder, on the session's corpus."""
+    out = tmp_path_factory.mktemp("control_runs")
     run_module(MODULE, "--quick", "--out", str(out), "--corpus-dir", str(corpus_dir))
     return out
 
@@ -25,7 +25,7 @@ def quick_run(corpus_dir, tmp_path_factory) -> Path:
 def test_result_files_and_fields(quick_run):
     results = MEASUREMENT.load(quick_run)
     assert FIELDS <= results.keys()
-    assert results["measurement"] == "controls" and results["quick"] is True
+    assert results["measurement"] == "control_runs" and results["quick"] is True
     prov = check_provenance(results, MODULE, "corpus_sha256")
     assert "--quick" in prov.command
     assert set(results["drift"]) == set(CASES)
@@ -37,8 +37,8 @@ def test_result_files_and_fields(quick_run):
         assert len(outcomes) == results["pairs"] and outcomes.count("1") / results["pairs"] == (
             results["learning"][run]["accuracy"])
     assert results["findings"] == findings(results)
-    assert (quick_run / "controls_drift.png").stat().st_size > 0
-    assert (quick_run / "controls_learning.png").stat().st_size > 0
+    assert (quick_run / "control_runs_drift.png").stat().st_size > 0
+    assert (quick_run / "control_runs_learning.png").stat().st_size > 0
     assert not list(quick_run.glob("*.tmp"))
 
 
@@ -74,7 +74,7 @@ def outcomes(only_1proc: int, only_2proc: int, both: int = 755, n: int = 1000) -
 
 
 def made_up(val_2proc: float, acc_2proc: float, discordant: tuple[int, int] | None = None) -> dict:
-    """Results shaped like controls.json, with round numbers; `discordant`: per-pair outcomes with that
+    """Results shaped like control_runs.json, with round numbers; `discordant`: per-pair outcomes with that
     many pairs right with 1 process only and with 2 only (the accuracies follow from them)."""
     results = {"steps": 300, "global_batch": 32, "block_size": 64, "pairs": 1000,
             "drift": {"ddp": [0.0] * 3, "no-sync": [6e-4, 1e-2, 0.12], "noop": [6e-4, 1e-2, 0.12]},
@@ -154,20 +154,20 @@ def test_without_per_pair_outcomes_only_what_every_pairing_allows(accuracies, di
 
 
 def test_a_run_without_per_pair_outcomes_says_it_predates_them():
-    """The committed controls.json has no per-pair outcomes: its table says so, meanwhile; a copy with them
+    """The committed control_runs.json has no per-pair outcomes: its table says so, meanwhile; a copy with them
     gets the paired test itself and no such note."""
     import copy
 
-    from minitrain.measure import controls
+    from minitrain.measure import control_runs
 
-    results = controls.MEASUREMENT.load()
+    results = control_runs.MEASUREMENT.load()
     assert "pair_outcomes" not in results["learning"]["1proc"]  # regenerated in the next sitting: then drop this test
-    assert "this run predates per-pair outcomes (the next sitting records them)" in controls.learning_table(results)
+    assert "this run predates per-pair outcomes (the next sitting records them)" in control_runs.learning_table(results)
     paired = copy.deepcopy(results)
     n = paired["pairs"]
     paired["learning"]["1proc"]["pair_outcomes"] = "1" * 10 + "0" * (n - 10)
     paired["learning"]["2proc"]["pair_outcomes"] = "0" * 10 + "1" * 5 + "0" * (n - 15)
-    table = controls.learning_table(paired)
+    table = control_runs.learning_table(paired)
     assert "predates" not in table and "10 pairs right with 1 process only, 5 with 2 only" in table
 
 
@@ -180,27 +180,27 @@ def test_live_checks_hold_and_name_a_broken_fact(quick_run):
 
 
 def test_the_takeaway_and_the_drift_sentence_follow_the_results():
-    """The notebook's sentences carry controls.json's numbers; the learning verdict's words follow the data."""
+    """The notebook's sentences carry control_runs.json's numbers; the learning verdict's words follow the data."""
     import copy
 
-    from minitrain.measure import controls
+    from minitrain.measure import control_runs
 
-    results = controls.MEASUREMENT.load()
-    assert f"{results['final_drift']['no-sync']:.1e}" in controls.takeaway(results)
+    results = control_runs.MEASUREMENT.load()
+    assert f"{results['final_drift']['no-sync']:.1e}" in control_runs.takeaway(results)
     drift, lr = results["drift"]["no-sync"], results["lr"]
     top = max(d / (n * 2 * lr) for n, d in enumerate(drift, 1))
-    assert f"drift / (n x 2 x lr): {top:.2f}, after step" in controls.drift_growth(results)
+    assert f"drift / (n x 2 x lr): {top:.2f}, after step" in control_runs.drift_growth(results)
     worse = copy.deepcopy(results)
     worse["learning"]["2proc"]["val_loss"] = results["learning"]["1proc"]["val_loss"] + 2 * LOSS_TOLERANCE
-    assert "2 processes learned worse" in controls.takeaway(worse)
-    assert "a setting, not a noise estimate" in controls.takeaway(results)
+    assert "2 processes learned worse" in control_runs.takeaway(worse)
+    assert "a setting, not a noise estimate" in control_runs.takeaway(results)
     spread = {"seed_spread": {"val_loss": 0.02, "accuracy": 0.016, "runs": 4}}
-    assert "(a setting: 2.5 x the seed spread of notebook 12's 4 plain runs)" in controls.takeaway(results, spread)
+    assert "(a setting: 2.5 x the seed spread of notebook 12's 4 plain runs)" in control_runs.takeaway(results, spread)
     lr, steps = results["lr"], results["steps"]
     within = copy.deepcopy(results)  # every step's drift at most n x 2 x lr: no claim about large updates
     within["drift"]["no-sync"] = [n * 2 * lr * 0.9 for n in range(1, steps + 1)]
-    assert controls.drift_growth(within).endswith("0.90, after step 1: never clearly above 1.")
+    assert control_runs.drift_growth(within).endswith("0.90, after step 1: never clearly above 1.")
     beyond = copy.deepcopy(within)
     beyond["drift"]["no-sync"][9] = 10 * 2 * lr * 1.2
     assert "1.20, after step 10: above 1, so some AdamW steps moved a weight by more than lr" in (
-        controls.drift_growth(beyond))
+        control_runs.drift_growth(beyond))
