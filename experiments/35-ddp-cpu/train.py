@@ -39,7 +39,7 @@ def setup(args: argparse.Namespace, wrap: Callable[[nn.Module], nn.Module] = wra
     model's parameters at args.lr. The order that matters is seeding before building: the initial weights come from
     torch's RNG, and built before it is seeded they are not the seed's (rank 0's are the ones DDP broadcasts and the
     grader rebuilds). The model: build_model_for_corpus(corpus_dir, block_size, **config), which returns (model,
-    tokenizer), its sizes given as the keywords n_layer, n_head and n_embd, each from args. The shard: make_shard
+    tokenizer), the model's sizes given as the keywords n_layer, n_head and n_embd, each from args. The shard: make_shard
     with args.corpus_dir, batch_size, block_size and seed=seed, at any point once the seed is known (it shuffles
     with an RNG of its own). Wrap with `wrap` (wrap_for_ddp unless the lab passes another: --bucket-cap-mb, the
     deeper measurements, notebook 15's wrappers) and return the model it returned (the lab checks that setup called

@@ -569,4 +569,4 @@ def test_completion_names_each_row_that_is_not_a_pass():
     assert completion([passed, skipped, failed]) == \
         "not complete: lesson notes FAIL, ddp tests SKIPPED (the full check: make lab)"
     assert completion([passed, skipped]) == \
-        "every row run here passes; not run here: ddp tests (the full check, make lab, runs every row)"
+        "no row run here fails; not run here: ddp tests (the full check: make lab)"

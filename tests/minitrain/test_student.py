@@ -85,8 +85,9 @@ def test_clear_solution_writes_the_stub_at_the_markers_indentation():
 
 def test_the_stub_s_import_goes_after_the_file_s_imports():
     source = '"""Doc."""\n\nimport os\nfrom pathlib import (\n    Path)\n\n\ndef f():\n    ### BEGIN SOLUTION\n    pass\n    ### END SOLUTION\n'
-    assert student_edition.clear_solution(source).split("\n")[:6] == ['"""Doc."""', "", "import os",
-                                                                     "from pathlib import (", "    Path)", blank.IMPORT]
+    assert student_edition.clear_solution(source).split("\n")[:7] == ['"""Doc."""', "", "import os",
+                                                                     "from pathlib import (", "    Path)", "",
+                                                                     blank.IMPORT]  # PEP 8's blank line between
 
 
 def test_a_plain_marker_is_named_after_its_function():

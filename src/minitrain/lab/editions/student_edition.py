@@ -79,16 +79,19 @@ def _with_import(source: str) -> str:
         body = ast.parse(source).body
     except SyntaxError:  # a cell's IPython syntax: the import goes first
         body = []
-    at = 0
+    at, last = 0, None
     for n, node in enumerate(body):
         if isinstance(node, (ast.Import, ast.ImportFrom)):
-            at = node.end_lineno
+            at, last = node.end_lineno, node
         elif n == 0 and isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
             at = node.end_lineno  # the module's docstring
         else:
             break
-    gap = ["", ""] if at < len(lines) and DEF_LINE.match(lines[at]) else []  # two lines before a top-level def
-    return "\n".join(lines[:at] + [blank.IMPORT, *gap] + lines[at:])
+    ours = isinstance(last, ast.ImportFrom) and (last.module or "").startswith("minitrain")
+    before = [""] if last is not None and not ours else []  # PEP 8: a blank line between third-party and our imports
+    after = [""] * (2 if at < len(lines) and DEF_LINE.match(lines[at]) else 1 if at < len(lines) and lines[at].strip()
+                    else 0)  # two lines before a top-level def, one before other code
+    return "\n".join(lines[:at] + before + [blank.IMPORT, *after] + lines[at:])
 
 
 def _enclosing(lines: list[str], indent: str) -> str | None:

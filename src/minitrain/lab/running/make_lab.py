@@ -135,7 +135,7 @@ def not_done(text: str) -> str | None:
 
 AGAIN = "run make lab again: it reuses your complete runs and measures only what is missing"
 REMEASURE = ".venv/bin/python -m minitrain.lab --remeasure"
-WRITE_FIRST = f"write the TODO the FAILED line names, where it says, then {AGAIN}"  # a blank TODO stopped the lab
+WRITE_FIRST = f"write each TODO named above (README's TODO table gives its file), then {AGAIN}"  # blanks stopped it
 NOTEBOOK_STEP = f"fix the cell the error above names (the executed copy shows it), save the notebook, then {AGAIN}"
 # the next step for the checker's first FAIL row, by its name (minitrain.lab.reporting.stop_conditions.check_artifacts)
 ROW_STEPS = {
@@ -155,7 +155,7 @@ def notebooks_failed(failures: list[str]) -> tuple[str, str]:
     """What failed, for the FAILED line (one line per notebook that raised, the first on that line: a blank TODO
     named in one line), and the next step."""
     stops = [not_done(f) for f in failures]
-    return "\n".join(line or f for line, f in zip(stops, failures)), WRITE_FIRST if any(stops) else NOTEBOOK_STEP
+    return "\n".join(line or f for line, f in zip(stops, failures)), WRITE_FIRST if all(stops) else NOTEBOOK_STEP
 
 
 def failed(what: str, next_step: str, out: Path) -> int:

@@ -1,6 +1,7 @@
 """Every TODO of the lab, declared once: where the learner writes it, its points, what grades it, what it needs, and
-what the student edition leaves out with it. `make grade`, class grading, the student edition, the tests and the
-tables of README.md and TEACHER.md read it; adding a TODO is one record here, its stub, its grader and its cell."""
+what the student edition leaves out with it. `make grade`, class grading, the student edition and the tests read it, and
+a test holds README.md's and TEACHER.md's TODO tables to it; adding a TODO is one record here, its stub, its grader
+and its cell."""
 
 import importlib
 from collections.abc import Callable
