@@ -50,6 +50,7 @@ from minitrain.lab.running.notebook_times import ENTRY_NOTEBOOK, LAST_ON_THE_PAT
 from minitrain.lab.running.alternating_repeats import POLL_S, run_repeats
 from minitrain.lab.running.reuse import plan_runs, remove_stale_repeats
 from minitrain.lab.todos import blank
+from minitrain.lab.todos.registry import BY_KEY
 from minitrain.launch import LaunchError, stop_process_tree
 from minitrain.paths import BUILD_DIR, EXPERIMENT_DIR, NOTEBOOKS_DIR, STUDENT_EDITION, relative
 
@@ -142,12 +143,12 @@ ROW_STEPS = {
     "files": f"measure every run again and rewrite every file: {REMEASURE}",
     "equivalence": f"the ranks' weights differ: make grade names the mistake in Blocks A and C; fix it, then "
                    f"{REMEASURE}",
-    "allreduce timing": f"make grade names the mistake in Block D (src/minitrain/timing.py); fix it, then {REMEASURE}",
+    "allreduce timing": f"make grade names the mistake in Block D ({BY_KEY['D'].file}); fix it, then {REMEASURE}",
     "lesson notes": ("edit my_paragraph in notebook 06's cell under \"Block G: your paragraph\" to your manifest's "
                      "figures, run it and the cell after it until stop condition 4 says PASS, save the notebook, then "
                      ".venv/bin/python -m minitrain.lab --notebooks-only"),
     "ddp tests": (f"fix what .venv/bin/python -m pytest tests/minitrain/test_ddp.py names (Block A: "
-                  f"src/minitrain/ddp.py), then {AGAIN}"),
+                  f"{BY_KEY['A'].file}), then {AGAIN}"),
 }
 
 
