@@ -29,26 +29,11 @@ from torch.nn.parallel import DistributedDataParallel
 
 from minitrain.data import SEED_BASE, Shard, load_corpus
 from minitrain.hang_report import named_mismatch
-from minitrain.lab.grading.graders.from_scratch_cases import (
-    CAP_MB,
-    AllReduceRecorder,
-    bucket_numels,
-    buffer_case,
-    check_each_gradient_once,
-    grads_of,
-    tied_case,
-    unused_case,
-    wrapper,
-)
-from minitrain.lab.grading.graders.running import (
-    RUN_LIMIT_S,
-    ExerciseError,
-    join_group,
-    rank_log_tails,
-    save_and_leave,
-    silence_output,
-    wait_for_every_rank,
-)
+from minitrain.lab.grading.graders.from_scratch_cases import (CAP_MB, AllReduceRecorder, bucket_numels, buffer_case,
+                                                              check_each_gradient_once, grads_of, tied_case,
+                                                              unused_case, wrapper)
+from minitrain.lab.grading.graders.running import (RUN_LIMIT_S, ExerciseError, join_group, rank_log_tails,
+                                                   save_and_leave, silence_output, wait_for_every_rank)
 from minitrain.lab.todos import blank
 from minitrain.lab.todos.registry import Todo
 from minitrain.launch import fast_start_method, spawn_workers

@@ -14,16 +14,8 @@ from torch.utils.data.distributed import DistributedSampler
 
 from minitrain.data import load_corpus
 from minitrain.lab.grading.graders.learner import corpus, function
-from minitrain.lab.grading.graders.running import (
-    STILL_BLANK,
-    ExerciseError,
-    call_learner,
-    gpu_habit,
-    join_group,
-    save_and_leave,
-    silence_output,
-    spawn_ranks,
-)
+from minitrain.lab.grading.graders.running import (STILL_BLANK, ExerciseError, call_learner, gpu_habit, join_group,
+                                                   save_and_leave, silence_output, spawn_ranks)
 from minitrain.lab.todos import blank
 from minitrain.lab.todos.registry import Todo
 from minitrain.todo import NotDone

@@ -17,24 +17,10 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
 from minitrain.lab.grading.graders.learner import solution_cell
-from minitrain.lab.grading.graders.running import (
-    STILL_BLANK,
-    ExerciseError,
-    gpu_habit,
-    join_group,
-    save_and_leave,
-    silence_output,
-    spawn_ranks,
-    wait_for_every_rank,
-)
-from minitrain.lab.grading.graders.tiny_model import (
-    GRAD_ATOL,
-    fixed_batch,
-    gradients,
-    max_diff,
-    reference_gradients,
-    tiny_model,
-)
+from minitrain.lab.grading.graders.running import (STILL_BLANK, ExerciseError, gpu_habit, join_group, save_and_leave,
+                                                   silence_output, spawn_ranks, wait_for_every_rank)
+from minitrain.lab.grading.graders.tiny_model import (GRAD_ATOL, fixed_batch, gradients, max_diff, reference_gradients,
+                                                      tiny_model)
 from minitrain.lab.todos import blank
 from minitrain.lab.todos.registry import Todo
 from minitrain.script import import_script

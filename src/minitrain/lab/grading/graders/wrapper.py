@@ -21,22 +21,10 @@ from torch.nn.parallel import DistributedDataParallel
 
 from minitrain.gloo_setup import TORCHRUN_VARS, collective_timeout
 from minitrain.hang_report import GLOO_GRACE, named_hang
-from minitrain.lab.grading.graders.running import (
-    STILL_BLANK,
-    ExerciseError,
-    call_learner,
-    gpu_habit,
-    save_and_leave,
-    wait_for_every_rank,
-)
-from minitrain.lab.grading.graders.tiny_model import (
-    GRAD_ATOL,
-    fixed_batch,
-    gradients,
-    max_diff,
-    reference_gradients,
-    tiny_model,
-)
+from minitrain.lab.grading.graders.running import (STILL_BLANK, ExerciseError, call_learner, gpu_habit, save_and_leave,
+                                                   wait_for_every_rank)
+from minitrain.lab.grading.graders.tiny_model import (GRAD_ATOL, fixed_batch, gradients, max_diff, reference_gradients,
+                                                      tiny_model)
 from minitrain.lab.todos.registry import Todo
 from minitrain.launch import LaunchError, run_streaming, torchrun_command
 from minitrain.script import import_script
