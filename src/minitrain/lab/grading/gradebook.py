@@ -35,7 +35,7 @@ from minitrain.lab.grading.forkserver import Forkserver
 from minitrain.lab.todos import blank
 from minitrain.lab.todos.registry import BY_KEY, PARTS, TODOS, Todo
 from minitrain.parent_watch import WATCH_PID
-from minitrain.paths import EDITION_MARK, REPO, relative
+from minitrain.paths import DEFAULT_CORPUS_DIR, EDITION_MARK, REPO, relative
 
 RESULT = "grade-result: "  # the child's last line: this, then {"status": ..., "detail": ...}
 SHORT = 72  # characters of a prerequisite's verdict in the row it blocks: one line, never a launcher's log
@@ -321,8 +321,8 @@ def grade_class(folder: Path, keys: list[str] | None = None, timeout_s: float | 
     with tempfile.TemporaryDirectory(prefix="minitrain-class-") as tmp:
         fresh = Path(tmp) / "fresh"
         write_student_edition(fresh)
-        if (REPO / "data" / "corpus").is_dir():
-            shutil.copytree(REPO / "data" / "corpus", fresh / "data" / "corpus")
+        if DEFAULT_CORPUS_DIR.is_dir():
+            shutil.copytree(DEFAULT_CORPUS_DIR, fresh / DEFAULT_CORPUS_DIR.relative_to(REPO))
         for submission in submissions:
             tree = submission_tree(submission, fresh, Path(tmp) / submission.name)
             echo(f"--- {submission.name}")

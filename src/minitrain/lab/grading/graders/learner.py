@@ -10,13 +10,14 @@ from pathlib import Path
 
 from minitrain.lab.grading.graders.running import ExerciseError
 from minitrain.lab.todos.registry import Todo
+from minitrain.paths import DEFAULT_CORPUS_DIR, REPO
 from minitrain.script import import_script
 
 
 def corpus(repo: Path) -> Path:
     """The graded tree's corpus folder, generated when it is not there yet."""
     from minitrain.corpus import ensure_corpus
-    folder = repo / "data" / "corpus"
+    folder = repo / DEFAULT_CORPUS_DIR.relative_to(REPO)
     ensure_corpus(folder)
     return folder
 
