@@ -24,8 +24,9 @@ def exit_with_parent(what: str, on_gone: Callable[[], None] | None = None,
     A daemon thread compares os.getppid() with the parent seen at start every 0.5 s; on a change
     it prints one line on stderr naming `what` and the lost parent, calls `on_gone`, then
     os._exit(1). A parent named by WATCH_PID that is already gone ends this process at once; a
-    WATCH_PID naming another live process was inherited from further up and is ignored. No watch
-    under pid 1, nor, with `only_when_asked`, unless WATCH_PID names this parent.
+    WATCH_PID naming another live process is watched too (a forkserver's child: the forkserver is
+    its parent, the process that asked for it is named; or a name inherited from further up). No
+    watch under pid 1, nor, with `only_when_asked`, unless WATCH_PID names this parent.
     """
     parent = os.getppid()
     named = int(os.environ.get(WATCH_PID, "0"))
@@ -34,7 +35,8 @@ def exit_with_parent(what: str, on_gone: Callable[[], None] | None = None,
     if parent == 1 or (only_when_asked and named != parent):
         return
     if not any(t.name == _WATCHER for t in threading.enumerate()):
-        threading.Thread(target=_watch, args=(what, parent, on_gone), name=_WATCHER, daemon=True).start()
+        also = named if named and named != parent else None
+        threading.Thread(target=_watch, args=(what, parent, also, on_gone), name=_WATCHER, daemon=True).start()
 
 
 def running(pid: int) -> bool:
@@ -46,10 +48,10 @@ def running(pid: int) -> bool:
         return False
 
 
-def _watch(what: str, parent: int, on_gone: Callable[[], None] | None) -> None:
-    while os.getppid() == parent:
+def _watch(what: str, parent: int, also: int | None, on_gone: Callable[[], None] | None) -> None:
+    while os.getppid() == parent and (also is None or running(also)):
         time.sleep(PARENT_POLL_SECONDS)
-    _parent_gone(what, parent, on_gone)
+    _parent_gone(what, parent if os.getppid() != parent else also, on_gone)
 
 
 def _parent_gone(what: str, parent: int, on_gone: Callable[[], None] | None) -> None:

@@ -30,7 +30,40 @@ def server(tmp_path):
 
 
 def descendants(pid: int) -> list[psutil.Process]:
-    return psutil.Process(pid).children(recursive=True)
+    """The server's descendants but the two it starts for the graders' ranks, once (multiprocessing's forkserver and
+    its resource tracker)."""
+    return [p for p in psutil.Process(pid).children(recursive=True)
+            if not any(part.startswith("from multiprocessing.") for part in p.cmdline())]
+
+
+def test_the_ranks_a_child_starts_fork_from_the_servers_one_forkserver_and_print_to_the_childs_output(tmp_path):
+    """The ranks of two children (spawn_workers, fast_start_method) come from one warm process the server started,
+    their lines in their own child's output, and they end with it."""
+    (tmp_path / "ranks.py").write_text(RANKS)
+    server = Forkserver({"PYTHONPATH": str(tmp_path)}, cwd=tmp_path)
+    try:
+        outputs: list[list[str]] = [[], []]
+        assert [server.run("ranks", [], 120, lines.append) for lines in outputs] == [0, 0]
+        [forkserver] = [p.pid for p in psutil.Process(server.proc.pid).children()
+                        if "multiprocessing.forkserver" in " ".join(p.cmdline())]
+        for lines in outputs:
+            parents = {line.split()[-1] for line in lines if line.startswith("rank ")}
+            assert len([line for line in lines if line.startswith("rank ")]) == 2, lines
+            assert parents == {str(forkserver)}, lines
+    finally:
+        server.close()
+
+
+RANKS = '''
+import os, sys
+from minitrain.launch import fast_start_method, spawn_workers
+
+def rank():
+    print("rank", os.environ["RANK"], "parent", os.getppid())
+
+if __name__ == "__main__":
+    spawn_workers(rank, 2, start_method=fast_start_method(), timeout_s=60)
+'''
 
 
 def test_a_child_streams_its_lines_and_returns_its_status_with_a_random_state_of_its_own(server):

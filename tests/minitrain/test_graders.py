@@ -736,7 +736,7 @@ UNGUARDED_STATE = "process group has not been initialized"
         wrap_for_ddp=WRAP_GUARDED + "return TorchDDP(model, bucket_cap_mb=bucket_cap_mb or 25)  # 25 MiB, DDP's own",
         cleanup="dist.barrier()\ndist.destroy_process_group()"),
      ["cleanup() without a process group, where it must do nothing, raised ValueError: Default " + UNGUARDED_STATE,
-      "init_distributed() under torchrun returned ('0', '2') on rank 0 of 2: return (rank, world_size), two ints: "
+      "init_distributed() with torchrun's variables set returned ('0', '2') on rank 0 of 2: return (rank, world_size), two ints: "
       "(0, 2) (os.environ's values are strings: int() them)",
       "wrap_for_ddp(model) changed DDP's own bucket caps (25 MiB first, then 25 MiB): with bucket_cap_mb=None, pass "
       "bucket_cap_mb=None on",
@@ -756,7 +756,7 @@ UNGUARDED_STATE = "process group has not been initialized"
             RETURN, "import os\nreturn int(os.environ['LOCAL_RANK']), dist.get_world_size()"),
         is_main_process="import os\nreturn int(os.environ.get('LOCAL_RANK', 0)) == 0",
         wrap_for_ddp=WRAP_GUARDED + "return TorchDDP(model, bucket_cap_mb=bucket_cap_mb, broadcast_buffers=False)"),
-     ["init_distributed() under torchrun returned (0, 2) on rank 1 of 2: return (rank, world_size), two ints: (1, 2) "
+     ["init_distributed() with torchrun's variables set returned (0, 2) on rank 1 of 2: return (rank, world_size), two ints: (1, 2) "
       "(0 is its LOCAL_RANK",
       "is_main_process() returned True on rank 1 too: the main process is rank 0 of the whole group",
       "wrap_for_ddp(model) sets broadcast_buffers=False (or forward_sync_buffers, its newer name); the sheet asks for "

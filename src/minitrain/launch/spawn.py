@@ -5,14 +5,14 @@ Windows (whose wheels lack it: pytorch/pytorch#139990)."""
 import os
 import time
 from collections.abc import Callable
-from unittest.mock import patch
+from multiprocessing import reduction
 
 import torch
 import torch.multiprocessing as mp
 
 from minitrain.cli import master_port
 from minitrain.gloo_setup import collective_timeout, use_libuv
-from minitrain.parent_watch import WATCH_PID
+from minitrain.parent_watch import WATCH_PID, exit_with_parent
 from minitrain.launch.rendezvous import loopback_store
 
 
@@ -27,12 +27,13 @@ def fast_start_method() -> str:
 
 
 def start_processes(fn: Callable[..., None], nprocs: int, args: tuple = (), start_method: str = "spawn",
-                    timeout_s: float | None = None) -> None:
+                    timeout_s: float | None = None, env: dict[str, str] | None = None) -> None:
     """torch's mp.start_processes: `fn(rank, *args)` in `nprocs` processes, each with the caller's
-    environment as it is now (a forkserver's children would get the server's, from when it started).
+    environment as it is now and `env` on top (a forkserver's children would get the server's, from when it
+    started; passed, not set in os.environ, so that threads may start runs side by side).
     Processes still running after `timeout_s` are killed and TimeoutError raised: a hang no collective
     timeout ends (one after the last collective) stops there, not at a test runner's limit."""
-    context = mp.start_processes(_in_environ, args=(fn, args, dict(os.environ)), nprocs=nprocs,
+    context = mp.start_processes(_in_environ, args=(fn, args, {**os.environ, **(env or {})}, _Output()), nprocs=nprocs,
                                  start_method=start_method, join=False)
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     while not context.join(timeout=1.0):  # raises as soon as one process fails
@@ -45,14 +46,35 @@ def start_processes(fn: Callable[..., None], nprocs: int, args: tuple = (), star
                                f"(pids {', '.join(map(str, alive))}): killed")
 
 
-def _in_environ(rank: int, fn: Callable[..., None], args: tuple, environ: dict[str, str]) -> None:
+class _Output:
+    """The caller's stdout and stderr (file descriptors 1 and 2), sent to each process it starts: a forkserver's
+    child would write to the server's, which may be another caller's (a test's captured output, a grading server's
+    replies: minitrain.lab.grading.forkserver)."""
+
+    def __init__(self, fds: tuple = (1, 2)) -> None:
+        self.fds = fds
+
+    def __reduce__(self) -> tuple:  # pickled for the child: each descriptor passed with it (spawn, forkserver)
+        return _Output, (tuple(reduction.DupFd(fd) for fd in self.fds),)
+
+    def attach(self) -> None:
+        """In the child: make them its own 1 and 2."""
+        for target, fd in zip((1, 2), self.fds):
+            fd = fd if isinstance(fd, int) else fd.detach()  # an int: forked, nothing was passed
+            if fd != target:
+                os.dup2(fd, target)
+                os.close(fd)
+
+
+def _in_environ(rank: int, fn: Callable[..., None], args: tuple, environ: dict[str, str], output: _Output) -> None:
+    output.attach()
     os.environ.clear()
     os.environ.update(environ)
     fn(rank, *args)
 
 
 def spawn_workers(worker: Callable[..., None], nprocs: int, *args: object, start_method: str = "spawn",
-                  timeout_s: float | None = None) -> None:
+                  timeout_s: float | None = None, env: dict[str, str] | None = None) -> None:
     """Run `worker(*args)` in `nprocs` processes with torchrun's environment, via mp.spawn (or
     `start_method`, e.g. fast_start_method()).
 
@@ -60,25 +82,26 @@ def spawn_workers(worker: Callable[..., None], nprocs: int, *args: object, start
     worker connects to it as a client. With libuv off (Windows; USE_LIBUV=0 elsewhere) the store
     and its clients use torch's other TCPStore backend, and the workers get USE_LIBUV=0 too. A bad
     MASTER_PORT or MINITRAIN_COLLECTIVE_TIMEOUT raises minitrain.cli.SettingError before any start;
-    workers still running after `timeout_s` are killed (TimeoutError, see start_processes).
+    workers still running after `timeout_s` are killed (TimeoutError, see start_processes). `env`: variables
+    for the workers on top of this process's.
     """
     if nprocs < 1:
         raise ValueError(f"--nproc must be at least 1, got {nprocs}")
     collective_timeout()  # a bad value fails here, not in every worker
     store = loopback_store(master_port(), wait_for_workers=False)
-    env = dict(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(store.port), WORLD_SIZE=str(nprocs),
-               LOCAL_WORLD_SIZE=str(nprocs), TORCHELASTIC_USE_AGENT_STORE="True",
-               **{WATCH_PID: str(os.getpid())})  # each worker stops if this process dies
+    env = {**(env or {}), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(store.port), "WORLD_SIZE": str(nprocs),
+           "LOCAL_WORLD_SIZE": str(nprocs), "TORCHELASTIC_USE_AGENT_STORE": "True",
+           WATCH_PID: str(os.getpid())}  # each worker stops if this process dies
     if not use_libuv():
         env["USE_LIBUV"] = "0"  # init_distributed then makes its client store without libuv
-    if nprocs > 1 and "OMP_NUM_THREADS" not in os.environ:
+    if nprocs > 1 and "OMP_NUM_THREADS" not in {**os.environ, **env}:
         env["OMP_NUM_THREADS"] = "1"  # what torchrun does, so runs compare
-    with patch.dict(os.environ, env):  # the caller gets its own back
-        start_processes(_spawned, nprocs, (worker, args), start_method, timeout_s)
+    start_processes(_spawned, nprocs, (worker, args), start_method, timeout_s, env)
 
 
 def _spawned(rank: int, worker: Callable[..., None], args: tuple) -> None:
     os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank))
+    exit_with_parent(f"rank {rank}")  # the caller killed, this rank ends: its parent may be a forkserver that lives on
     if "OMP_NUM_THREADS" in os.environ:
         torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
     worker(*args)

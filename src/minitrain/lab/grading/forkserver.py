@@ -7,13 +7,18 @@ on PYTHONPATH; it imports torch (nothing of minitrain) and forks a child per req
 a session of its own, reseeds `random`, writes its output to a file, imports the tree's minitrain as a
 new interpreter would (runpy, as `python -m`), and runs the module; the client stops its whole process
 tree at the timeout. What the child shares with its siblings is what torch set up at import (its
-settings from the environment then). This file runs as a script: it imports only the standard library
-and psutil.
+settings from the environment then), and multiprocessing's own forkserver, started here once: the ranks a
+grader starts (minitrain.launch.fast_start_method) fork from it, warm, instead of from one each child
+would start again (torch imported anew: about 2.5 s of CPU a TODO). This file runs as a script: it imports
+only the standard library and psutil.
 """
 
 import atexit
 import importlib
 import json
+import multiprocessing
+import multiprocessing.forkserver
+import multiprocessing.resource_tracker
 import os
 import queue
 import random
@@ -31,7 +36,8 @@ from pathlib import Path
 
 import psutil
 
-PRELOAD = ("torch", "torch.distributed", "torch.nn.parallel", "pytest")  # what every child imports anyway
+PRELOAD = ("torch", "torch.distributed", "torch.nn.parallel", "torch._dynamo", "pytest")  # what every child imports
+RANK_PRELOAD = ["torch", "torch._dynamo"]  # the ranks' forkserver's: minitrain.launch.spawn.fast_start_method's
 START_TIMEOUT_S = 120  # the server's own start: torch's import, on a loaded machine
 
 
@@ -52,6 +58,9 @@ def _child(request: dict) -> None:
     os.dup2(log, 2)
     os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
     random.seed()  # as a new interpreter: not the server's state, shared by every child
+    # the ranks' forkserver is the server's (serve): multiprocessing checks one is alive with waitpid, which only
+    # its parent may call; it is alive as long as the server is
+    multiprocessing.forkserver._forkserver.ensure_running = multiprocessing.resource_tracker.ensure_running
     sys.argv = [request["module"], *request["args"]]
     code = 1
     try:
@@ -76,6 +85,8 @@ def serve() -> None:
     del sys.path[0]  # this file's folder: the children import the graded tree's minitrain, from PYTHONPATH
     for name in PRELOAD:
         importlib.import_module(name)
+    multiprocessing.set_forkserver_preload(RANK_PRELOAD)
+    multiprocessing.forkserver.ensure_running()  # its children: the graders' ranks, warm
     _send({"ready": True})
     children: dict[int, int] = {}  # pid -> request id
     pending, open_input, killed = b"", True, False

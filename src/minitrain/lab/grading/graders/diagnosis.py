@@ -4,6 +4,7 @@ torch, changed: the grader says so). The planted faults are the teacher's key (m
 which the student edition leaves out: there a diagnosis is "graded by your teacher", and class grading checks the
 learner's answers with the key in its own process (graded_by_key), never where the learner's code runs."""
 
+import functools
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -90,6 +91,7 @@ def mistakes(script: str, answer: object, planted: "Planted") -> list[str]:
     return found
 
 
+@functools.cache  # once per process: class grading checks every submission's answers against the same runs
 def shows_fault(script: str, planted: "Planted", timeout_s: float = 2.0) -> str:
     """Run `script` on 2 real ranks under its planted fault's tool; the tool's answer, if it shows the fault."""
     outcome = run(EXERCISE / script, planted.tool, timeout_s)

@@ -1,9 +1,12 @@
-"""Block C's grader: real 2-process runs of the learner's train.py. The graded run's ranks must end with
+"""Block C's grader: real 2-process runs of the learner's train.py (its main() in each rank, with torchrun's
+variables: spawn_workers, the ranks forked warm). The graded run's ranks must end with
 DDP's arithmetic done by hand in one process (minitrain.lab.grading.by_hand), bit for bit, each rank seeded
 by the sheet's rule, each step timed whole, in milliseconds; a run with --no-sync must do no all-reduce."""
 
 import json
+import os
 import re
+import runpy
 import sys
 import tempfile
 from pathlib import Path
@@ -12,11 +15,12 @@ from minitrain.corpus import DEFAULT_CORPUS_DIR
 from minitrain.data import SEED_BASE
 from minitrain.lab.grading.by_hand import judge_run
 from minitrain.lab.grading.graders.learner import corpus
-from minitrain.lab.grading.graders.running import ExerciseError
+from minitrain.hang_report import named_hang
+from minitrain.lab.grading.graders.running import RUN_LIMIT_S, ExerciseError, silence_output
 from minitrain.lab.reporting.stop_conditions import CheckFailed, validated_timings
 from minitrain.lab.todos import blank
 from minitrain.lab.todos.registry import Todo
-from minitrain.launch import LaunchError, run_streaming
+from minitrain.launch import fast_start_method, spawn_workers
 from minitrain.timing import BY_NAME
 from minitrain.todo import NotDone
 from minitrain.train import TrainConfig
@@ -25,31 +29,43 @@ from minitrain.verify import StateFileError, compare_state_files, load_state
 STEPS, WARMUP = 6, 2  # a few steps: by hand they take one process a few seconds
 NO_SYNC_STEPS = 2
 WORLD_SIZE = 2
-RANK_ERROR = re.compile(r"\s*(?:\[rank\d+\]:\s*)?[\w.]*(?:Error|Exception)\b.*: ")  # "AttributeError: 'str' object ..."
-LAUNCHER_ERROR = re.compile(r"ChildFailedError|LaunchError|torch\.distributed\.elastic")
+RANK_ERROR = re.compile(r"\s*[\w.]*(?:Error|Exception)\b.*: ")  # "AttributeError: 'str' object ..."
 SPAN_SLACK_MS = 0.05  # step_ms may exceed forward + backward + optimizer by clock reads, never fall short of it
 
 
 def _rank_error(output: list[str]) -> str | None:
-    """The first exception a rank printed (its traceback's last line), not the launcher's lines after it."""
-    found = [line.strip() for line in output if RANK_ERROR.match(line) and not LAUNCHER_ERROR.search(line)]
-    return re.sub(r"^(\[rank\d+\]:\s*)?(minitrain\.script\.)?", "", found[0]) if found else None
+    """The first exception a rank raised (its traceback's last line)."""
+    found = [line.strip() for line in output if RANK_ERROR.match(line)]
+    return re.sub(r"^minitrain\.script\.", "", found[0]) if found else None
+
+
+def _train_rank(logs: str, script: str, argv: list[str]) -> None:
+    """One rank: `python train.py ARGV` as torchrun would start it (its variables set), output to logs/rank-R.log."""
+    silence_output(Path(logs) / f"rank-{os.environ['RANK']}.log")
+    sys.argv = [script, *argv]
+    runpy.run_path(script, run_name="__main__")
 
 
 def _run(script: Path, out: Path, corpus_dir: Path, steps: int, *extra: str) -> None:
-    """train.py for `steps` steps in 2 processes under the lab's torchrun, into `out`; a failure named."""
-    output: list[str] = []
-    command = [sys.executable, "-m", "minitrain.launch", f"--nproc-per-node={WORLD_SIZE}", str(script), "--steps",
-               str(steps), "--warmup", str(min(WARMUP, steps - 1)), "--corpus-dir", str(corpus_dir), "--out", str(out),
-               *extra]
+    """train.py for `steps` steps in 2 processes, into `out`; a failure named."""
+    argv = ["--steps", str(steps), "--warmup", str(min(WARMUP, steps - 1)), "--corpus-dir", str(corpus_dir),
+            "--out", str(out), *extra]
+    logs = out.parent / f"{out.name}-logs"
+    logs.mkdir(parents=True)
     try:
         # one thread a rank, as torchrun gives 2 processes when OMP_NUM_THREADS is unset: by_hand's sums are
         # cut for one thread, and a learner's shell may set more
-        run_streaming(command, echo=output.append, env={"OMP_NUM_THREADS": "1"})
-    except LaunchError as e:
-        if (what := blank.in_output("\n".join(output))) is not None:
+        spawn_workers(_train_rank, WORLD_SIZE, str(logs), str(script), argv, start_method=fast_start_method(),
+                      timeout_s=RUN_LIMIT_S, env={"OMP_NUM_THREADS": "1"})
+    except TimeoutError as e:
+        printed = "\n".join(p.read_text(errors="replace") for p in sorted(logs.glob("rank-*.log")))
+        raise ExerciseError(f"train.py's 2-process run did not end within {RUN_LIMIT_S:g} s and was stopped: "
+                            f"{named_hang(printed) or 'a rank waited for ever'}") from e
+    except Exception as e:  # a rank raised or exited non-zero (mp's ProcessRaisedException, ProcessExitedException)
+        output = str(e).splitlines()
+        if (what := blank.in_output(str(e))) is not None:
             raise NotDone(what) from e
-        why = _rank_error(output) or str(e).splitlines()[-1]
+        why = _rank_error(output) or output[-1]
         if "cuda" in why.lower():  # a GPU tutorial's habit: torch.cuda.synchronize(), .cuda(), .to(rank)
             why = f"the lab runs on CPUs, drop the CUDA call ({why})"
         raise ExerciseError(f"train.py's 2-process run{' with ' + ' '.join(extra) if extra else ''} failed: "
@@ -106,7 +122,7 @@ def _no_sync_obeyed(script: Path, out: Path, corpus_dir: Path) -> str | None:
 
 
 def grade_train_script(script: Path, corpus_dir: Path = DEFAULT_CORPUS_DIR) -> str:
-    """Run `script` (train.py) for STEPS steps in 2 processes under the lab's torchrun, then for NO_SYNC_STEPS
+    """Run `script` (train.py) for STEPS steps in 2 processes, then for NO_SYNC_STEPS
     with --no-sync; one PASS line, or an ExerciseError naming the first mistake."""
     with tempfile.TemporaryDirectory(prefix="minitrain-grade-") as tmp:
         out = Path(tmp) / "run"

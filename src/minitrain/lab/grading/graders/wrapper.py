@@ -1,12 +1,11 @@
 """Block A's grader (src/minitrain/ddp.py, the DDP wrapper): its five functions in a plain process, then in
-a real 2-process gloo run under the lab's torchrun, on fixtures of its own (a tiny model, fixed halves of a
+a real 2-process gloo run with torchrun's variables (spawn_workers, its ranks forked warm), on fixtures of its own (a tiny model, fixed halves of a
 fixed batch: no other TODO). The ranks run this file; notebook 03, `make grade` and tests/minitrain/test_ddp.py
 (the checker's condition 5) call grade_block_a."""
 
 import importlib
 import json
 import os
-import sys
 import tempfile
 import time
 import types
@@ -22,11 +21,11 @@ from torch.nn.parallel import DistributedDataParallel
 from minitrain.gloo_setup import TORCHRUN_VARS, collective_timeout
 from minitrain.hang_report import GLOO_GRACE, named_hang
 from minitrain.lab.grading.graders.running import (STILL_BLANK, ExerciseError, call_learner, gpu_habit, save_and_leave,
-                                                   wait_for_every_rank)
+                                                   silence_output, wait_for_every_rank)
 from minitrain.lab.grading.graders.tiny_model import (GRAD_ATOL, fixed_batch, gradients, max_diff, reference_gradients,
                                                       tiny_model)
 from minitrain.lab.todos.registry import Todo
-from minitrain.launch import LaunchError, run_streaming, torchrun_command
+from minitrain.launch import fast_start_method, spawn_workers
 from minitrain.script import import_script
 from minitrain.todo import NotDone
 
@@ -40,7 +39,7 @@ MIB = 2**20
 
 
 # ------------------------------------------------------------------------------------------------
-# The ranks (this file under the lab's torchrun): without a process group, then in it
+# The ranks (spawn_workers' processes, torchrun's variables set): without a process group, then in it
 
 
 def _wrap_needs_a_group(ddp: types.ModuleType) -> None:
@@ -130,10 +129,11 @@ def _init_spy(init: Callable) -> Callable:
 
 
 def _join(ddp: types.ModuleType) -> object:
-    """init_distributed() under torchrun, which must put this rank in a process group; what it returned."""
-    got = call_learner(ddp.init_distributed, "gloo", when="under torchrun ")
+    """init_distributed() with torchrun's variables set, which must put this rank in a process group; what it
+    returned."""
+    got = call_learner(ddp.init_distributed, "gloo", when="with torchrun's variables set ")
     if not dist.is_initialized():
-        raise ExerciseError("init_distributed() under torchrun returned without joining a process group: call "
+        raise ExerciseError("init_distributed() with torchrun's variables set returned without joining a process group: call "
                             "dist.init_process_group(backend, **options)")
     return got
 
@@ -147,7 +147,7 @@ def _its_place(got: object, rank: int) -> None:
         elif isinstance(got, tuple) and got and got[0] == int(os.environ["LOCAL_RANK"]) != rank:
             why = (f" ({got[0]} is its LOCAL_RANK, its place on its own host, here as on two hosts of one rank each: "
                    "the rank is its place in the whole group, dist.get_rank())")
-        raise ExerciseError(f"init_distributed() under torchrun returned {got!r} on rank {rank} of {WORLD_SIZE}: "
+        raise ExerciseError(f"init_distributed() with torchrun's variables set returned {got!r} on rank {rank} of {WORLD_SIZE}: "
                             f"return (rank, world_size), two ints: ({rank}, {WORLD_SIZE}){why}")
     timeout = dist.group.WORLD._get_backend(torch.device("cpu")).options._timeout
     lab = collective_timeout() + GLOO_GRACE
@@ -270,9 +270,11 @@ def _in_group(ddp: types.ModuleType, rank: int, first: object, mistakes: list[st
     return measured
 
 
-def _rank(ddp_path: str, out: str) -> None:
-    """One rank: the learner's module from `ddp_path`, graded; what it found saved to out/rank-RANK.json."""
+def _rank(out: str, ddp_path: str) -> None:
+    """One rank: the learner's module from `ddp_path`, graded; what it found saved to out/rank-RANK.json, what it
+    printed to out/rank-RANK.log."""
     rank = int(os.environ["RANK"])
+    silence_output(Path(out) / f"rank-{rank}.log")
     os.environ["LOCAL_RANK"] = "0"  # as on two hosts of one rank each (notebook 14): LOCAL_RANK is not the rank
     with patch.object(dist, "init_process_group", _init_spy(dist.init_process_group)):
         ddp = import_script(ddp_path)
@@ -305,22 +307,27 @@ def grade_block_a(ddp: types.ModuleType | None = None) -> str:
     missing = [name for name in FUNCTIONS if not callable(getattr(ddp, name, None))]
     if missing:
         raise ExerciseError(f"{ddp.__file__} has no {', '.join(missing)}: Block A is {', '.join(FUNCTIONS)}")
-    output: list[str] = []
     with tempfile.TemporaryDirectory(prefix="minitrain-grader-") as tmp:
         try:
-            run_streaming(torchrun_command(Path(__file__), WORLD_SIZE, str(ddp.__file__), tmp),
-                          timeout=RUN_TIMEOUT_S, echo=output.append)
+            spawn_workers(_rank, WORLD_SIZE, tmp, str(ddp.__file__), start_method=fast_start_method(),
+                          timeout_s=RUN_TIMEOUT_S)
             failed = None
         except TimeoutError as e:
             raise ExerciseError(f"the 2-process run of Block A did not end within {RUN_TIMEOUT_S} s and was stopped: "
-                                f"{named_hang(chr(10).join(output)) or 'a rank waited for ever'}") from e
-        except LaunchError as e:
+                                f"{named_hang(_printed(tmp)) or 'a rank waited for ever'}") from e
+        except Exception as e:  # a rank raised or exited non-zero (mp's ProcessRaisedException, ProcessExitedException)
             failed = e
         ranks = [json.loads(p.read_text()) for p in sorted(Path(tmp).glob("rank-*.json"))]
+        output = _printed(tmp).splitlines() + (str(failed).strip().splitlines() if failed else [])
     return _verdict(ranks, output, failed)
 
 
-def _verdict(ranks: list[dict], output: list[str], failed: LaunchError | None) -> str:
+def _printed(folder: str) -> str:
+    """What the ranks printed, rank 0's lines first."""
+    return "\n".join(p.read_text(errors="replace") for p in sorted(Path(folder).glob("rank-*.log")))
+
+
+def _verdict(ranks: list[dict], output: list[str], failed: Exception | None) -> str:
     blanks = [name for name in FUNCTIONS if any(name in rank["blanks"] for rank in ranks)]
     if blanks:
         raise NotDone(f"Block A: {', '.join(blanks)} ({'each ' * (len(blanks) > 1)}{STILL_BLANK})")
@@ -341,10 +348,6 @@ def _verdict(ranks: list[dict], output: list[str], failed: LaunchError | None) -
             "wrap_for_ddp() (PyTorch's defaults) returned a DistributedDataParallel whose gradients came out "
             f"averaged, and cleanup() waited {cleanup_s:.2f} s for every rank, then left the group")
 
-
-if __name__ == "__main__":
-    # `python -m minitrain.launch --nproc-per-node=2 wrapper.py DDP_FILE OUT_DIR` (grade_block_a starts it)
-    _rank(*sys.argv[1:3])
 
 
 def grade_a(repo: Path, todo: Todo) -> str:
