@@ -24,7 +24,7 @@ from minitrain.lab.todos import registry
 BLANK_TIMEOUT_S = 240  # per TODO: generous for a loaded machine; a blank ends in seconds
 
 
-def processes_of(tree) -> list[psutil.Process]:
+def processes_of(tree) -> list[str]:
     """Processes started for `tree` (their PYTHONPATH names its src) still alive 5 s after the grade
     ended (a killed process may take a moment to be reaped)."""
     found = []
@@ -34,30 +34,35 @@ def processes_of(tree) -> list[psutil.Process]:
                 found.append(proc)
         except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
             pass
-    return psutil.wait_procs(found, timeout=5)[1]
+    left = []
+    for proc in psutil.wait_procs(found, timeout=5)[1]:
+        try:
+            left.append(f"{proc.pid} {' '.join(proc.cmdline())[:120]}")  # what it is, for the failure's message
+        except psutil.Error:
+            pass  # gone since
+    return left
 
 
-def test_a_blank_tree_is_not_done_everywhere_and_not_started(student_tree, tmp_path):
-    """Every row "not done" but C, which needs A, B and D: "blocked" by them, never run; each part "not started"."""
+def test_a_blank_tree_is_not_done_everywhere_and_not_started_and_ex15_is_graded_on_its_own(student_tree, tmp_path):
+    """Every row "not done" but C, which needs A, B and D: "blocked" by them, never run; each part "not started". In
+    the same grading, a copy with only scratch_ddp.py's solutions put back (make_shard, Block B, still blank): ex15
+    passes, its other rows as blank."""
     tree = learner.copy_tree(student_tree, tmp_path / "blank")
-    grades = gradebook.grade_repo(tree, timeout_s=BLANK_TIMEOUT_S, jobs=3)
+    scratch_only = learner.copy_tree(student_tree, tmp_path / "scratch-only")
+    learner.put_back_the_reference(scratch_only, ["src/minitrain/scratch_ddp.py"])
+    with ThreadPoolExecutor(2) as pool:
+        grading = pool.submit(gradebook.grade_repo, tree, None, BLANK_TIMEOUT_S, None, 2)
+        [ex15] = gradebook.grade_repo(scratch_only, ["ex15"])
+        grades = grading.result()
+    assert ex15.status == "PASS", ex15
     assert [g.todo.key for g in grades] == [t.key for t in registry.TODOS]
     rows = {g.todo.key: (g.status, g.detail) for g in grades}
     assert rows.pop("C") == ("blocked", "needs A, B1, B2 and D (not done yet)")
     assert all(status == "not done" and "not done yet" in detail for status, detail in rows.values()), rows
     assert rows["ex15"][1].startswith("not done yet: NaiveDDP"), rows["ex15"]  # its own stubs, not Block B's
     assert gradebook.summary(grades) == ("the sheet not started 0/15, exercises beyond it not started 0/3, "
-                                     "optional (notebooks 15 and 16) not started 0/6")
-    assert processes_of(tree) == []
-
-
-def test_ex15_is_graded_on_its_own(student_tree, tmp_path):
-    """Only scratch_ddp.py's solutions put back (make_shard, Block B, still blank): ex15 passes."""
-    tree = learner.copy_tree(student_tree, tmp_path / "scratch-only")
-    learner.put_back_the_reference(tree, ["src/minitrain/scratch_ddp.py"])
-    [result] = gradebook.grade_repo(tree, ["ex15"])
-    assert result.status == "PASS", result
-    assert processes_of(tree) == []
+                                         "optional (notebooks 15 and 16) not started 0/6")
+    assert processes_of(tree) == [] and processes_of(scratch_only) == []
 
 
 def solved_tree(student_tree, out):
@@ -85,30 +90,6 @@ def with_function(path, name: str, code: str) -> None:
     node = next(n for n in ast.parse(text).body if isinstance(n, ast.FunctionDef) and n.name == name)
     lines = text.splitlines()
     path.write_text("\n".join(lines[:node.lineno - 1] + code.strip("\n").splitlines() + lines[node.end_lineno:]) + "\n")
-
-
-BLOCK_A = {  # a tree's ddp.py -> (its is_main_process, or None: the reference's; make grade's A: status, detail)
-    "reference": (None, ("PASS", "Block A: correct.")),
-    "hurried": ("def is_main_process() -> bool:\n    return dist.get_rank() == 0\n",
-                ("FAIL", "is_main_process() without a process group (a plain single process, the main one) raised")),
-}
-
-
-def test_block_a_is_graded_alone_by_its_grader(student_tree, tmp_path):
-    """Two trees with only ddp.py written (Blocks B and D blank), graded side by side: make grade's A is
-    graders.grade_block_a's verdict (test_graders.py names every mistake)."""
-    trees = {}
-    for name, (code, _) in BLOCK_A.items():
-        trees[name] = learner.copy_tree(student_tree, tmp_path / name)
-        learner.put_back_the_reference(trees[name], ["src/minitrain/ddp.py"])
-        if code:
-            with_function(trees[name] / "src/minitrain/ddp.py", "is_main_process", code)
-    with ThreadPoolExecutor(len(trees)) as pool:
-        results = dict(zip(trees, pool.map(lambda tree: gradebook.grade_repo(tree, ["A"], BLANK_TIMEOUT_S)[0],
-                                           trees.values())))
-    for name, (_, (status, detail)) in BLOCK_A.items():
-        assert (results[name].status, results[name].detail[:len(detail)]) == (status, detail), results[name]
-    assert all(processes_of(tree) == [] for tree in trees.values())
 
 
 def wrong_max_abs_diff(folder):
@@ -188,39 +169,15 @@ dist.all_gather_object(reports, (shard.num_sentences, shard.first_sentence))  # 
 '''
 
 
-@pytest.fixture(scope="module")
-def hangs(student_tree, tmp_path_factory) -> dict:
-    """The same hanging Block B graded twice, side by side (each grading waits, on a timeout): with a short
-    collective timeout, whose waiting ranks report where (hang_report), and with only the TODO's own 8 s
-    timeout (the collective timeout longer than that: no rank reports). Each: the grade, the hanging
-    line's number, and the grading's processes still alive 5 s after it ended (processes_of)."""
-    def graded(name: str, timeout_s: float, env: dict[str, str]) -> tuple:
-        tree = learner.copy_tree(student_tree, tmp_path_factory.mktemp(name) / "tree")
-        learner.write(tree, "src/minitrain/data.py", "Block B: the counts check and the first-sentence log", HANG)
-        number = next(i for i, text in enumerate((tree / "src/minitrain/data.py").read_text().splitlines(), 1)
-                      if "# HANGS HERE" in text)
-        [result] = gradebook.grade_repo(tree, ["B2"], timeout_s=timeout_s, env=env)
-        return result, number, processes_of(tree)  # what is left of this grading, when it ends
-
-    with ThreadPoolExecutor(2) as pool:
-        reports, stuck = (pool.submit(graded, "hangs", 60, {"MINITRAIN_COLLECTIVE_TIMEOUT": "4"}),
-                          pool.submit(graded, "stuck", 8, {}))
-        return {"reports": reports.result(), "stuck": stuck.result()}
-
-
-def test_a_hanging_submission_is_graded_hangs_at_its_line_and_leaves_no_process(hangs):
-    """The ranks waiting in the collective report where (hang_report), after a short collective timeout."""
-    result, number, left = hangs["reports"]
-    assert result.status == "hangs", result
-    assert re.match(rf"hangs at data\.py:{number} on rank [02] \(waits in all_gather_object\)", result.detail), result
-    assert left == []
-
-
-def test_a_submission_past_its_timeout_is_graded_hangs_and_leaves_no_process(hangs):
-    """No rank reports (the collective timeout is longer than the TODO's): the TODO's own timeout stops it."""
-    result, _, left = hangs["stuck"]
-    assert result.status == "hangs" and "no result within 8 s" in result.detail
-    assert left == []
+def test_a_submission_past_its_timeout_is_graded_hangs_and_leaves_no_process(student_tree, tmp_path):
+    """A hanging Block B with only the TODO's own 8 s timeout (the collective timeout longer than that: no rank
+    reports; test_a_hang_costs_its_own_points_once has the ranks report where): the TODO's own timeout stops it, and
+    5 s after it ended none of its processes is left (processes_of)."""
+    tree = learner.copy_tree(student_tree, tmp_path / "tree")
+    learner.write(tree, "src/minitrain/data.py", "Block B: the counts check and the first-sentence log", HANG)
+    [result] = gradebook.grade_repo(tree, ["B2"], timeout_s=8)
+    assert result.status == "hangs" and "no result within 8 s" in result.detail, result
+    assert processes_of(tree) == []
 
 
 CHECK_SHARDS_HANGS = "def check_shards(shard, rank, world_size, corpus_total):\n" + textwrap.indent(HANG, "    ")
@@ -228,14 +185,17 @@ CHECK_SHARDS_HANGS = "def check_shards(shard, rank, world_size, corpus_total):\n
 
 def test_a_hang_costs_its_own_points_once(student_tree, tmp_path):
     """A solved tree whose check_shards hangs: B2 "hangs", C (which needs it) "blocked" in one line and never
-    run, every other row graded on its own; grading C alone grades what it needs first, and shows it. A
-    collective timeout short enough for a fast hang report, long enough for A's and D's real runs."""
+    run, every other row graded on its own; grading C alone grades what it needs first, and shows it; the waiting
+    ranks report the hang's line (hang_report) and no process is left. A collective timeout short enough for a fast
+    hang report, long enough for A's and D's real runs."""
     tree = solved_tree(student_tree, tmp_path / "tree")
     with_function(tree / "src/minitrain/data.py", "check_shards", CHECK_SHARDS_HANGS)
     grades = gradebook.grade_repo(tree, ["C", "E", "F", "G"], jobs=2, env={"MINITRAIN_COLLECTIVE_TIMEOUT": "15"})
     rows = {g.todo.key: g for g in grades}
     assert list(rows) == ["A", "B1", "B2", "C", "D", "E", "F", "G"]
-    hang = re.fullmatch(r"hangs at data\.py:\d+ on rank [02] \(waits in all_gather_object\)", rows["B2"].detail)
+    number = next(i for i, text in enumerate((tree / "src/minitrain/data.py").read_text().splitlines(), 1)
+                  if "# HANGS HERE" in text)
+    hang = re.fullmatch(rf"hangs at data\.py:{number} on rank [02] \(waits in all_gather_object\)", rows["B2"].detail)
     assert rows["B2"].status == "hangs" and hang, rows["B2"]
     assert (rows["C"].status, rows["C"].detail) == ("blocked", f"needs B2 ({rows['B2'].detail})")
     assert rows["C"].seconds == 0  # never run: no train.py launched

@@ -37,7 +37,7 @@ class Outcome:
     target: str
     tool: str
     lines: list[tuple[float, str]] = field(default_factory=list)
-    status: str = "finished"  # finished, failed (a rank exited non-zero), stopped (still going at the limit)
+    status: str = "finished"  # finished, failed (a rank exited non-zero), stopped (still going at the limit), not run
     fault_at: float | None = None
     answer: str | None = None
     answered_at: float | None = None
@@ -98,13 +98,15 @@ def named(answer: str | None) -> list[tuple[int | None, str | None]]:
 
 def run(target: str | Path, tool: str = "none", timeout_s: float = 2.0, folder: Path | None = None) -> Outcome:
     """Run `target` (a KIND of faults.py, or a script's path) on 2 ranks with `tool` on and the collective
-    timeout `timeout_s`; read the tool's answer (without py-spy installed, "py-spy": PY_SPY_MISSING). `folder` keeps
+    timeout `timeout_s`; read the tool's answer (without py-spy installed, "py-spy" runs nothing: PY_SPY_MISSING). `folder` keeps
     the tool's files (a temporary one by default)."""
     if tool not in TOOLS:
         raise ValueError(f"tool {tool!r} is not one of {', '.join(TOOLS)}")
     if str(target) not in KINDS and not Path(target).is_file():
         raise FileNotFoundError(f"{target}: neither a broken run of faults.py ({', '.join(KINDS)}) nor a script; "
                                 "the exercise's scripts: minitrain.diagnose.exercise.FOLDER / 'run_a.py'")
+    if tool == "py-spy" and not py_spy():  # nothing to read it with: not run
+        return Outcome(str(target), tool, status="not run", answer=PY_SPY_MISSING)
     with tempfile.TemporaryDirectory(prefix="minitrain-diagnose-") as tmp:
         out = Path(folder or tmp)
         out.mkdir(parents=True, exist_ok=True)
@@ -117,7 +119,7 @@ def run(target: str | Path, tool: str = "none", timeout_s: float = 2.0, folder: 
         env = {TOOL: tool if tool in ("hang_report", "monitored_barrier", "flight_recorder", "faulthandler",
                                       "profiler") else "none",
                OUT: str(out), "MINITRAIN_COLLECTIVE_TIMEOUT": f"{timeout_s:g}", **ENV.get(tool, {})}
-        spy = _PySpy(out, timeout_s / 4, _script(outcome)) if tool == "py-spy" and py_spy() else None
+        spy = _PySpy(out, timeout_s / 4, _script(outcome)) if tool == "py-spy" else None
         if spy:
             spy.start()
         try:
@@ -134,8 +136,6 @@ def run(target: str | Path, tool: str = "none", timeout_s: float = 2.0, folder: 
         faults = [float(p.read_text()) for p in out.glob("fault-rank-*.txt")]
         outcome.fault_at = min(faults) if faults else None
         READERS[tool](outcome, out)
-    if tool == "py-spy" and not spy:
-        outcome.answer = PY_SPY_MISSING
     return outcome
 
 
