@@ -40,6 +40,7 @@ from minitrain.paths import DEFAULT_CORPUS_DIR, EDITION_MARK, REPO, relative
 RESULT = "grade-result: "  # the child's last line: this, then {"status": ..., "detail": ...}
 SHORT = 72  # characters of a prerequisite's verdict in the row it blocks: one line, never a launcher's log
 BY_TEACHER = "teacher"  # the status of a row graded only in class grading (its key is not in the student edition)
+GRADERS_COLLECTIVE_TIMEOUT_S = 20  # a collective of a grader's tiny run waits a second at most; a hang is named this soon
 
 
 @dataclass
@@ -187,9 +188,12 @@ def _key_at_hand() -> bool:
 
 
 def _forkserver(repo: Path, env: dict[str, str] | None) -> Forkserver:
-    """The server that forks `repo`'s graders: `repo`/src first on PYTHONPATH, `env` added."""
+    """The server that forks `repo`'s graders: `repo`/src first on PYTHONPATH, the graders' collective timeout
+    (yours if you set MINITRAIN_COLLECTIVE_TIMEOUT), `env` added."""
     pythonpath = os.pathsep.join([str(repo / "src"), *filter(None, [os.environ.get("PYTHONPATH")])])
-    return Forkserver({"PYTHONPATH": pythonpath, WATCH_PID: str(os.getpid()), **(env or {})}, cwd=repo)
+    timeout = os.environ.get("MINITRAIN_COLLECTIVE_TIMEOUT") or f"{GRADERS_COLLECTIVE_TIMEOUT_S:g}"
+    return Forkserver({"PYTHONPATH": pythonpath, WATCH_PID: str(os.getpid()), "MINITRAIN_COLLECTIVE_TIMEOUT": timeout,
+                       **(env or {})}, cwd=repo)
 
 
 def run_with_reference(reference: Path, repo: Path, todo: Todo, unmet: list[Grade], timeout_s: float | None = None,
