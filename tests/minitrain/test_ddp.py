@@ -1,5 +1,5 @@
 """Block A (src/minitrain/ddp.py), graded as notebook 03 and `make grade` grade it: its five functions
-without a process group, then in a real 2-process gloo run under the lab's torchrun, on fixtures of the
+without a process group, then in a real 2-process gloo run with torchrun's variables set, on fixtures of the
 grader's own (no other TODO). The checker's condition 5 runs this file."""
 
 from minitrain import ddp

@@ -36,26 +36,22 @@ def descendants(pid: int) -> list[psutil.Process]:
             if not any(part.startswith("from multiprocessing.") for part in p.cmdline())]
 
 
-def test_the_ranks_a_child_starts_fork_from_the_servers_one_forkserver_and_print_to_the_childs_output(tmp_path):
+def test_the_ranks_a_child_starts_fork_from_the_servers_one_forkserver_and_print_to_the_childs_output(server,
+                                                                                                      tmp_path):
     """The ranks of two children (spawn_workers, fast_start_method) come from one warm process the server started,
-    their lines in their own child's output, and they end with it."""
+    their lines in their own child's output."""
     (tmp_path / "ranks.py").write_text(RANKS)
-    server = Forkserver({"PYTHONPATH": str(tmp_path)}, cwd=tmp_path)
-    try:
-        outputs: list[list[str]] = [[], []]
-        assert [server.run("ranks", [], 120, lines.append) for lines in outputs] == [0, 0]
-        [forkserver] = [p.pid for p in psutil.Process(server.proc.pid).children()
-                        if "multiprocessing.forkserver" in " ".join(p.cmdline())]
-        for lines in outputs:
-            parents = {line.split()[-1] for line in lines if line.startswith("rank ")}
-            assert len([line for line in lines if line.startswith("rank ")]) == 2, lines
-            assert parents == {str(forkserver)}, lines
-    finally:
-        server.close()
+    outputs: list[list[str]] = [[], []]
+    assert [server.run("ranks", [], 120, lines.append) for lines in outputs] == [0, 0]
+    [forkserver] = [p.pid for p in psutil.Process(server.proc.pid).children()
+                    if "multiprocessing.forkserver" in " ".join(p.cmdline())]
+    for lines in outputs:
+        parents = [line.split()[-1] for line in lines if line.startswith("rank ")]
+        assert parents == [str(forkserver)] * 2, lines
 
 
 RANKS = '''
-import os, sys
+import os
 from minitrain.launch import fast_start_method, spawn_workers
 
 def rank():
