@@ -123,4 +123,6 @@ def _wait_for_output(kc, needle: str, timeout: float) -> None:
         seen.append(text)
         if needle in text:
             return
+        if content.get("ename"):  # the cell raised (a run that failed, a blank TODO): the needle will not come
+            break
     pytest.fail(f"kernel never printed {needle!r}: {''.join(seen)[-2000:]}")
