@@ -16,35 +16,36 @@ if STUDENT_EDITION:  # a TODO still blank is skipped, naming it (minitrain.lab.e
 torch.set_num_threads(1)
 
 # `make test` (pytest-xdist, --dist loadfile --no-loadscope-reorder) hands whole files to its two
-# workers in the order collected: the files with the longest runs (`pytest --durations`) go first, so
+# workers in the order collected: the files with the longest runs (docs/test-budget.md) go first, so
 # that no long file starts last while the other worker has nothing left; the rest keep their order.
 LONGEST_FIRST = [
     "tests/minitrain/test_grade.py",
     "notebooks/16-when-it-breaks.ipynb",
     "tests/diagnose/test_tools.py",
+    "tests/minitrain/test_restart_measure.py",
     "tests/faults/test_restart.py",
     "tests/minitrain/test_check.py",
-    "tests/minitrain/test_restart_measure.py",
-    "tests/faults/test_launch_faults.py",
+    "tests/minitrain/test_reuse.py",
     "tests/minitrain/test_graders.py",
-    "tests/minitrain/test_control_runs.py",
     "tests/minitrain/test_student.py",
     "tests/faults/test_stopped_runs.py",
-    "tests/minitrain/test_by_hand.py",
-    "tests/minitrain/test_repeats.py",
-    "tests/minitrain/test_ddp_arithmetic.py",
-    "tests/minitrain/test_ddp.py",
-    "tests/faults/test_two_hosts.py",
+    "tests/faults/test_hangs.py",
+    "tests/minitrain/test_control_runs.py",
+    "tests/minitrain/test_forkserver.py",
     "notebooks/04-launch-and-timing.ipynb",
-    "notebooks/15-ddp-from-scratch.ipynb",
-    "tests/minitrain/test_scaling_matrix.py",
+    "tests/faults/test_two_hosts.py",
     "tests/minitrain/test_scratch_ddp.py",
-    "tests/minitrain/test_compression.py",
+    "tests/faults/test_launch_faults.py",
+    "tests/minitrain/test_train_grader.py",
     "notebooks/run.ipynb",
+    "tests/minitrain/test_scaling_matrix.py",
     "tests/faults/test_bad_arguments_more.py",
-    "tests/minitrain/test_allreduce_bench.py",
-    "tests/faults/test_bad_arguments.py",
+    "notebooks/15-ddp-from-scratch.ipynb",
     "tests/faults/test_dead_parent.py",
+    "notebooks/03-wrapping.ipynb",
+    "tests/minitrain/test_scratch_measure.py",
+    "tests/minitrain/test_buckets.py",
+    "tests/minitrain/test_compression.py",
 ]
 
 
