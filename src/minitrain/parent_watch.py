@@ -11,7 +11,8 @@ from collections.abc import Callable
 import psutil
 
 # Set by whoever starts a process that must die with it (the launcher for its workers, spawn_workers,
-# run_streaming for the launcher): the pid that process's parent must be.
+# run_streaming for the launcher): the pid it must die with (its parent, or for a forkserver's child the
+# process that asked for it).
 WATCH_PID = "MINITRAIN_WATCH_PID"
 PARENT_POLL_SECONDS = 0.5
 _WATCHER = "minitrain-parent-watch"

@@ -1,6 +1,7 @@
 """The lab sheet's fallback launcher, and the one for Windows: torch.multiprocessing.spawn with
 torchrun's environment, its rendezvous store hosted by the parent on 127.0.0.1, without libuv on
-Windows (whose wheels lack it: pytorch/pytorch#139990)."""
+Windows (whose wheels lack it: pytorch/pytorch#139990); with fast_start_method(), a warm forkserver for the
+graders' and tests' short runs."""
 
 import os
 import time

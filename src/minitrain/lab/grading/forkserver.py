@@ -1,15 +1,15 @@
 """A process that imports torch once, then forks one fresh child per graded TODO.
 
 Every TODO is graded in a process of its own (minitrain.lab.grading.gradebook's `--todo KEY REPO` mode), and a new
-interpreter spends about 1.5 s of CPU importing torch before it grades anything: 11 TODOs, a class
-of 30, about 8 minutes. The server here is started once per graded tree, with that tree's src first
-on PYTHONPATH; it imports torch (nothing of minitrain) and forks a child per request. The child starts
+interpreter spends about 2 s of CPU importing torch and torch._dynamo before it grades anything: 14 TODOs, a
+class of 30, about 14 minutes. The server here is started once per graded tree, with that tree's src first
+on PYTHONPATH; it imports torch and pytest (nothing of minitrain) and forks a child per request. The child starts
 a session of its own, reseeds `random`, writes its output to a file, imports the tree's minitrain as a
 new interpreter would (runpy, as `python -m`), and runs the module; the client stops its whole process
 tree at the timeout. What the child shares with its siblings is what torch set up at import (its
 settings from the environment then), and multiprocessing's own forkserver, started here once: the ranks a
 grader starts (minitrain.launch.fast_start_method) fork from it, warm, instead of from one each child
-would start again (torch imported anew: about 2.5 s of CPU a TODO). This file runs as a script: it imports
+would start again (torch imported anew: about 2 s of CPU a TODO). This file runs as a script: it imports
 only the standard library and psutil.
 """
 

@@ -191,7 +191,7 @@ def _forkserver(repo: Path, env: dict[str, str] | None) -> Forkserver:
     """The server that forks `repo`'s graders: `repo`/src first on PYTHONPATH, the graders' collective timeout
     (yours if you set MINITRAIN_COLLECTIVE_TIMEOUT), `env` added."""
     pythonpath = os.pathsep.join([str(repo / "src"), *filter(None, [os.environ.get("PYTHONPATH")])])
-    timeout = os.environ.get("MINITRAIN_COLLECTIVE_TIMEOUT") or f"{GRADERS_COLLECTIVE_TIMEOUT_S:g}"
+    timeout = os.environ.get("MINITRAIN_COLLECTIVE_TIMEOUT", "").strip() or f"{GRADERS_COLLECTIVE_TIMEOUT_S:g}"
     return Forkserver({"PYTHONPATH": pythonpath, WATCH_PID: str(os.getpid()), "MINITRAIN_COLLECTIVE_TIMEOUT": timeout,
                        **(env or {})}, cwd=repo)
 

@@ -1,7 +1,7 @@
-"""Block C's grader: real 2-process runs of the learner's train.py (its main() in each rank, with torchrun's
-variables: spawn_workers, the ranks forked warm). The graded run's ranks must end with
-DDP's arithmetic done by hand in one process (minitrain.lab.grading.by_hand), bit for bit, each rank seeded
-by the sheet's rule, each step timed whole, in milliseconds; a run with --no-sync must do no all-reduce."""
+"""Block C's grader: real 2-process runs of the learner's train.py, the whole script run as __main__ in each rank
+(spawn_workers; the ranks forked warm). After the graded run both ranks must hold, bit for bit, the weights of DDP's
+arithmetic done by hand in one process (minitrain.lab.grading.by_hand); each rank seeded by the sheet's rule, each
+step timed whole, in milliseconds; a run with --no-sync must do no all-reduce."""
 
 import json
 import os

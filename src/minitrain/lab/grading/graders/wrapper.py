@@ -1,7 +1,7 @@
-"""Block A's grader (src/minitrain/ddp.py, the DDP wrapper): its five functions in a plain process, then in
-a real 2-process gloo run with torchrun's variables (spawn_workers, its ranks forked warm), on fixtures of its own (a tiny model, fixed halves of a
-fixed batch: no other TODO). The ranks run this file; notebook 03, `make grade` and tests/minitrain/test_ddp.py
-(the checker's condition 5) call grade_block_a."""
+"""Block A's grader (src/minitrain/ddp.py, the DDP wrapper): a real 2-process gloo run (spawn_workers, the ranks
+forked warm) in which each rank first checks four of the five functions with no process group (torchrun's variables
+hidden), then all five in the group, on fixtures of its own (a tiny model, fixed halves of a fixed batch: no other
+TODO). Notebook 03, `make grade` and tests/minitrain/test_ddp.py (the checker's condition 5) call grade_block_a."""
 
 import importlib
 import json
@@ -32,7 +32,8 @@ from minitrain.todo import NotDone
 FUNCTIONS = ("init_distributed", "wrap_for_ddp", "is_main_process", "barrier", "cleanup")  # the stub's order
 WORLD_SIZE = 2
 LATE_S = 0.5  # rank 1 calls barrier() and cleanup() this late: rank 0's call must wait for it
-RUN_TIMEOUT_S = 180  # a rank stuck in a collective ends itself after collective_timeout() (60 s) and names where
+RUN_TIMEOUT_S = 180  # a rank stuck in a collective ends itself after collective_timeout() (60 s; make grade's 20 s)
+# and names where
 DEFAULTS = {"device_ids": None, "find_unused_parameters": False, "gradient_as_bucket_view": False,  # the sheet's
             "static_graph": False, "broadcast_buffers": True}  # "PyTorch DDP defaults", as the wrapper holds them
 MIB = 2**20
@@ -302,7 +303,7 @@ def _rank(out: str, ddp_path: str) -> None:
 
 def grade_block_a(ddp: types.ModuleType | None = None) -> str:
     """Block A (`ddp`: the learner's module, by default minitrain.ddp) in a plain process and in a real
-    2-process gloo run: one PASS line, or an ExerciseError naming the first mistake."""
+    2-process gloo run: one PASS line, or an ExerciseError naming every mistake found."""
     ddp = ddp or importlib.import_module("minitrain.ddp")
     missing = [name for name in FUNCTIONS if not callable(getattr(ddp, name, None))]
     if missing:
