@@ -4,6 +4,7 @@ Windows (whose wheels lack it: pytorch/pytorch#139990); with fast_start_method()
 graders' and tests' short runs."""
 
 import os
+import sys
 import time
 from collections.abc import Callable
 from multiprocessing import reduction
@@ -56,6 +57,8 @@ class _Output:
         self.fds = fds
 
     def __reduce__(self) -> tuple:  # pickled for the child: each descriptor passed with it (spawn, forkserver)
+        if sys.platform == "win32":  # no descriptors to pass there: a spawned child inherits the std handles
+            return _Output, ((),)
         return _Output, (tuple(reduction.DupFd(fd) for fd in self.fds),)
 
     def attach(self) -> None:
