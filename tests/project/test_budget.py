@@ -12,8 +12,9 @@ ROW = re.compile(r"^\| `([^`]+)` \| (\d+) \| (\d+) \|$", re.MULTILINE)  # | `fil
 
 def test_every_test_file_and_notebook_has_a_budget():
     rows = {path: int(budget) for path, _, budget in ROW.findall(BUDGET.read_text())}
-    files = sorted(str(p.relative_to(REPO)) for p in [*REPO.glob("tests/**/test_*.py"), *REPO.glob("notebooks/*.ipynb")])
+    files = sorted(str(p.relative_to(REPO))
+                   for p in [*REPO.glob("tests/**/test_*.py"), *REPO.glob("notebooks/*.ipynb")])
     missing = [f for f in files if f not in rows]
-    assert missing == [], (f"docs/test-budget.md has no row for {', '.join(missing)}: run it under `pytest --durations=0` "
-                           "and add `| `FILE` | measured | budget |` (seconds)")
+    assert missing == [], (f"docs/test-budget.md has no row for {', '.join(missing)}: run it under "
+                           "`pytest --durations=0` and add `| `FILE` | measured | budget |` (seconds)")
     assert all(budget > 0 for budget in rows.values()), rows

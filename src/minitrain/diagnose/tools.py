@@ -98,7 +98,8 @@ def named(answer: str | None) -> list[tuple[int | None, str | None]]:
 
 def run(target: str | Path, tool: str = "none", timeout_s: float = 2.0, folder: Path | None = None) -> Outcome:
     """Run `target` (a KIND of faults.py, or a script's path) on 2 ranks with `tool` on and the collective
-    timeout `timeout_s`; read the tool's answer (without py-spy installed, "py-spy" runs nothing: PY_SPY_MISSING). `folder` keeps
+    timeout `timeout_s`; read the tool's answer (without py-spy installed, "py-spy" runs nothing: PY_SPY_MISSING).
+    `folder` keeps
     the tool's files (a temporary one by default)."""
     if tool not in TOOLS:
         raise ValueError(f"tool {tool!r} is not one of {', '.join(TOOLS)}")

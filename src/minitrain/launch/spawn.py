@@ -35,7 +35,8 @@ def start_processes(fn: Callable[..., None], nprocs: int, args: tuple = (), star
     started; passed, not set in os.environ, so that threads may start runs side by side).
     Processes still running after `timeout_s` are killed and TimeoutError raised: a hang no collective
     timeout ends (one after the last collective) stops there, not at a test runner's limit."""
-    context = mp.start_processes(_in_environ, args=(fn, args, {**os.environ, **(env or {})}, _Output()), nprocs=nprocs,
+    environ = {**os.environ, **(env or {})}
+    context = mp.start_processes(_in_environ, args=(fn, args, environ, _Output()), nprocs=nprocs,
                                  start_method=start_method, join=False)
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     while not context.join(timeout=1.0):  # raises as soon as one process fails

@@ -40,7 +40,7 @@ from minitrain.paths import DEFAULT_CORPUS_DIR, EDITION_MARK, REPO, relative
 RESULT = "grade-result: "  # the child's last line: this, then {"status": ..., "detail": ...}
 SHORT = 72  # characters of a prerequisite's verdict in the row it blocks: one line, never a launcher's log
 BY_TEACHER = "teacher"  # the status of a row graded only in class grading (its key is not in the student edition)
-GRADERS_COLLECTIVE_TIMEOUT_S = 20  # a collective of a grader's tiny run waits a second at most; a hang is named this soon
+GRADERS_COLLECTIVE_TIMEOUT_S = 20  # a grader's tiny run waits a second at most in a collective: a hang named this soon
 
 
 @dataclass

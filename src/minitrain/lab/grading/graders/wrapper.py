@@ -134,8 +134,8 @@ def _join(ddp: types.ModuleType) -> object:
     returned."""
     got = call_learner(ddp.init_distributed, "gloo", when="with torchrun's variables set ")
     if not dist.is_initialized():
-        raise ExerciseError("init_distributed() with torchrun's variables set returned without joining a process group: call "
-                            "dist.init_process_group(backend, **options)")
+        raise ExerciseError("init_distributed() with torchrun's variables set returned without joining a process group: "
+                            "call dist.init_process_group(backend, **options)")
     return got
 
 
@@ -148,8 +148,8 @@ def _its_place(got: object, rank: int) -> None:
         elif isinstance(got, tuple) and got and got[0] == int(os.environ["LOCAL_RANK"]) != rank:
             why = (f" ({got[0]} is its LOCAL_RANK, its place on its own host, here as on two hosts of one rank each: "
                    "the rank is its place in the whole group, dist.get_rank())")
-        raise ExerciseError(f"init_distributed() with torchrun's variables set returned {got!r} on rank {rank} of {WORLD_SIZE}: "
-                            f"return (rank, world_size), two ints: ({rank}, {WORLD_SIZE}){why}")
+        raise ExerciseError(f"init_distributed() with torchrun's variables set returned {got!r} on rank {rank} of "
+                            f"{WORLD_SIZE}: return (rank, world_size), two ints: ({rank}, {WORLD_SIZE}){why}")
     timeout = dist.group.WORLD._get_backend(torch.device("cpu")).options._timeout
     lab = collective_timeout() + GLOO_GRACE
     if timeout != lab:
