@@ -98,6 +98,11 @@ def save_and_leave(folder: str, rank: int, results: dict) -> None:
     dist.destroy_process_group()
 
 
+def rank_logs(folder: str | Path) -> str:
+    """What the ranks printed to `folder`/rank-R.log (silence_output), rank 0's lines first."""
+    return "\n".join(p.read_text(errors="replace") for p in sorted(Path(folder).glob("rank-*.log")))
+
+
 def rank_log_tails(folder: Path) -> str:
     """The last 15 lines of each rank's log in `folder`, under the rank's number."""
     tails = [f"--- rank {p.stem.split('-')[-1]}:\n" + "\n".join(p.read_text(errors="replace").splitlines()[-15:])

@@ -16,7 +16,7 @@ from minitrain.data import SEED_BASE
 from minitrain.lab.grading.by_hand import judge_run
 from minitrain.lab.grading.graders.learner import corpus
 from minitrain.hang_report import named_hang
-from minitrain.lab.grading.graders.running import RUN_LIMIT_S, ExerciseError, silence_output
+from minitrain.lab.grading.graders.running import RUN_LIMIT_S, ExerciseError, rank_logs, silence_output
 from minitrain.lab.reporting.stop_conditions import CheckFailed, validated_timings
 from minitrain.lab.todos import blank
 from minitrain.lab.todos.registry import Todo
@@ -58,9 +58,8 @@ def _run(script: Path, out: Path, corpus_dir: Path, steps: int, *extra: str) -> 
         spawn_workers(_train_rank, WORLD_SIZE, str(logs), str(script), argv, start_method=fast_start_method(),
                       timeout_s=RUN_LIMIT_S, env={"OMP_NUM_THREADS": "1"})
     except TimeoutError as e:
-        printed = "\n".join(p.read_text(errors="replace") for p in sorted(logs.glob("rank-*.log")))
         raise ExerciseError(f"train.py's 2-process run did not end within {RUN_LIMIT_S:g} s and was stopped: "
-                            f"{named_hang(printed) or 'a rank waited for ever'}") from e
+                            f"{named_hang(rank_logs(logs)) or 'a rank waited for ever'}") from e
     except Exception as e:  # a rank raised or exited non-zero (mp's ProcessRaisedException, ProcessExitedException)
         output = str(e).splitlines()
         if (what := blank.in_output(str(e))) is not None:

@@ -20,8 +20,8 @@ from torch.nn.parallel import DistributedDataParallel
 
 from minitrain.gloo_setup import TORCHRUN_VARS, collective_timeout
 from minitrain.hang_report import GLOO_GRACE, named_hang
-from minitrain.lab.grading.graders.running import (STILL_BLANK, ExerciseError, call_learner, gpu_habit, save_and_leave,
-                                                   silence_output, wait_for_every_rank)
+from minitrain.lab.grading.graders.running import (STILL_BLANK, ExerciseError, call_learner, gpu_habit, rank_logs,
+                                                   save_and_leave, silence_output, wait_for_every_rank)
 from minitrain.lab.grading.graders.tiny_model import (GRAD_ATOL, fixed_batch, gradients, max_diff, reference_gradients,
                                                       tiny_model)
 from minitrain.lab.todos.registry import Todo
@@ -315,17 +315,12 @@ def grade_block_a(ddp: types.ModuleType | None = None) -> str:
             failed = None
         except TimeoutError as e:
             raise ExerciseError(f"the 2-process run of Block A did not end within {RUN_TIMEOUT_S} s and was stopped: "
-                                f"{named_hang(_printed(tmp)) or 'a rank waited for ever'}") from e
+                                f"{named_hang(rank_logs(tmp)) or 'a rank waited for ever'}") from e
         except Exception as e:  # a rank raised or exited non-zero (mp's ProcessRaisedException, ProcessExitedException)
             failed = e
         ranks = [json.loads(p.read_text()) for p in sorted(Path(tmp).glob("rank-*.json"))]
-        output = _printed(tmp).splitlines() + (str(failed).strip().splitlines() if failed else [])
+        output = rank_logs(tmp).splitlines() + (str(failed).strip().splitlines() if failed else [])
     return _verdict(ranks, output, failed)
-
-
-def _printed(folder: str) -> str:
-    """What the ranks printed, rank 0's lines first."""
-    return "\n".join(p.read_text(errors="replace") for p in sorted(Path(folder).glob("rank-*.log")))
 
 
 def _verdict(ranks: list[dict], output: list[str], failed: Exception | None) -> str:
