@@ -8,7 +8,7 @@ from pathlib import Path
 
 import torch
 
-from minitrain.corpus import DEFAULT_CORPUS_DIR
+from minitrain.corpus import DEFAULT_CORPUS_DIR, ensure_corpus
 from minitrain.lab.reporting.disturbance import disturbance
 from minitrain.lab.reporting.runs import REPEATS_DIR, read_repeats, repeat_dir, run_dir_in, throughput
 from minitrain.model import MiniGPTConfig
@@ -22,9 +22,9 @@ REPEAT_TIMING = ["hook"]  # the repeats, the comm hook only (minitrain.lab.runni
 
 
 def _corpus_sha256() -> str:
-    """The hash of the corpus the lab's runs read ('' before it is generated: then no run can match)."""
-    path = DEFAULT_CORPUS_DIR / "train.jsonl"
-    return file_sha256(path) if path.is_file() else ""
+    """The hash of the corpus the lab's runs read, generated first if it is not there yet (as run.ipynb would:
+    it is the same text on every machine, so a run made on another clone can still be reused)."""
+    return file_sha256(ensure_corpus(DEFAULT_CORPUS_DIR) / "train.jsonl")
 
 
 def run_problem(folder: Path, nproc: int, steps: int, warmup: int, timing: list[str], states: bool) -> str | None:
