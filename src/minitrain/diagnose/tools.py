@@ -96,11 +96,11 @@ def named(answer: str | None) -> list[tuple[int | None, str | None]]:
     return [(r, place) for r in ranks] or ([(None, place)] if place else [])
 
 
-def run(target: str | Path, tool: str = "none", timeout_s: float = 2.0, folder: Path | None = None) -> Outcome:
-    """Run `target` (a KIND of faults.py, or a script's path) on 2 ranks with `tool` on and the collective
+def run(target: str | Path, tool: str = "none", timeout_s: float = 2.0, folder: Path | None = None,
+        nproc: int = 2) -> Outcome:
+    """Run `target` (a KIND of faults.py, or a script's path) on `nproc` ranks with `tool` on and the collective
     timeout `timeout_s`; read the tool's answer (without py-spy installed, "py-spy" runs nothing: PY_SPY_MISSING).
-    `folder` keeps
-    the tool's files (a temporary one by default)."""
+    `folder` keeps the tool's files and what the script writes there (a temporary one by default)."""
     if tool not in TOOLS:
         raise ValueError(f"tool {tool!r} is not one of {', '.join(TOOLS)}")
     if str(target) not in KINDS and not Path(target).is_file():
@@ -112,10 +112,10 @@ def run(target: str | Path, tool: str = "none", timeout_s: float = 2.0, folder: 
         out = Path(folder or tmp)
         out.mkdir(parents=True, exist_ok=True)
         if str(target) in KINDS:
-            command = torchrun_command("minitrain.diagnose.faults", 2, str(target),
+            command = torchrun_command("minitrain.diagnose.faults", nproc, str(target),
                                        *(["--plain"] if tool == "detail" else []), module=True)
         else:
-            command = torchrun_command(Path(target), 2)
+            command = torchrun_command(Path(target), nproc)
         outcome = Outcome(str(target), tool)
         env = {TOOL: tool if tool in ("hang_report", "monitored_barrier", "flight_recorder", "faulthandler",
                                       "profiler") else "none",
