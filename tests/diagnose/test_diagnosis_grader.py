@@ -9,8 +9,7 @@ import time
 import nbformat
 import pytest
 
-from minitrain.diagnose.exercise import FOLDER as EXERCISE
-from minitrain.diagnose.faults import KINDS
+from minitrain.diagnose.exercise import CAUSES, FOLDER as EXERCISE
 from minitrain.lab.editions import student_edition
 from minitrain.lab.grading.graders import diagnosis
 from minitrain.lab.grading.graders.diagnosis import BY_TEACHER, grade_diagnosis, mistakes
@@ -20,25 +19,31 @@ from minitrain.lab.todos.blank import stub, told
 from minitrain.paths import NOTEBOOKS_DIR
 from minitrain.todo import NotDone
 
-LINE = {script: planted.line(script) for script, planted in PLANTED.items()}
-ROOT_CAUSE = next(n for n, text in enumerate((EXERCISE / "run_b.py").read_text().splitlines(), 1) if "VOCAB - 8" in text)
+
+def line_of(script: str, text: str) -> int:
+    """The number of the one line of `script` holding `text`."""
+    [number] = [n for n, line in enumerate((EXERCISE / script).read_text().splitlines(), 1) if text in line]
+    return number
+
+
+LINE = {script: min(planted.lines(script)) for script, planted in PLANTED.items()}
 RIGHT = {
-    "run_a.py": {"rank": 0, "line": f"run_a.py:{LINE['run_a.py']}", "collective": "broadcast",
-                 "cause": "skipped-collective"},
-    "run_b.py": {"rank": None, "line": f"run_b.py:{LINE['run_b.py']}", "collective": "all_reduce",
-                 "cause": "mismatched-shapes"},
-    "run_c.py": {"rank": 1, "line": f"run_c.py:{LINE['run_c.py']}", "collective": "all_reduce", "cause": "straggler"},
+    "run_a.py": {"rank": 1, "step": 8, "line": f"run_a.py:{LINE['run_a.py']}", "collective": "all_reduce",
+                 "cause": "skipped-backward"},
+    "run_b.py": {"rank": 0, "step": 14, "line": f"run_b.py:{LINE['run_b.py']}", "collective": "all_reduce",
+                 "cause": "uneven-shard"},
+    "run_c.py": {"rank": 1, "step": 23, "line": f"run_c.py:{LINE['run_c.py']}", "collective": "all_reduce",
+                 "cause": "early-exit"},
 }
-OTHER_FORMS = {  # right answers as the lab's tools print them (hang_report, faulthandler, py-spy, the profiler)
-    "run_a.py": {"rank": 0, "line": f"run_a.py:{LINE['run_a.py']} in main", "collective": "torch.distributed.broadcast",
-                 "cause": "Skipped collective"},
-    "run_b.py": {"rank": None, "line": f'File "src/minitrain/diagnose/exercise/run_b.py", line {LINE["run_b.py"]} in main',
-                 "collective": "dist.all_reduce", "cause": "mismatched_shapes"},
-    "run_c.py": {"rank": 1, "line": f"main (run_c.py:{LINE['run_c.py']})", "collective": "gloo:all_reduce",
-                 "cause": "STRAGGLER"},
+OTHER_FORMS = {  # right answers as the lab's tools print them, another line of the same fault
+    "run_a.py": {**RIGHT["run_a.py"], "line": f"run_a.py:{line_of('run_a.py', 'continue')} in main",
+                 "collective": "torch.distributed.all_reduce", "cause": "Skipped backward"},
+    "run_b.py": {**RIGHT["run_b.py"], "line": f'File "src/minitrain/diagnose/exercise/run_b.py", line '
+                 f'{line_of("run_b.py", "steps_per_epoch = len")}, in main', "collective": "gloo:all_reduce",
+                 "cause": "uneven_shard"},
+    "run_c.py": {**RIGHT["run_c.py"], "line": f"main (run_c.py:{line_of('run_c.py', 'break')})",
+                 "collective": "c10d::allreduce_", "cause": "EARLY EXIT"},
 }
-
-
 def test_a_blank_diagnose_stops_before_any_process_starts():
     def blank(script: str) -> dict:
         raise NotDone("diagnose")
@@ -53,8 +58,7 @@ def test_a_blank_diagnose_stops_before_any_process_starts():
 def test_right_answers_in_the_tools_forms_pass(script):
     assert mistakes(script, RIGHT[script], PLANTED[script]) == []
     assert mistakes(script, OTHER_FORMS[script], PLANTED[script]) == []
-    assert mistakes(script, {**RIGHT[script], "line": LINE[script], "collective": "allreduce"
-                             if "all_reduce" in RIGHT[script]["collective"] else "c10d::broadcast_"}, PLANTED[script]) == []
+    assert mistakes(script, {**RIGHT[script], "line": LINE[script], "collective": "allreduce"}, PLANTED[script]) == []
 
 
 def test_a_right_answer_in_another_form_passes_on_a_real_run():
@@ -62,33 +66,37 @@ def test_a_right_answer_in_another_form_passes_on_a_real_run():
 
 
 @pytest.mark.parametrize("script, wrong, named", [
-    # the hurried learner: the rank hang_report names waiting, its line, its collective
-    ("run_a.py", {"rank": 1, "line": "run_a.py:29", "collective": "all_reduce", "cause": "skipped-backward"},
-     ("rank:", "line:", "collective:", "cause:")),
-    # the table's example taken literally
-    ("run_b.py", {"rank": 0, "line": "run_b.py:12", "collective": "all_reduce", "cause": "mismatched-shapes"},
-     ("rank:", "line:")),
-    # run_b's root cause (the line that makes the shapes differ) given as its line
-    ("run_b.py", {**RIGHT["run_b.py"], "line": f"run_b.py:{ROOT_CAUSE}"}, ("line:",)),
+    # the hurried learner: the rank, line and collective hang_report names (rank 1, aborting in evaluate's
+    # all-reduce at the end of the epoch), the step the run fails at
+    ("run_b.py", {"rank": 1, "step": 15, "line": f"run_b.py:{line_of('run_b.py', 'dist.all_reduce(total)')}",
+                  "collective": "all_reduce", "cause": "mismatched-shapes"}, ("rank:", "step:", "line:", "cause:")),
+    # run_a: the log's all-reduce, where rank 1 aborts, taken for the root cause, and its step
+    ("run_a.py", {**RIGHT["run_a.py"], "step": 11, "line": f"run_a.py:{line_of('run_a.py', 'dist.all_reduce(logged)')}"},
+     ("step:", "line:")),
+    # run_c: the barrier the culprit waits in, taken for the collective and the line
+    ("run_c.py", {**RIGHT["run_c.py"], "line": f"run_c.py:{line_of('run_c.py', 'dist.barrier()')}",
+                  "collective": "barrier", "cause": "barrier-on-one-rank"}, ("line:", "collective:", "cause:")),
+    # run_c: the rank left waiting in backward taken for the culprit, and the step it waits at
+    ("run_c.py", {**RIGHT["run_c.py"], "rank": 0, "step": 24}, ("rank:", "step:")),
     # the frame torch's traceback ends in, not the script's
-    ("run_a.py", {**RIGHT["run_a.py"], "line": "distributed_c10d.py:3151 in broadcast"}, ("line:",)),
-    # a GPU tutorial's habit: an NCCL timeout, ranks as strings
-    ("run_c.py", {"rank": "1", "line": "run_c.py:32", "collective": "all_reduce", "cause": "NCCL timeout"},
-     ("rank is '1'", "cause is 'NCCL timeout'")),
-    # the straggler read as the rank that waits most
-    ("run_c.py", {**RIGHT["run_c.py"], "rank": 0}, ("rank:",)),
-    ("run_a.py", {**RIGHT["run_a.py"], "line": "run_a.py:29, run_a.py:30"}, ("line is",)),
-    ("run_a.py", {"rank": 0, "line": "run_a.py"}, ("has no collective, cause",)),
+    ("run_a.py", {**RIGHT["run_a.py"], "line": "distributed_c10d.py:3151 in all_reduce"}, ("line:",)),
+    # a GPU tutorial's habit: an NCCL timeout, ranks and steps as strings
+    ("run_c.py", {"rank": "1", "step": "23", "line": "run_c.py:95", "collective": "all_reduce", "cause": "NCCL timeout"},
+     ("rank is '1'", "step is '23'", "cause is 'NCCL timeout'")),
+    ("run_a.py", {**RIGHT["run_a.py"], "line": "run_a.py:109, run_a.py:110"}, ("line is",)),
+    ("run_a.py", {"rank": 1, "line": "run_a.py"}, ("has no step, collective, cause",)),
     ("run_b.py", ["rank", None], ("not a dict",)),
 ])
 def test_each_wrong_answer_is_named_field_by_field(script, wrong, named):
     found = mistakes(script, wrong, PLANTED[script])
     assert len(found) == len(named) and all(n in f for n, f in zip(named, found)), found
-    assert not any(f"{script}:{LINE[script]}" in f for f in found)  # the grader never gives the answer away
+    given = str(wrong.get("line", "")) if isinstance(wrong, dict) else ""
+    assert not any(f"{script}:{n}" in f.replace(given, "") for f in found
+                   for n in PLANTED[script].lines(script))  # never the answer (only the learner's own, quoted)
 
 
 def test_a_wrong_answer_costs_its_own_script_only_on_a_real_run():
-    answers = {**RIGHT, "run_a.py": {**RIGHT["run_a.py"], "rank": 1}}
+    answers = {**RIGHT, "run_a.py": {**RIGHT["run_a.py"], "rank": 0}}
     with pytest.raises(ExerciseError, match=r"^run_a\.py: rank:"):
         grade_diagnosis(answers.__getitem__, ("run_a.py",))
     assert mistakes("run_b.py", answers["run_b.py"], PLANTED["run_b.py"]) == []
@@ -97,7 +105,7 @@ def test_a_wrong_answer_costs_its_own_script_only_on_a_real_run():
 def test_without_the_key_a_right_and_a_wrong_answer_read_the_same(monkeypatch):
     """The student edition (no minitrain.lab.teaching.diagnosis_key: test_student runs it there for real)."""
     monkeypatch.setattr(diagnosis, "the_key", lambda: None)
-    wrong = {script: {**answer, "rank": 7, "cause": "straggler"} for script, answer in RIGHT.items()}
+    wrong = {script: {**answer, "rank": 7, "step": 0, "cause": "straggler"} for script, answer in RIGHT.items()}
     verdicts = {grade_diagnosis(answers.__getitem__) for answers in (RIGHT, OTHER_FORMS, wrong)}
     assert len(verdicts) == 1 and verdicts.pop().startswith(BY_TEACHER)
     assert "line is 'here'" in grade_diagnosis(lambda script: {**RIGHT[script], "line": "here"})  # its form, still
@@ -107,7 +115,6 @@ def test_the_blank_stub_states_every_key_the_grader_checks():
     nb = student_edition.student_notebook(nbformat.read(NOTEBOOKS_DIR / "16-when-it-breaks.ipynb", as_version=4))
     [cell] = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "diagnose"]
     assert stub("diagnose") in cell.source
-    said = ['"rank": an int', "None when every rank runs the same lines", '"FILE:LINE"', "the line number",
-            "collective's line, not the line that makes the shapes differ", "KeyError",
-            *(f'"{kind}"' for kind in KINDS)]
+    said = ['"rank": an int', "None when every rank runs the same lines", '"step": an int', '"FILE:LINE"',
+            "the line number", "where the culprit's path parts", "KeyError", *(f'"{cause}"' for cause in CAUSES)]
     assert not [s for s in said if s not in cell.source], [s for s in said if s not in cell.source]

@@ -61,7 +61,7 @@ def test_a_blank_tree_is_not_done_everywhere_and_not_started_and_ex15_is_graded_
     assert all(status == "not done" and "not done yet" in detail for status, detail in rows.values()), rows
     assert rows["ex15"][1].startswith("not done yet: NaiveDDP"), rows["ex15"]  # its own stubs, not Block B's
     assert gradebook.summary(grades) == ("the sheet not started 0/15, exercises beyond it not started 0/3, "
-                                         "optional (notebooks 15 and 16) not started 0/6")
+                                         "optional (notebooks 15 and 16) not started 0/9")
     assert processes_of(tree) == [] and processes_of(scratch_only) == []
 
 
@@ -80,8 +80,8 @@ def test_the_reference_put_back_passes_and_each_part_is_summed_apart(student_tre
     assert failed == {k: ("teacher", "graded by your teacher, in class grading: the answer key is not in this tree")
                       for k in ("ex16a", "ex16b", "ex16c")}
     assert gradebook.summary(grades) == ("the sheet 15/15, exercises beyond it 3/3, optional (notebooks 15 and 16) "
-                                         "3/3, ex16a, ex16b and ex16c graded by your teacher")
-    assert " -/1  teacher " in gradebook.format_row(grades[-1])
+                                         "6/6, ex16a, ex16b and ex16c graded by your teacher")
+    assert " -/1  teacher " in gradebook.format_row(next(g for g in grades if g.todo.key == "ex16c"))
 
 
 def with_function(path, name: str, code: str) -> None:
@@ -216,7 +216,8 @@ WRONG_A = "return TorchDDP(model, bucket_cap_mb=bucket_cap_mb, find_unused_param
 
 def test_a_class_is_graded_into_a_table_and_a_csv(student_tree, tmp_path):
     """Two submissions, each in a fresh student tree with the teacher's key: one learner's notebooks only (ex03 and
-    notebook 16's diagnosis right: graded on a real run), another's tree, every solution pasted but Block A wrong
+    notebook 16's diagnosis right: graded on a real run; no fix: not done), another's tree, every solution pasted
+    (notebook 16's fixes collected and run) but Block A wrong
     (find_unused_parameters=True): A fails, and C, which needs it, is graded with the reference's ddp.py and passes;
     its row says so. A mistake costs its own points once."""
     folder = tmp_path / "class"
@@ -229,12 +230,12 @@ def test_a_class_is_graded_into_a_table_and_a_csv(student_tree, tmp_path):
     ddp.write_text(ddp.read_text().replace("return TorchDDP(model, bucket_cap_mb=bucket_cap_mb)", WRONG_A))
     assert WRONG_A in ddp.read_text()
     lines: list[str] = []
-    grades = gradebook.grade_class(folder, ["ex03", "C", "E", "ex16b"], echo=lines.append, jobs=2)
+    grades = gradebook.grade_class(folder, ["ex03", "C", "E", "ex16b", "fix16b"], echo=lines.append, jobs=2)
     statuses = {name: {g.todo.key: g.status for g in row} for name, row in grades.items()}
     assert statuses == {"ana": {"A": "not done", "B1": "not done", "B2": "not done", "C": "not done", "D": "not done",
-                                "E": "not done", "ex03": "PASS", "ex16b": "PASS"},
+                                "E": "not done", "ex03": "PASS", "ex16b": "PASS", "fix16b": "not done"},
                         "ben": {"A": "FAIL", "B1": "PASS", "B2": "PASS", "C": "PASS", "D": "PASS", "E": "PASS",
-                                "ex03": "PASS", "ex16b": "PASS"}}
+                                "ex03": "PASS", "ex16b": "PASS", "fix16b": "PASS"}}
     rows = {name: {g.todo.key: g for g in row} for name, row in grades.items()}
     assert "find_unused_parameters" in rows["ben"]["A"].detail
     assert rows["ben"]["C"].detail.startswith("graded with the reference's ddp.py in place of yours (A (FAIL: ")
@@ -245,10 +246,10 @@ def test_a_class_is_graded_into_a_table_and_a_csv(student_tree, tmp_path):
                                       "optional out of"]  # each part apart, no total
     assert [(r["submission"], r["A points"], r["C points"], r["sheet"], r["sheet out of"], r["beyond"],
              r["optional"]) for r in csv_rows] == [("ana", "0", "0", "0", "11", "1", "1"),
-                                                   ("ben", "0", "3", "8", "11", "1", "1")]
+                                                   ("ben", "0", "3", "8", "11", "1", "2")]
     assert "--- ana" in lines and "--- ben" in lines
     assert sorted(os.listdir(folder)) == ["ana", "ben", "grades.csv"]
     table = gradebook.class_table(grades).splitlines()
-    assert table[0].split() == ["submission", "A", "B1", "B2", "C", "D", "E", "ex03", "ex16b", "sheet", "beyond",
-                                "optional"]
+    assert table[0].split() == ["submission", "A", "B1", "B2", "C", "D", "E", "ex03", "ex16b", "fix16b", "sheet",
+                                "beyond", "optional"]
     assert table[2].split()[:5] == ["ben", "FAIL", "PASS", "PASS", "PASS*"] and table[-1].startswith("*: graded with")

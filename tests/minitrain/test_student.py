@@ -3,6 +3,7 @@ and notebooks) replaced by the stub, notebooks cleared, no reference-run artifac
 the reference notebooks keep nbgrader's metadata."""
 
 import ast
+import difflib
 import fnmatch
 import json
 import math
@@ -573,9 +574,15 @@ def _normalised(text: str) -> str:
 
 
 def _answers(todo: registry.Todo) -> list[str]:
-    """The reference's answer to `todo` as text: each solution region of its file (its notebook's), normalised."""
+    """The reference's answer to `todo` as text: each solution region of its file (its notebook's), or each run of
+    lines its fix adds to the broken script, normalised."""
     if todo.file.endswith("/"):  # F: the learner's run
         return []
+    if todo.starts_as:
+        broken = (REPO / todo.starts_as).read_text().splitlines()
+        fixed = (REPO / todo.file).read_text().splitlines()
+        added = difflib.SequenceMatcher(None, broken, fixed, autojunk=False).get_opcodes()
+        return [_normalised("\n".join(fixed[j1:j2])) for tag, _, _, j1, j2 in added if tag in ("replace", "insert")]
     blocks, inside = [], None
     for line in "\n".join(_sources(REPO / todo.file)).splitlines():
         if student_edition.BEGIN_LINE.match(line):
@@ -607,8 +614,8 @@ def test_no_file_of_the_student_tree_holds_an_exercise_s_answer(student_tree, ke
         assert not [n for n in registry.RUN_FILES if (student_tree / registry.EXPERIMENT / n).exists()]
     if key.startswith("ex16"):
         script = f"run_{key[-1]}.py"
-        place = f"{script}:{PLANTED[script].line(script)}"
-        assert not [rel for rel, text in texts.items() if place in text], place
+        places = [f"{script}:{n}" for n in PLANTED[script].lines(script)]
+        assert not [(rel, place) for rel, text in texts.items() for place in places if place in text], places
         assert not (student_tree / "src/minitrain/lab/teaching/diagnosis_key.py").exists()
 
 
@@ -626,9 +633,10 @@ def test_the_student_tree_s_diagnosis_grader_cannot_tell_right_from_wrong(studen
 
     answers = []
     for script, p in PLANTED.items():
-        right = {"rank": p.rank, "line": f"{script}:{p.line(script)}", "collective": p.collective, "cause": p.cause}
-        answers += [right, {**right, "rank": 1 - (p.rank or 0)}, {**right, "line": f"{script}:1"},
-                    {**right, "cause": "barrier-on-one-rank"}]
+        right = {"rank": p.rank, "step": p.step, "line": f"{script}:{min(p.lines(script))}", "collective": p.collective,
+                 "cause": p.cause}
+        answers += [right, {**right, "rank": 1 - (p.rank or 0)}, {**right, "step": p.step + 1},
+                    {**right, "line": f"{script}:1"}, {**right, "cause": "barrier-on-one-rank"}]
     proc = subprocess.run([sys.executable, "-c", RIGHT_OR_WRONG, json.dumps(answers)], capture_output=True, text=True,
                           timeout=120, cwd=student_tree, env={"PYTHONPATH": str(student_tree / "src"), "PATH": ""})
     verdicts = set(json.loads(proc.stdout or "null") or [proc.stderr])

@@ -12,7 +12,7 @@ import pytest
 from minitrain.lab.todos.registry import BY_KEY, PARTS, TODOS, Todo
 from minitrain.paths import REPO
 
-ROW = re.compile(r"^\| (?P<key>[A-G]\d?|ex\d\d[a-z]?(?:-[a-z])?) \|(?P<rest>.*)\|$", re.M)
+ROW = re.compile(r"^\| (?P<key>[A-G]\d?|(?:ex|fix)\d\d[a-z]?(?:-[a-z])?) \|(?P<rest>.*)\|$", re.M)
 SOLUTION = re.compile(r"^\s*### BEGIN SOLUTION", re.M)  # a solution region's first line
 
 

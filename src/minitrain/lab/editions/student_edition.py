@@ -32,7 +32,7 @@ from pathlib import Path
 import nbformat
 
 from minitrain.lab.todos import blank
-from minitrain.lab.todos.registry import TEACHER_FILES
+from minitrain.lab.todos.registry import TEACHER_FILES, TODOS
 from minitrain.paths import EDITION_MARK, REPO, relative
 
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
@@ -60,6 +60,7 @@ EXCLUDED = (  # the reference run's artifacts (the learner makes their own), the
     # the tests of the teacher's modules, and the earlier sitting's manifest whose paragraph they quote
     "tests/minitrain/test_check.py", "tests/minitrain/test_report.py", "tests/minitrain/example_manifest.json",
 )
+STARTS_AS = {t.file: t.starts_as for t in TODOS if t.starts_as}  # a fix's file starts as the broken script
 REFERENCE_ONLY = ("<!-- reference only -->", "<!-- /reference only -->")  # .md lines the student edition drops
 REFERENCE_TEXT = re.compile(r"reference solution|student edition|\bcollapsed\b", re.IGNORECASE)
 WHERE_IT_GOES = re.compile(r"^(The next cell is where `[^`]+` goes)")
@@ -245,7 +246,8 @@ def write_student_edition(out: Path, repo: Path = REPO, solutions: bool = False)
                 continue
             target = staging / rel
             target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(student_file(repo / rel, rel, solutions))
+            source = rel if solutions else STARTS_AS.get(rel, rel)
+            target.write_bytes(student_file(repo / source, rel, solutions))
             shutil.copymode(repo / rel, target)
             written.append(rel)
         (staging / EDITION_MARK).write_text("written by `python -m minitrain.lab.student`; rewritten by it\n")

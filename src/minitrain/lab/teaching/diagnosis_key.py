@@ -1,6 +1,6 @@
-"""Notebook 16's answer key (ex16a-c): the fault planted in each exercise script, and the tool whose answer a real run
-must give first. The teacher's: the student edition leaves it out, and class grading puts it in each submission's
-tree (minitrain.lab.grading.graders.diagnosis grades with it)."""
+"""Notebook 16's answer key (ex16a-c): the fault in each exercise script, and the tool whose answer a real run must
+give first. The teacher's: the student edition leaves it out, and class grading checks the learners' answers with it
+in its own process (minitrain.lab.grading.graders.diagnosis)."""
 
 from dataclasses import dataclass
 
@@ -9,21 +9,32 @@ from minitrain.diagnose.exercise import FOLDER as EXERCISE
 
 @dataclass(frozen=True)
 class Planted:
-    rank: int | None  # the rank that does what the others do not; None: every rank runs the same lines
-    call: str  # the text of the planted line, which locates it in the script
-    collective: str  # all_reduce, broadcast, barrier ... (DDP's gradient all-reduce counts as all_reduce)
-    cause: str  # one of faults.KINDS
+    rank: int | None  # the culprit, as exercise.CAUSES defines it for `cause`
+    step: int  # the script's `step` at which the culprit's path parts from the others'
+    calls: tuple[str, ...]  # texts of the lines where it parts (any one of them is right)
+    collective: str  # the collective the culprit skips or runs alone (DDP's gradient all-reduce: all_reduce)
+    cause: str  # one of exercise.CAUSES
     tool: str  # the tool whose answer the real run must give
-    shows: str  # a pattern the tool's answer matches when the fault shows ({line}: the planted line's number)
+    shows: str  # a pattern the tool's answer matches when the fault shows
 
-    def line(self, script: str) -> int:
-        lines = (EXERCISE / script).read_text().splitlines()
-        return next(n for n, text in enumerate(lines, 1) if self.call in text)
+    def lines(self, script: str) -> set[int]:
+        """The numbers of the lines of `script` where the culprit's path parts from the others'."""
+        text = (EXERCISE / script).read_text().splitlines()
+        return {n for n, line in enumerate(text, 1) if any(call in line for call in self.calls)}
 
 
+# run_a: rank 1's batch at step 8 holds an example whose prompt fills the block, so its answer mask is empty and its
+# loss NaN: rank 1 alone skips the step; its all-reduces then pair with rank 0's of the step before, until the log's
+# all-reduce meets DDP's bucket at step 11 (rank 1 aborts there).
+# run_b: packing after sharding gives rank 0 fifteen batches an epoch and rank 1 fourteen: rank 0 runs step 14 alone
+# while rank 1 evaluates; rank 1 (not the culprit) aborts in evaluate's all-reduce.
+# run_c: rank 1's half of the validation set crosses TARGET at step 23, rank 0's not: rank 1 breaks out and waits in
+# the final barrier, rank 0 waits in step 24's backward.
 PLANTED = {
-    "run_a.py": Planted(0, "dist.broadcast(stop", "broadcast", "skipped-collective", "hang_report", r"^hangs at run_a\.py"),
-    "run_b.py": Planted(None, "dist.all_reduce(counts)", "all_reduce", "mismatched-shapes", "hang_report",
-                        r"^all_reduce received a message of another size .* at run_b\.py:{line} "),
-    "run_c.py": Planted(1, "history.append(weight_norms", "all_reduce", "straggler", "profiler", r"^rank 1 arrives last"),
+    "run_a.py": Planted(1, 8, ("if not torch.isfinite(loss):", "skipped += 1", "continue"), "all_reduce",
+                        "skipped-backward", "hang_report", r"^all_reduce received a message of another size .* on rank"),
+    "run_b.py": Planted(0, 14, ("blocks = pack(docs[rank::world]", "steps_per_epoch = len(blocks)"), "all_reduce",
+                        "uneven-shard", "hang_report", r"^all_reduce received a message of another size .* on rank 1"),
+    "run_c.py": Planted(1, 23, ("val_loss = validation_loss(model, my_val)", "if val_loss < TARGET:", "break"),
+                        "all_reduce", "early-exit", "hang_report", r"^hangs at run_c\.py:\d+ on rank \d \(waits in "),
 }

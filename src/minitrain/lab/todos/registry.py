@@ -11,6 +11,7 @@ EXPERIMENT = "experiments/35-ddp-cpu"
 RUN_FILES = ("timings.jsonl", "run.json", "manifest.json", "scaling.png", "state-rank-0.pt", "state-rank-1.pt")
 RUN_FOLDERS = ("single-process", "repeats")
 PARTS = {"sheet": "the sheet", "beyond": "exercises beyond it", "optional": "optional (notebooks 15 and 16)"}  # summed apart
+EXERCISE_16 = "src/minitrain/diagnose/exercise"
 GRADERS = "minitrain.lab.grading.graders"  # a record's `grader` is "module:function" in this package
 
 
@@ -31,6 +32,7 @@ class Todo:
     part: str = "sheet"
     needs: tuple[str, ...] = ()  # graded first; one that does not pass blocks this one (its mistake costs once)
     teacher_files: tuple[str, ...] = ()  # left out of the student edition: its key, its grader's tests on near-answers
+    starts_as: str = ""  # the file the student edition writes at `file` in place of the solution (a script to fix)
 
     @property
     def cell(self) -> str | None:
@@ -51,6 +53,7 @@ class Todo:
 
 
 _DIAGNOSIS = ("src/minitrain/lab/teaching/diagnosis_key.py", "tests/diagnose/test_diagnosis_grader.py")
+_FIXES = ("tests/diagnose/test_fix_grader.py", "tests/diagnose/fix_mistakes.py")
 TODOS = (
     Todo("A", "src/minitrain/ddp.py", ("init_distributed", "wrap_for_ddp", "is_main_process", "barrier", "cleanup"),
          "Block A: init_distributed, wrap_for_ddp, is_main_process, barrier, cleanup", "03", 3, "wrapper:grade_a",
@@ -90,8 +93,13 @@ TODOS = (
     *(Todo(f"ex16{s[-4]}", "notebooks/16-when-it-breaks.ipynb", ("cell:diagnose",),
            f"exercise: diagnose {s} (notebook 16)", "16", 1, "diagnosis:grade_ex16",
            "class grading only (the key, `minitrain.lab.teaching.diagnosis_key`, is not in the student edition): "
-           f"`graders.diagnosis.grade_diagnosis`, a real 2-process run of `{s}` under one tool must show its planted "
+           f"`graders.diagnosis.grade_diagnosis`, a real 2-process run of `{s}` under one tool must show its "
            "fault, then each key is checked", 120, part="optional", teacher_files=_DIAGNOSIS)
+      for s in ("run_a.py", "run_b.py", "run_c.py")),
+    *(Todo(f"fix16{s[-4]}", f"{EXERCISE_16}/fixed/{s}", (), f"exercise: fix {s} (notebook 16)", "16", 1,
+           "fixes:grade_fix", f"`graders.fixes.grade_fix`: the learner's fixed `{s}` runs to its end on 2 real ranks "
+           "and trains as the broken script does in one process (steps, loss, weights within 1e-3), on its own data "
+           "and on another seed's", 240, part="optional", teacher_files=_FIXES, starts_as=f"{EXERCISE_16}/{s}")
       for s in ("run_a.py", "run_b.py", "run_c.py")),
 )
 BY_KEY = {t.key: t for t in TODOS}

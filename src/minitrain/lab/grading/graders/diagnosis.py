@@ -1,8 +1,9 @@
 """Notebook 16's exercise (ex16a-c): the learner's diagnosis of each broken script, its form checked here, its keys
-against the fault planted in the script, which a real 2-rank run under one tool must show first (else the script, or
-torch, changed: the grader says so). The planted faults are the teacher's key (minitrain.lab.teaching.diagnosis_key),
-which the student edition leaves out: there a diagnosis is "graded by your teacher", and class grading checks the
-learner's answers with the key in its own process (graded_by_key), never where the learner's code runs."""
+against the script's fault, which a real 2-rank run under one tool must show first (else the script, or torch,
+changed: the grader says so). The faults are the teacher's key (minitrain.lab.teaching.diagnosis_key), which the
+student edition leaves out: there a diagnosis is "graded by your teacher", and class grading checks the learner's
+answers with the key in its own process (graded_by_key), never where the learner's code runs. The fixes are graded
+apart, by running them (graders.fixes)."""
 
 import functools
 import re
@@ -10,8 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from minitrain.diagnose.exercise import FOLDER as EXERCISE
-from minitrain.diagnose.faults import KINDS
+from minitrain.diagnose.exercise import CAUSES, FOLDER as EXERCISE, SCRIPTS
 from minitrain.diagnose.tools import run
 from minitrain.lab.grading.graders.learner import solution_cell
 from minitrain.lab.grading.graders.running import ExerciseError
@@ -22,8 +22,7 @@ from minitrain.todo import NotDone
 if TYPE_CHECKING:
     from minitrain.lab.teaching.diagnosis_key import Planted
 
-SCRIPTS = ("run_a.py", "run_b.py", "run_c.py")
-FIELDS = ("rank", "line", "collective", "cause")
+FIELDS = ("rank", "step", "line", "collective", "cause")
 BY_TEACHER = "graded by your teacher"
 KEY_MODULE = "minitrain.lab.teaching.diagnosis_key"
 LOCATION = re.compile(r'([\w.-]+\.py)"?(?::|,?\s+line\s+)(\d+)')  # run_a.py:12, File "run_a.py", line 12
@@ -59,14 +58,20 @@ def form_mistakes(script: str, answer: object) -> list[str]:
     if missing:
         return [f"the answer has no {', '.join(missing)} (keys: {', '.join(FIELDS)})"]
     found = []
-    rank = answer["rank"]
-    if not (rank is None or (isinstance(rank, int) and not isinstance(rank, bool))):
+    rank, step = answer["rank"], answer["step"]
+    if not (rank is None or _integer(rank)):
         found.append(f"rank is {rank!r}: give an int, or None when every rank runs the same lines")
+    if not (_integer(step) and step >= 0):
+        found.append(f"step is {step!r}: give an int, the script's `step` (from 0)")
     if location(answer["line"]) is None:
         found.append(f"line is {answer['line']!r}: write one place as 'FILE:LINE', e.g. '{script}:12'")
-    if _normal(answer["cause"]) not in {_normal(k) for k in KINDS}:
-        found.append(f"cause is {answer['cause']!r}: one of {', '.join(KINDS)}")
+    if _normal(answer["cause"]) not in {_normal(k) for k in CAUSES}:
+        found.append(f"cause is {answer['cause']!r}: one of {', '.join(CAUSES)}")
     return found
+
+
+def _integer(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def mistakes(script: str, answer: object, planted: "Planted") -> list[str]:
@@ -76,16 +81,18 @@ def mistakes(script: str, answer: object, planted: "Planted") -> list[str]:
     if found:
         return found
     if answer["rank"] != planted.rank:
-        found.append("rank: not the rank that does what the others do not (None when every rank runs the same lines "
-                     "and only their data differs); a rank the tool names waiting may be the one left behind")
+        found.append("rank: not the culprit as the cause's definition names it; the rank a tool names waiting, or the "
+                     "one that fails, may be the one left behind")
+    if answer["step"] != planted.step:
+        found.append("step: not the step at which the culprit's path parts from the others' (the run fails later "
+                     "than that, and rank 0's log may not say)")
     file, number = location(answer["line"])
-    if file not in (None, script) or number != planted.line(script):
-        found.append(f"line: not the line of the mistake's call in {script} (the collective only some ranks call; "
-                     "with different shapes, the collective's line, not the line that makes them differ; a skipped "
-                     "backward: the backward; a straggler: its extra work)")
+    if file not in (None, script) or number not in planted.lines(script):
+        found.append(f"line: not a line of {script} where the culprit's path parts from the others' (the line where a "
+                     "tool says a rank waits or fails shows the fault, it does not make it)")
     if collective(answer["collective"]) != collective(planted.collective):
-        found.append("collective: not the mistake's collective (the one called at its line; a skipped backward: "
-                     "DDP's all_reduce; a straggler: the one the others wait in for it)")
+        found.append("collective: not the one the culprit skips or runs alone (DDP's gradient all-reduce, in backward, "
+                     "is all_reduce)")
     if _normal(answer["cause"]) != _normal(planted.cause):
         found.append("cause: not what went wrong here")
     return found
@@ -95,14 +102,14 @@ def mistakes(script: str, answer: object, planted: "Planted") -> list[str]:
 def shows_fault(script: str, planted: "Planted", timeout_s: float = 2.0) -> str:
     """Run `script` on 2 real ranks under its planted fault's tool; the tool's answer, if it shows the fault."""
     outcome = run(EXERCISE / script, planted.tool, timeout_s)
-    if not (outcome.answer and re.search(planted.shows.format(line=planted.line(script)), outcome.answer)):
-        raise RuntimeError(f"{script} did not show its planted fault under {planted.tool} (answer: {outcome.answer}; "
+    if not (outcome.answer and re.search(planted.shows, outcome.answer)):
+        raise RuntimeError(f"{script} did not show its fault under {planted.tool} (answer: {outcome.answer}; "
                            f"status {outcome.status}): the script or torch changed; tell the teacher")
     return outcome.answer
 
 
 def the_key() -> "dict[str, Planted] | None":
-    """The planted faults (the teacher's key), or None where the key is not (the student edition)."""
+    """The scripts' faults (the teacher's key), or None where the key is not (the student edition)."""
     try:
         from minitrain.lab.teaching.diagnosis_key import PLANTED
     except ModuleNotFoundError as e:
@@ -113,8 +120,8 @@ def the_key() -> "dict[str, Planted] | None":
 
 
 def grade_diagnosis(diagnose: Callable[[str], dict], scripts: tuple[str, ...] = SCRIPTS) -> str:
-    """`diagnose(script)` for each script (a blank stops first); with the teacher's key, each script's planted fault
-    shown by a real run, then the answer checked key by key; without it, "graded by your teacher" and the form."""
+    """`diagnose(script)` for each script (a blank stops first); with the teacher's key, each script's fault shown by a
+    real run, then the answer checked key by key; without it, "graded by your teacher" and the form."""
     answers = {}
     for script in scripts:
         try:

@@ -3,6 +3,8 @@ gloo runs (a process group joined without the learner's Block A, each rank's out
 
 import json
 import os
+import runpy
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -96,6 +98,14 @@ def save_and_leave(folder: str, rank: int, results: dict) -> None:
     (Path(folder) / f"rank-{rank}.json").write_text(json.dumps(results))
     wait_for_every_rank()
     dist.destroy_process_group()
+
+
+def script_rank(logs: str, script: str, argv: list[str]) -> None:
+    """One rank of spawn_workers: `python SCRIPT ARGV` as torchrun would start it (its variables set), its output
+    to logs/rank-R.log."""
+    silence_output(Path(logs) / f"rank-{os.environ['RANK']}.log")
+    sys.argv = [script, *argv]
+    runpy.run_path(script, run_name="__main__")
 
 
 def rank_logs(folder: str | Path) -> str:

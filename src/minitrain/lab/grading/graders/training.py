@@ -4,10 +4,7 @@ arithmetic done by hand in one process (minitrain.lab.grading.by_hand); each ran
 step timed whole, in milliseconds; a run with --no-sync must do no all-reduce."""
 
 import json
-import os
 import re
-import runpy
-import sys
 import tempfile
 from pathlib import Path
 
@@ -16,7 +13,7 @@ from minitrain.data import SEED_BASE
 from minitrain.lab.grading.by_hand import judge_run
 from minitrain.lab.grading.graders.learner import corpus
 from minitrain.hang_report import named_hang
-from minitrain.lab.grading.graders.running import RUN_LIMIT_S, ExerciseError, rank_logs, silence_output
+from minitrain.lab.grading.graders.running import RUN_LIMIT_S, ExerciseError, rank_logs, script_rank
 from minitrain.lab.reporting.stop_conditions import CheckFailed, validated_timings
 from minitrain.lab.todos import blank
 from minitrain.lab.todos.registry import Todo
@@ -39,13 +36,6 @@ def _rank_error(output: list[str]) -> str | None:
     return re.sub(r"^minitrain\.script\.", "", found[0]) if found else None
 
 
-def _train_rank(logs: str, script: str, argv: list[str]) -> None:
-    """One rank: `python train.py ARGV` as torchrun would start it (its variables set), output to logs/rank-R.log."""
-    silence_output(Path(logs) / f"rank-{os.environ['RANK']}.log")
-    sys.argv = [script, *argv]
-    runpy.run_path(script, run_name="__main__")
-
-
 def _run(script: Path, out: Path, corpus_dir: Path, steps: int, *extra: str) -> None:
     """train.py for `steps` steps in 2 processes, into `out`; a failure named."""
     argv = ["--steps", str(steps), "--warmup", str(min(WARMUP, steps - 1)), "--corpus-dir", str(corpus_dir),
@@ -55,7 +45,7 @@ def _run(script: Path, out: Path, corpus_dir: Path, steps: int, *extra: str) -> 
     try:
         # one thread a rank, as torchrun gives 2 processes when OMP_NUM_THREADS is unset: by_hand's sums are
         # cut for one thread, and a learner's shell may set more
-        spawn_workers(_train_rank, WORLD_SIZE, str(logs), str(script), argv, start_method=fast_start_method(),
+        spawn_workers(script_rank, WORLD_SIZE, str(logs), str(script), argv, start_method=fast_start_method(),
                       timeout_s=RUN_LIMIT_S, env={"OMP_NUM_THREADS": "1"})
     except TimeoutError as e:
         raise ExerciseError(f"train.py's 2-process run did not end within {RUN_LIMIT_S:g} s and was stopped: "
