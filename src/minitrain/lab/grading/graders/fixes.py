@@ -48,13 +48,9 @@ def trained(script: Path, nproc: int, seed: str | None, label: str = "", limit_s
             spawn_workers(script_rank, nproc, str(logs), str(script), [], start_method=fast_start_method(),
                           timeout_s=limit_s, env=env)
         except TimeoutError as e:
-            raise ExerciseError(f"{run} did not end within {limit_s:g} s and was stopped: "
-                                f"{named_hang(rank_logs(logs)) or 'a rank waited for ever'}; its ranks' last lines:\n"
-                                f"{rank_log_tails(logs)}") from e
+            raise ExerciseError(f"{run} did not end within {limit_s:g} s and was stopped: {_why(logs)}") from e
         except Exception as e:  # a rank raised, or exited non-zero
-            said = rank_logs(logs)
-            raise ExerciseError(f"{run} failed: {named_hang(said) or named_mismatch(said) or 'a rank failed'}; its "
-                                f"ranks' last lines:\n{rank_log_tails(logs)}") from e
+            raise ExerciseError(f"{run} failed: {_why(logs)}") from e
         try:
             checkpoint = torch.load(out / "checkpoint.pt", weights_only=True)
             return Trained(int(checkpoint["step"]), float(checkpoint["loss"]), checkpoint["model"])
@@ -63,7 +59,13 @@ def trained(script: Path, nproc: int, seed: str | None, label: str = "", limit_s
                                 f"and loss: keep its save_checkpoint): {type(e).__name__}: {e}") from e
 
 
-@functools.cache  # class grading: once per process for every submission's unchanged script
+def _why(logs: Path) -> str:
+    """What the ranks' logs say went wrong: the hang report's line, else each rank's last lines."""
+    said = rank_logs(logs)
+    return named_hang(said) or named_mismatch(said) or f"its ranks' last lines:\n{rank_log_tails(logs)}"
+
+
+@functools.cache  # once per process and seed: the tests and the notebook's cell grade several fixes of a script
 def _clean(text: str, name: str, seed: str | None) -> Trained:
     with tempfile.TemporaryDirectory(prefix="minitrain-clean-") as tmp:
         script = Path(tmp) / name
