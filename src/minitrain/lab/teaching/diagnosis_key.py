@@ -11,8 +11,8 @@ from minitrain.diagnose.exercise import FOLDER as EXERCISE
 class Planted:
     rank: int | None  # the culprit, as exercise.CAUSES defines it for `cause`
     step: int  # the script's `step` at which the culprit's path parts from the others'
-    calls: tuple[str, ...]  # texts of the lines where it parts (any one of them is right)
-    collective: str  # the collective the culprit skips or runs alone (DDP's gradient all-reduce: all_reduce)
+    calls: tuple[str, ...]  # texts of the lines where it parts, or that make the ranks' counts or decisions differ
+    collective: str  # the first collective the culprit skips (the others call it) or adds (they do not)
     cause: str  # one of exercise.CAUSES
     tool: str  # the tool whose answer the real run must give
     shows: str  # a pattern the tool's answer matches when the fault shows
@@ -33,8 +33,10 @@ class Planted:
 PLANTED = {
     "run_a.py": Planted(1, 8, ("if not torch.isfinite(loss):", "skipped += 1", "continue"), "all_reduce",
                         "skipped-backward", "hang_report", r"^all_reduce received a message of another size .* on rank"),
-    "run_b.py": Planted(0, 14, ("blocks = pack(docs[rank::world]", "steps_per_epoch = len(blocks)"), "all_reduce",
+    "run_b.py": Planted(0, 14, ("blocks = pack(docs[rank::world]", "steps_per_epoch = len(blocks)",
+                                 "for i in range(steps_per_epoch):"), "all_reduce",
                         "uneven-shard", "hang_report", r"^all_reduce received a message of another size .* on rank 1"),
-    "run_c.py": Planted(1, 23, ("val_loss = validation_loss(model, my_val)", "if val_loss < TARGET:", "break"),
+    "run_c.py": Planted(1, 23, ("my_train, my_val = train[rank::world], val[rank::world]",
+                                 "val_loss = validation_loss(model, my_val)", "if val_loss < TARGET:", "break"),
                         "all_reduce", "early-exit", "hang_report", r"^hangs at run_c\.py:\d+ on rank \d \(waits in "),
 }

@@ -88,11 +88,12 @@ def mistakes(script: str, answer: object, planted: "Planted") -> list[str]:
                      "than that, and rank 0's log may not say)")
     file, number = location(answer["line"])
     if file not in (None, script) or number not in planted.lines(script):
-        found.append(f"line: not a line of {script} where the culprit's path parts from the others' (the line where a "
-                     "tool says a rank waits or fails shows the fault, it does not make it)")
+        found.append(f"line: not a line of {script} where the culprit's path parts from the others', or that makes the "
+                     "ranks' counts or decisions differ (the line where a tool says a rank waits or fails shows the "
+                     "fault, it does not make it)")
     if collective(answer["collective"]) != collective(planted.collective):
-        found.append("collective: not the one the culprit skips or runs alone (DDP's gradient all-reduce, in backward, "
-                     "is all_reduce)")
+        found.append("collective: not the first one the culprit skips (the others call it) or adds (the others do "
+                     "not); DDP's gradient all-reduce, in backward, is all_reduce")
     if _normal(answer["cause"]) != _normal(planted.cause):
         found.append("cause: not what went wrong here")
     return found
@@ -133,8 +134,9 @@ def grade_diagnosis(diagnose: Callable[[str], dict], scripts: tuple[str, ...] = 
     if the_key() is None:
         form = [f"{script}: " + "; ".join(found) for script, answer in answers.items()
                 if (found := form_mistakes(script, answer))]
-        return (f"{BY_TEACHER}, in class grading: the answer key is not in this tree"
-                + ("; before you hand it in, its form: " + " | ".join(form) if form else ""))
+        return (f"{BY_TEACHER}, in class grading: the answer key is not in this tree; "
+                + ("before you hand it in, its form: " + " | ".join(form) if form else
+                   f"its form is right ({len(FIELDS)} keys, each of its kind)"))
     return graded_by_key(answers)
 
 
