@@ -79,7 +79,7 @@ def test_a_right_answer_in_another_form_passes_on_a_real_run():
     # run_c: the rank left waiting in backward taken for the culprit, and the step it waits at
     ("run_c.py", {**RIGHT["run_c.py"], "rank": 0, "step": 24}, ("rank:", "step:")),
     # the frame torch's traceback ends in, not the script's
-    ("run_a.py", {**RIGHT["run_a.py"], "line": "distributed_c10d.py:3151 in all_reduce"}, ("line:",)),
+    ("run_a.py", {**RIGHT["run_a.py"], "line": "distributed_c10d.py:3252 in all_reduce"}, ("line:",)),
     # a GPU tutorial's habit: an NCCL timeout, ranks and steps as strings
     ("run_c.py", {"rank": "1", "step": "23", "line": "run_c.py:95", "collective": "all_reduce", "cause": "NCCL timeout"},
      ("rank is '1'", "step is '23'", "cause is 'NCCL timeout'")),
