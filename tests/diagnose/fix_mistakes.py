@@ -24,11 +24,11 @@ RIGHT = {
 WRONG = {
     # the step the run showed, skipped on every rank: right on this data only
     "a-that-step": ("run_a.py", "            if not torch.isfinite(loss):\n", "            if step == 8:\n",
-                    "with SEED=8 (other data), but its final loss is nan"),
+                    "with SEED=8 (other data), but its checkpoint's loss is nan"),
     # the NaN hidden: a zero loss instead, whose gradient is NaN all the same
     "a-nan-to-num": ("run_a.py", "                skipped += 1\n                continue\n",
                      "                skipped += 1\n                loss = torch.nan_to_num(loss)\n",
-                     "on its own data, but its final loss is nan"),
+                     "on its own data, but its checkpoint's loss is nan"),
     # the collective that failed wrapped in try/except: gloo aborts the process, nothing is raised
     "a-try-except": ("run_a.py", "                dist.all_reduce(logged)\n",
                      "                try:\n                    dist.all_reduce(logged)\n"
@@ -39,19 +39,22 @@ WRONG = {
     # a GPU tutorial's habit: a barrier after each step "to keep the ranks in sync"
     "a-barrier": ("run_a.py", "            optimizer.step()\n", "            optimizer.step()\n            dist.barrier()\n",
                   "your fixed/run_a.py on 2 ranks failed: all_reduce received a message of another size"),
+    # the update deleted: the loss never reaches the target, so no rank leaves early, and nothing is learnt
+    "c-no-update": ("run_c.py", "            optimizer.step()\n", "",
+                    "on its own data, but its checkpoint is at step 4; the script's in one process is at step 28"),
     # every rank stops at the fewest batches: no hang, but each still packs its own documents
     "b-fewest": ("run_b.py", "        steps_per_epoch = len(blocks) // per_rank\n",
                  "        fewest = torch.tensor([len(blocks) // per_rank])\n"
                  "        dist.all_reduce(fewest, op=dist.ReduceOp.MIN)\n        steps_per_epoch = int(fewest)\n",
-                 "on its own data, but it trained 28 steps; the script in one process trains 30"),
+                 "on its own data, but its checkpoint is at step 28; the script's in one process is at step 30"),
     # rank 0 decides for everyone, on its half of the validation set
     "c-rank-0-decides": ("run_c.py", "            if val_loss < TARGET:\n",
                          "            stop = torch.tensor([float(val_loss < TARGET)])\n"
                          "            dist.broadcast(stop, src=0)\n            if stop.item():\n",
-                         "on its own data, but it trained 32 steps; the script in one process trains 28"),
+                         "on its own data, but its checkpoint is at step 32; the script's in one process is at step 28"),
     # the barrier the rank that left waits in, removed: the other rank's next all-reduce has no peer
     "c-no-barrier": ("run_c.py", "        dist.barrier()\n\n\nif", "\n\nif", "your fixed/run_c.py on 2 ranks failed"),
     # the step one process stops at, written in: right on this data only
     "c-that-step": ("run_c.py", "            if val_loss < TARGET:\n", "            if step == 27:\n",
-                    "on its own data, but its final loss is"),
+                    "on its own data, but its checkpoint's loss is"),
 }

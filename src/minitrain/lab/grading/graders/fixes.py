@@ -1,6 +1,6 @@
 """Notebook 16's fixes (fix16a-c), graded by what they do: the learner's fixed script must run to its end on 2 real
-ranks and train as the broken script does in one process, where no rank can differ from another: the same number
-of steps, the same final loss and weights (within TOLERANCE), on the script's own data and on another seed's."""
+ranks and train as the broken script does in one process, where no rank can differ from another: its checkpoint
+at the same step, with the same loss and weights (within TOLERANCE), on the script's own data and on another seed's."""
 
 import functools
 import math
@@ -92,9 +92,9 @@ def difference(clean: Trained, fixed: Trained) -> float:
 def fix_mistake(clean: Trained, fixed: Trained) -> str | None:
     """How the fixed run trained otherwise than one process did; None when it trained the same."""
     if fixed.steps != clean.steps:
-        return f"it trained {fixed.steps} steps; the script in one process trains {clean.steps}"
+        return f"its checkpoint is at step {fixed.steps}; the script's in one process is at step {clean.steps}"
     if not math.isfinite(fixed.loss) or abs(fixed.loss - clean.loss) > TOLERANCE * abs(clean.loss):
-        return f"its final loss is {fixed.loss:.6g}; the script in one process ends at {clean.loss:.6g}"
+        return f"its checkpoint's loss is {fixed.loss:.6g}; the script's in one process is {clean.loss:.6g}"
     if (apart := difference(clean, fixed)) > TOLERANCE:
         return (f"its final weights differ from one process's by {apart:.1e} of their size (within {TOLERANCE:g} "
                 "passes): some step trained on other data, or skipped, on some rank")
