@@ -29,17 +29,21 @@ def fast_start_method() -> str:
 
 
 def start_processes(fn: Callable[..., None], nprocs: int, args: tuple = (), start_method: str = "spawn",
-                    timeout_s: float | None = None, env: dict[str, str] | None = None) -> None:
+                    timeout_s: float | None = None, env: dict[str, str] | None = None,
+                    outputs: list[int] | None = None, grace_s: float | None = None) -> None:
     """torch's mp.start_processes: `fn(rank, *args)` in `nprocs` processes, each with the caller's
     environment as it is now and `env` on top (a forkserver's children would get the server's, from when it
-    started; passed, not set in os.environ, so that threads may start runs side by side).
+    started; passed, not set in os.environ, so that threads may start runs side by side), writing to the caller's
+    stdout and stderr, or each rank both to its own file descriptor of `outputs`. Once one fails, the others get
+    SIGTERM at once, or after `grace_s` if still running (torchrun's agent notices within 0.1 s).
     Processes still running after `timeout_s` are killed and TimeoutError raised: a hang no collective
     timeout ends (one after the last collective) stops there, not at a test runner's limit."""
     environ = {**os.environ, **(env or {})}
-    context = mp.start_processes(_in_environ, args=(fn, args, environ, _Output()), nprocs=nprocs,
+    per_rank = [_Output((fd, fd)) for fd in outputs] if outputs else [_Output()]
+    context = mp.start_processes(_in_environ, args=(fn, args, environ, per_rank), nprocs=nprocs,
                                  start_method=start_method, join=False)
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
-    while not context.join(timeout=1.0):  # raises as soon as one process fails
+    while not context.join(timeout=1.0, grace_period=grace_s):  # raises as soon as one process fails
         if deadline is not None and time.monotonic() > deadline:
             alive = [p.pid for p in context.processes if p.is_alive()]
             for process in context.processes:
@@ -64,22 +68,35 @@ class _Output:
 
     def attach(self) -> None:
         """In the child: make them its own 1 and 2."""
-        for target, fd in zip((1, 2), self.fds):
-            fd = fd if isinstance(fd, int) else fd.detach()  # an int: forked, nothing was passed
+        fds = [fd if isinstance(fd, int) else fd.detach() for fd in self.fds]  # an int: forked, nothing was passed
+        for target, fd in zip((1, 2), fds):
             if fd != target:
                 os.dup2(fd, target)
-                os.close(fd)
+        for fd in set(fds) - {1, 2}:
+            os.close(fd)
+
+    def close(self) -> None:
+        """In the child: another rank's, closed (its reader sees the end when that rank ends)."""
+        for fd in self.fds:
+            if not isinstance(fd, int):
+                os.close(fd.detach())
 
 
-def _in_environ(rank: int, fn: Callable[..., None], args: tuple, environ: dict[str, str], output: _Output) -> None:
-    output.attach()
+def _in_environ(rank: int, fn: Callable[..., None], args: tuple, environ: dict[str, str],
+                outputs: list[_Output]) -> None:
+    mine = outputs[rank % len(outputs)]
+    mine.attach()
+    for other in outputs:
+        if other is not mine:
+            other.close()
     os.environ.clear()
     os.environ.update(environ)
     fn(rank, *args)
 
 
 def spawn_workers(worker: Callable[..., None], nprocs: int, *args: object, start_method: str = "spawn",
-                  timeout_s: float | None = None, env: dict[str, str] | None = None) -> None:
+                  timeout_s: float | None = None, env: dict[str, str] | None = None,
+                  outputs: list[int] | None = None, grace_s: float | None = None) -> None:
     """Run `worker(*args)` in `nprocs` processes with torchrun's environment, via mp.spawn (or
     `start_method`, e.g. fast_start_method()).
 
@@ -88,7 +105,8 @@ def spawn_workers(worker: Callable[..., None], nprocs: int, *args: object, start
     and its clients use torch's other TCPStore backend, and the workers get USE_LIBUV=0 too. A bad
     MASTER_PORT or MINITRAIN_COLLECTIVE_TIMEOUT raises minitrain.cli.SettingError before any start;
     workers still running after `timeout_s` are killed (TimeoutError, see start_processes). `env`: variables
-    for the workers on top of this process's.
+    for the workers on top of this process's; `outputs`: each rank's file descriptor for its stdout and stderr
+    (start_processes); `grace_s`: how long the others may run on once one failed (start_processes).
     """
     if nprocs < 1:
         raise ValueError(f"--nproc must be at least 1, got {nprocs}")
@@ -101,7 +119,7 @@ def spawn_workers(worker: Callable[..., None], nprocs: int, *args: object, start
         env["USE_LIBUV"] = "0"  # init_distributed then makes its client store without libuv
     if nprocs > 1 and "OMP_NUM_THREADS" not in {**os.environ, **env}:
         env["OMP_NUM_THREADS"] = "1"  # what torchrun does, so runs compare
-    start_processes(_spawned, nprocs, (worker, args), start_method, timeout_s, env)
+    start_processes(_spawned, nprocs, (worker, args), start_method, timeout_s, env, outputs, grace_s)
 
 
 def _spawned(rank: int, worker: Callable[..., None], args: tuple) -> None:

@@ -13,7 +13,6 @@ would start again (torch imported anew: about 2 s of CPU a TODO). This file runs
 only the standard library and psutil.
 """
 
-import atexit
 import importlib
 import json
 import multiprocessing
@@ -22,7 +21,6 @@ import multiprocessing.resource_tracker
 import os
 import queue
 import random
-import runpy
 import select
 import signal
 import subprocess
@@ -30,7 +28,6 @@ import sys
 import tempfile
 import threading
 import time
-import traceback
 from collections.abc import Callable
 from pathlib import Path
 
@@ -61,22 +58,8 @@ def _child(request: dict) -> None:
     # the ranks' forkserver is the server's (serve): multiprocessing checks one is alive with waitpid, which only
     # its parent may call; it is alive as long as the server is
     multiprocessing.forkserver._forkserver.ensure_running = multiprocessing.resource_tracker.ensure_running
-    sys.argv = [request["module"], *request["args"]]
-    code = 1
-    try:
-        runpy.run_module(request["module"], run_name="__main__", alter_sys=True)
-        code = 0
-    except SystemExit as e:
-        code = e.code if isinstance(e.code, int) else 0 if e.code is None else 1
-        if isinstance(e.code, str):
-            print(e.code, file=sys.stderr)
-    except BaseException:
-        traceback.print_exc()
-    finally:
-        atexit._run_exitfuncs()  # as an interpreter's exit would (the hang watch is stopped there)
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
+    from minitrain.as_main import run_as_main  # standard library only; the graded tree's (PYTHONPATH)
+    os._exit(run_as_main(request["module"], request["args"], module=True))
 
 
 def serve() -> None:

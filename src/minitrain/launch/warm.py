@@ -1,0 +1,80 @@
+"""A script or module on warm ranks: run_streaming's counterpart for the lab's short broken runs (notebook 16's
+tools). Each rank is forked from a server that has imported torch (fast_start_method) and runs the script as a
+fresh interpreter would, with torchrun's variables; its output lines reach `echo` as they arrive, as torchrun's
+would. A rank's start costs a fork instead of about 2 s of CPU importing torch."""
+
+import contextlib
+import faulthandler
+import logging
+import os
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import torch.distributed as dist
+from torch.multiprocessing import ProcessExitedException
+
+from minitrain.as_main import run_as_main
+from minitrain.launch.spawn import fast_start_method, spawn_workers
+from minitrain.launch.stream import LaunchError
+
+GRACE_S = 1.0  # once a rank failed, the others may end on their own (their errors, their dumps) before SIGTERM
+
+
+def run_warm(script: str | Path, nproc: int, *script_args: str, module: bool = False,
+             env: dict[str, str] | None = None, timeout: float | None = None,
+             echo: Callable[[str], None] = print) -> int:
+    """`python [-m] SCRIPT ARGS` on `nproc` warm ranks, each output line echoed as it arrives; 0, or LaunchError
+    after echoing the launcher's line (`error: the run failed, rank 1 (pid 42) was killed by SIGABRT`) when a rank
+    fails; TimeoutError (every rank killed) at `timeout`. `env`: variables for the ranks on top of this process's."""
+    pipes = [os.pipe() for _ in range(nproc)]  # a pipe per rank: two ranks' lines never mix
+    readers = [threading.Thread(target=_pump, args=(read, echo), daemon=True) for read, _ in pipes]
+    for reader in readers:
+        reader.start()
+    failure = None
+    try:
+        with _logged_to(echo):
+            spawn_workers(_warm_rank, nproc, str(script), list(script_args), module,
+                          start_method=fast_start_method(), timeout_s=timeout, env=env,
+                          outputs=[write for _, write in pipes], grace_s=GRACE_S)
+    except ProcessExitedException as e:
+        how = f"was killed by {e.signal_name}" if e.signal_name else f"exited with status {e.exit_code}"
+        failure = f"error: the run failed, rank {e.error_index} (pid {e.error_pid}) {how}"
+    finally:
+        for (_, write), reader in zip(pipes, readers):
+            os.close(write)  # the rank's copy closed as it ended: its reader reaches the end of its output
+            reader.join(timeout=10)
+    if failure:
+        echo(failure)
+        raise LaunchError(failure)
+    return 0
+
+
+@contextlib.contextmanager
+def _logged_to(echo: Callable[[str], None]) -> Iterator[None]:
+    """torch's "Terminating process N via signal SIGTERM" (the other ranks stopped when one fails) to `echo`, with
+    the ranks' lines, as torchrun's agent's lines are: not to this process's stderr (a notebook cell's)."""
+    logger, handler = logging.getLogger("torch.multiprocessing.spawn"), logging.Handler()
+    handler.emit = lambda record: echo(record.getMessage())  # type: ignore[method-assign]
+    logger.addHandler(handler)
+    logger.propagate = False
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.propagate = True
+
+
+def _pump(fd: int, echo: Callable[[str], None]) -> None:
+    with open(fd, "rb") as output:
+        for line in output:
+            echo(line.decode(errors="replace").rstrip("\n"))
+
+
+def _warm_rank(script: str, args: list[str], module: bool) -> None:
+    """One rank: SCRIPT as `python [-m] SCRIPT ARGS` runs it. What torch read from the environment at its import (in
+    the server) is read again here."""
+    if os.environ.get("PYTHONFAULTHANDLER"):
+        faulthandler.enable()
+    dist.set_debug_level_from_env()  # TORCH_DISTRIBUTED_DEBUG
+    os._exit(run_as_main(script, args, module))  # no finalization: a forked child's exit, as multiprocessing's own
