@@ -5,12 +5,12 @@ server (lab.grading.forkserver) uses it before anything of the graded tree is im
 import atexit
 import runpy
 import sys
-from pathlib import Path
 
 
 def run_as_main(target: str, args: list[str], module: bool) -> int:
-    """TARGET as __main__ with sys.argv [TARGET, *ARGS]; its exit status: 0, SystemExit's (its message printed), or
-    1 once sys.excepthook printed an uncaught exception. atexit's functions run last, as at an interpreter's exit."""
+    """TARGET as __main__ with sys.argv [TARGET, *ARGS] (a script's folder is not put on sys.path: the lab's scripts
+    import installed packages only); its exit status: 0, SystemExit's (its message printed), or 1 once sys.excepthook
+    printed an uncaught exception. atexit's functions run last, as at an interpreter's exit."""
     code = 1
     try:
         sys.argv = [target, *args]
@@ -18,7 +18,6 @@ def run_as_main(target: str, args: list[str], module: bool) -> int:
             sys.modules.pop(target, None)  # imported already (the caller's): run afresh, as `python -m` does
             runpy.run_module(target, run_name="__main__", alter_sys=True)
         else:
-            sys.path.insert(0, str(Path(target).resolve().parent))  # as `python SCRIPT` puts its folder first
             runpy.run_path(target, run_name="__main__")
         code = 0
     except SystemExit as e:
