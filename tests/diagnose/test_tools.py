@@ -1,5 +1,5 @@
-"""What notebook 16 teaches about each tool, on real 2-rank runs (the lab's torchrun, gloo, a 2 s collective
-timeout): a test fails when torch changes the behaviour the notebook shows."""
+"""What notebook 16 teaches about each tool, on real 2-rank runs (warm ranks with torchrun's variables, gloo, a 2 s
+collective timeout): a test fails when torch changes the behaviour the notebook shows."""
 
 import inspect
 import json

@@ -16,8 +16,7 @@ from pathlib import Path
 from minitrain.diagnose.faults import KINDS
 from minitrain.diagnose.inrank import OUT, TOOL
 from minitrain.hang_report import HANG_LINE, MISMATCH_LINE, named_hang, named_mismatch
-from minitrain.launch.stream import LaunchError, run_streaming
-from minitrain.launch.torchrun import torchrun_command
+from minitrain.launch.stream import LaunchError
 from minitrain.launch.warm import run_warm
 
 TOOLS = ("none", "hang_report", "monitored_barrier", "detail", "flight_recorder", "faulthandler", "py-spy",
@@ -99,8 +98,8 @@ def named(answer: str | None) -> list[tuple[int | None, str | None]]:
 
 def run(target: str | Path, tool: str = "none", timeout_s: float = 2.0, folder: Path | None = None,
         nproc: int = 2) -> Outcome:
-    """Run `target` (a KIND of faults.py, or a script's path) on `nproc` ranks with `tool` on and the collective
-    timeout `timeout_s`; read the tool's answer (without py-spy installed, "py-spy" runs nothing: PY_SPY_MISSING).
+    """Run `target` (a KIND of faults.py, or a script's path) on `nproc` warm ranks (launch.warm: what torchrun's would
+    print, sooner started) with `tool` on and the collective timeout `timeout_s`; read the tool's answer (without py-spy installed, "py-spy" runs nothing: PY_SPY_MISSING).
     `folder` keeps the tool's files and what the script writes there (a temporary one by default)."""
     if tool not in TOOLS:
         raise ValueError(f"tool {tool!r} is not one of {', '.join(TOOLS)}")
@@ -126,11 +125,8 @@ def run(target: str | Path, tool: str = "none", timeout_s: float = 2.0, folder: 
         def echo(line: str) -> None:
             outcome.lines.append((time.time(), _scrub(line)))
 
-        try:
-            if tool == "none":  # as you meet it: the lab's torchrun
-                run_streaming(torchrun_command(script, nproc, *args, module=module), RUN_LIMIT_S, echo, env)
-            else:  # the same ranks, forked warm: about 2 s of CPU less per rank
-                run_warm(script, nproc, *args, module=module, env=env, timeout=RUN_LIMIT_S, echo=echo)
+        try:  # the ranks torchrun would start, forked warm: about 2 s of CPU less per rank
+            run_warm(script, nproc, *args, module=module, env=env, timeout=RUN_LIMIT_S, echo=echo)
         except LaunchError:
             outcome.status = "failed"
         except TimeoutError:

@@ -7,6 +7,7 @@ import contextlib
 import faulthandler
 import logging
 import os
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -27,6 +28,8 @@ def run_warm(script: str | Path, nproc: int, *script_args: str, module: bool = F
     """`python [-m] SCRIPT ARGS` on `nproc` warm ranks, each output line echoed as it arrives; 0, or LaunchError
     after echoing the launcher's line (`error: the run failed, rank 1 (pid 42) was killed by SIGABRT`) when a rank
     fails; TimeoutError (every rank killed) at `timeout`. `env`: variables for the ranks on top of this process's."""
+    if sys.platform == "win32":  # no descriptors to pass to a spawned rank there: its output would be lost
+        raise RuntimeError("warm ranks read their output through pipes Windows cannot pass on: run this in WSL")
     pipes = [os.pipe() for _ in range(nproc)]  # a pipe per rank: two ranks' lines never mix
     readers = [threading.Thread(target=_pump, args=(read, echo), daemon=True) for read, _ in pipes]
     for reader in readers:
