@@ -1,9 +1,11 @@
+import os
 from pathlib import Path
 
 import pytest
 import torch
 
 from minitrain.corpus import generate_corpus
+from minitrain.launch.warm import WARM
 from minitrain.paths import EXPERIMENT_DIR, STUDENT_EDITION
 
 if STUDENT_EDITION:  # a TODO still blank is skipped, naming it (minitrain.lab.editions.blank_todos)
@@ -14,6 +16,11 @@ if STUDENT_EDITION:  # a TODO still blank is skipped, naming it (minitrain.lab.e
 # computations in this process take one thread each, as torchrun gives each of two workers. Child
 # processes (runs, kernels) are not affected: they read OMP_NUM_THREADS, which stays as it was.
 torch.set_num_threads(1)
+
+# The lab's runs the tests start (the experiment, the control runs, the measurements' workers; notebooks' kernels
+# inherit it) fork their ranks from a process that has imported torch instead of starting the lab's torchrun: about
+# 5 s of CPU less a run. The launcher itself is tested end to end in tests/faults, with torchrun_command.
+os.environ[WARM] = "1"
 
 # `make test` (pytest-xdist, --dist loadfile --no-loadscope-reorder) hands whole files to its two
 # workers in the order collected: the files with the longest runs (docs/test-budget.md) go first, so

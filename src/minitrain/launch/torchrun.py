@@ -30,6 +30,7 @@ ON_WINDOWS = ("torchrun does not run with PyTorch's Windows wheels: its rendezvo
               "lack (pytorch/pytorch#139990, #175316). Use the spawn launcher, which runs with libuv off: "
               "python experiments/35-ddp-cpu/train.py --launcher spawn --nproc 2 (or run the lab in WSL)")
 LOOPBACK = "127.0.0.1"
+LAUNCH_COMMAND = "MINITRAIN_LAUNCH_COMMAND"  # the command that started a run, for its run.json
 LAB_OPTIONS = ("--host-address", "--interface")
 UNAUTHENTICATED = ("warning: the rendezvous and gloo on {address} are unauthenticated and unencrypted: anyone who "
                    "can reach this network can run code on this machine,\njoin the run, feed it data or read the "
@@ -86,7 +87,7 @@ def main(argv: list[str] | None = None) -> None:
     else:  # gloo binds the interface's first IPv4 address (gloo's tcp device: lookupAddrForIface)
         os.environ["GLOO_SOCKET_IFNAME"] = place.interface
         print(UNAUTHENTICATED.format(address=place.address), file=sys.stderr, flush=True)
-    os.environ["MINITRAIN_LAUNCH_COMMAND"] = " ".join(["python -m minitrain.launch", *argv])
+    os.environ[LAUNCH_COMMAND] = " ".join(["python -m minitrain.launch", *argv])
     quiet = _QuietWhenRejected(logging.getLogger("torch.distributed.elastic.multiprocessing.api"))
     try:
         torch_run.main(args)

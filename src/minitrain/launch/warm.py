@@ -1,7 +1,8 @@
-"""A script or module on warm ranks: run_streaming's counterpart for the lab's short broken runs (notebook 16's
-tools). Each rank is forked from a server that has imported torch (fast_start_method) and runs the script as a
-fresh interpreter would, with torchrun's variables; its output lines reach `echo` as they arrive, as torchrun's
-would. A rank's start costs a fork instead of about 2 s of CPU importing torch."""
+"""A script or module on warm ranks: run_streaming's counterpart for notebook 16's broken runs, and for the lab's
+runs under the tests ($MINITRAIN_WARM_RANKS: run_ranks). Each rank is forked from a server that has imported torch
+(fast_start_method) and runs the script as a fresh interpreter would, with torchrun's variables; its output lines
+reach `echo` as they arrive, as torchrun's would. A rank's start costs a fork instead of about 2 s of CPU importing
+torch and torch._dynamo; the lab's torchrun itself is tested end to end apart (tests/faults)."""
 
 import contextlib
 import faulthandler
@@ -17,9 +18,25 @@ from torch.multiprocessing import ProcessExitedException
 
 from minitrain.as_main import run_as_main
 from minitrain.launch.spawn import fast_start_method, spawn_workers
-from minitrain.launch.stream import LaunchError
+from minitrain.launch.stream import LaunchError, run_streaming
+from minitrain.launch.torchrun import LAUNCH_COMMAND, torchrun_command
 
+WARM = "MINITRAIN_WARM_RANKS"  # "1" (the tests set it): run_ranks forks warm ranks instead of starting torchrun
 GRACE_S = 1.0  # once a rank failed, the others may end on their own (their errors, their dumps) before SIGTERM
+
+
+def run_ranks(script: str | Path, nproc: int, *script_args: str, module: bool = False,
+              env: dict[str, str] | None = None, timeout: float | None = None,
+              echo: Callable[[str], None] = print) -> int:
+    """The lab's runs (the experiment, the control runs, the measurements' workers): SCRIPT on `nproc` ranks under the
+    lab's torchrun, streamed to `echo` (run_streaming); with $MINITRAIN_WARM_RANKS=1, on warm ranks (run_warm) that
+    record the command the lab's torchrun would have recorded."""
+    command = torchrun_command(script, nproc, *script_args, module=module)
+    if os.environ.get(WARM) != "1":
+        return run_streaming(command, timeout, echo, env)
+    recorded = " ".join(["python -m minitrain.launch", *command[3:]])  # as minitrain.launch's main sets it
+    return run_warm(script, nproc, *script_args, module=module, env={**(env or {}), LAUNCH_COMMAND: recorded},
+                    timeout=timeout, echo=echo)
 
 
 def run_warm(script: str | Path, nproc: int, *script_args: str, module: bool = False,
@@ -27,11 +44,17 @@ def run_warm(script: str | Path, nproc: int, *script_args: str, module: bool = F
              echo: Callable[[str], None] = print) -> int:
     """`python [-m] SCRIPT ARGS` on `nproc` warm ranks, each output line echoed as it arrives; 0, or LaunchError
     after echoing the launcher's line (`error: the run failed, rank 1 (pid 42) was killed by SIGABRT`) when a rank
-    fails; TimeoutError (every rank killed) at `timeout`. `env`: variables for the ranks on top of this process's."""
+    fails (the error: that line and the last lines of output); TimeoutError (every rank killed) at `timeout`. `env`: variables for the ranks on top of this process's."""
     if sys.platform == "win32":  # no descriptors to pass to a spawned rank there: its output would be lost
         raise RuntimeError("warm ranks read their output through pipes Windows cannot pass on: run this in WSL")
+    tail: list[str] = []
+
+    def seen(line: str) -> None:
+        tail[:] = (tail + [line])[-20:]
+        echo(line)
+
     pipes = [os.pipe() for _ in range(nproc)]  # a pipe per rank: two ranks' lines never mix
-    readers = [threading.Thread(target=_pump, args=(read, echo), daemon=True) for read, _ in pipes]
+    readers = [threading.Thread(target=_pump, args=(read, seen), daemon=True) for read, _ in pipes]
     for reader in readers:
         reader.start()
     failure = None
@@ -49,7 +72,7 @@ def run_warm(script: str | Path, nproc: int, *script_args: str, module: bool = F
             reader.join(timeout=10)
     if failure:
         echo(failure)
-        raise LaunchError(failure)
+        raise LaunchError("\n".join([failure, *tail]))
     return 0
 
 

@@ -26,7 +26,7 @@ from minitrain.cli import positive_int
 from minitrain.corpus import DEFAULT_CORPUS_DIR, ensure_corpus
 from minitrain.lab.reporting.results_file import Finding
 from minitrain.lab.reporting.runs import read_run
-from minitrain.launch import run_streaming, torchrun_command
+from minitrain.launch import run_ranks
 from minitrain.measure.measurement import Measurement, fresh_folder, progress, runs_folder
 from minitrain.measure.scoring import (GLOBAL_BATCH, QUICK_PAIRS, QUICK_VAL_BATCHES, VAL_BATCHES, final_metrics,
                                        one_thread_per_process, scoring_pairs)
@@ -55,15 +55,13 @@ class Plan:
 
 def run_case(name: str, nproc: int, steps: int, runs_dir: Path, corpus_dir: Path,
              extra: tuple[str, ...] = (), timeout: float | None = 900, echo=print) -> dict:
-    """One real run of train.py under torchrun into runs_dir/name: its run.json, timings, seconds."""
+    """One real run of train.py under the lab's torchrun (run_ranks) into runs_dir/name: its run.json, timings, seconds."""
     folder = Path(runs_dir) / name
-    command = torchrun_command(TRAIN_SCRIPT, nproc, "--out", str(folder), "--steps", str(steps),
-                               "--warmup", "0", "--batch-size", str(GLOBAL_BATCH // nproc),
-                               "--block-size", str(BLOCK_SIZE), "--corpus-dir", str(corpus_dir),
-                               *extra)
     echo(f"== {name}: {nproc} process(es) -> {folder}")
     start = time.perf_counter()
-    run_streaming(command, timeout=timeout, echo=echo)
+    run_ranks(TRAIN_SCRIPT, nproc, "--out", str(folder), "--steps", str(steps), "--warmup", "0", "--batch-size",
+              str(GLOBAL_BATCH // nproc), "--block-size", str(BLOCK_SIZE), "--corpus-dir", str(corpus_dir), *extra,
+              timeout=timeout, echo=echo)
     run, timings = read_run(folder)
     return {"run": run, "timings": timings, "seconds": time.perf_counter() - start}
 

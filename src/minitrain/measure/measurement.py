@@ -27,7 +27,7 @@ from minitrain.ddp import cleanup, init_distributed
 from minitrain.lab.reporting.report import findings_table
 from minitrain.lab.reporting.results_file import Finding, Provenance, read_results_file, write_results_file
 from minitrain.lab.reporting.sittings import sitting_of
-from minitrain.launch import run_streaming, torchrun_command
+from minitrain.launch import run_ranks
 from minitrain.paths import BEYOND_DIR, BUILD_DIR, DEFAULT_CORPUS_DIR, relative
 from minitrain.provenance import machine_provenance, provenance
 
@@ -118,11 +118,10 @@ class Measurement:
 
 def relaunch(measurement: Measurement, plan: Any, corpus_dir: Path, work: Path, timeout: float,
              echo: Callable[[str], None] = print) -> list[dict]:
-    """Run the measurement's worker under the lab's torchrun (WORLD_SIZE ranks, loopback only),
+    """Run the measurement's worker under the lab's torchrun (run_ranks: WORLD_SIZE ranks, loopback only),
     handing it the plan in work/plan.json; each rank's note, by rank."""
     (work / PLAN_FILE).write_text(json.dumps({"plan": asdict(plan), "corpus_dir": str(corpus_dir)}))
-    run_streaming(torchrun_command(measurement.module, WORLD_SIZE, "--worker", str(work), module=True),
-                  timeout=timeout, echo=echo)
+    run_ranks(measurement.module, WORLD_SIZE, "--worker", str(work), module=True, timeout=timeout, echo=echo)
     return [json.loads((work / f"rank-{r}.json").read_text()) for r in range(WORLD_SIZE)]
 
 

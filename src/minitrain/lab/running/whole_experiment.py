@@ -20,7 +20,7 @@ from minitrain.lab.reporting.report import build_manifest, plot_scaling
 from minitrain.lab.reporting.runs import has_run, read_repeats, run_dir_in
 from minitrain.lab.running.load import busy_sentence, measure_load
 from minitrain.lab.running.alternating_repeats import run_repeats
-from minitrain.launch import run_streaming, torchrun_command
+from minitrain.launch import run_ranks
 from minitrain.paths import EXPERIMENT_DIR, TRAIN_SCRIPT
 
 
@@ -30,11 +30,10 @@ REPEATS = 3  # of each process count; the verdict reports their range
 
 def run_training(nproc: int, out: Path, steps: int, warmup: int, corpus_dir: Path,
                  timeout: float | None = None, timing: str | None = None, echo=print) -> None:
-    """One real run of train.py under torchrun with `nproc` processes, streamed to `echo`."""
+    """One real run of train.py under the lab's torchrun (run_ranks) with `nproc` processes, streamed to `echo`."""
     extra = [] if timing is None else ["--timing", timing]
-    run_streaming(torchrun_command(TRAIN_SCRIPT, nproc, "--out", str(out), "--steps", str(steps),
-                                   "--warmup", str(warmup), "--corpus-dir", str(corpus_dir), *extra),
-                  timeout=timeout, echo=echo)
+    run_ranks(TRAIN_SCRIPT, nproc, "--out", str(out), "--steps", str(steps), "--warmup", str(warmup),
+              "--corpus-dir", str(corpus_dir), *extra, timeout=timeout, echo=echo)
 
 
 def ensure_runs(out: Path, steps: int, warmup: int, repeats: int, live_run: bool,
