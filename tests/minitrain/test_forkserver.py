@@ -21,10 +21,17 @@ sys.exit(3)
 '''
 
 
-@pytest.fixture
-def server(tmp_path):
-    (tmp_path / "child.py").write_text(CHILD)
-    server = Forkserver({"PYTHONPATH": str(tmp_path)}, cwd=tmp_path)
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    """The shared server's PYTHONPATH: the modules its children run."""
+    return tmp_path_factory.mktemp("forkserver")
+
+
+@pytest.fixture(scope="module")
+def server(folder):
+    """One server for the tests that leave it as they found it (its start imports torch: seconds)."""
+    (folder / "child.py").write_text(CHILD)
+    server = Forkserver({"PYTHONPATH": str(folder)}, cwd=folder)
     yield server
     server.close()
 
@@ -36,11 +43,10 @@ def descendants(pid: int) -> list[psutil.Process]:
             if not any(part.startswith("from multiprocessing.") for part in p.cmdline())]
 
 
-def test_the_ranks_a_child_starts_fork_from_the_servers_one_forkserver_and_print_to_the_childs_output(server,
-                                                                                                      tmp_path):
+def test_the_ranks_a_child_starts_fork_from_the_servers_one_forkserver_and_print_to_the_childs_output(server, folder):
     """The ranks of two children (spawn_workers, fast_start_method) come from one warm process the server started,
     their lines in their own child's output."""
-    (tmp_path / "ranks.py").write_text(RANKS)
+    (folder / "ranks.py").write_text(RANKS)
     outputs: list[list[str]] = [[], []]
     assert [server.run("ranks", [], 120, lines.append) for lines in outputs] == [0, 0]
     [forkserver] = [p.pid for p in psutil.Process(server.proc.pid).children()
