@@ -1,5 +1,6 @@
 """A module or script run as `python [-m] TARGET ARGS` runs it, in a process that already exists (a child forked from
-a server that has imported torch), ending as the interpreter would. Standard library only: the graders' process
+a server that has imported torch), ending as the interpreter would, except that non-daemon threads are not waited for
+and nothing is finalized after the atexit functions (the caller's os._exit). Standard library only: the graders' process
 server (lab.grading.forkserver) uses it before anything of the graded tree is imported."""
 
 import atexit

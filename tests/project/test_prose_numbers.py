@@ -25,6 +25,8 @@ ALLOWED = {
     "starts its backward 0.3 s late": "the hook grader's built-in delay, a setting of the grader",
     "(0.1 s by default)": "torchrun's --monitor-interval default",
     "every 0.1 s": "torchrun's --monitor-interval default",
+    "(about 0.1 s under `torchrun`)": "torchrun's --monitor-interval default",
+    "get 1 s to end on their own": "launch.warm.GRACE_S, a setting",
     "after 30 s": "torchrun's SIGTERM-to-SIGKILL grace period, a constant of torch",
     "a 0.1 s pause": "the two-hosts driver's pause between socket-table reads, a setting",
     "can do in weak scaling is 2x": "the ideal of weak scaling with 2 ranks, arithmetic",

@@ -1,7 +1,7 @@
 """A script or module on warm ranks: run_streaming's counterpart for notebook 16's broken runs, and for the lab's
 runs under the tests ($MINITRAIN_WARM_RANKS: run_ranks). Each rank is forked from a server that has imported torch
-(fast_start_method) and runs the script as a fresh interpreter would, with torchrun's variables; its output lines
-reach `echo` as they arrive, as torchrun's would. A rank's start costs a fork instead of about 2 s of CPU importing
+(fast_start_method) and runs the script as `python [-m]` would (minitrain.as_main), with the variables of torchrun's
+that the lab's scripts read (spawn_workers); its output lines reach `echo` as they arrive, as torchrun's would. A rank's start costs a fork instead of about 2 s of CPU importing
 torch and torch._dynamo; the lab's torchrun itself is tested end to end apart (tests/faults)."""
 
 import contextlib
@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import torch.distributed as dist
-from torch.multiprocessing import ProcessExitedException
+from torch.multiprocessing import ProcessExitedException, ProcessRaisedException
 
 from minitrain.as_main import run_as_main
 from minitrain.launch.spawn import fast_start_method, spawn_workers
@@ -22,7 +22,9 @@ from minitrain.launch.stream import LaunchError, run_streaming
 from minitrain.launch.torchrun import LAUNCH_COMMAND, torchrun_command
 
 WARM = "MINITRAIN_WARM_RANKS"  # "1" (the tests set it): run_ranks forks warm ranks instead of starting torchrun
-GRACE_S = 1.0  # once a rank failed, the others may end on their own (their errors, their dumps) before SIGTERM
+GRACE_S = 1.0  # once a rank failed, the others may end on their own (their errors, their dumps) before SIGTERM,
+# and SIGKILL as long again after it; torchrun's agent notices a failure within 0.1 s (--monitor-interval)
+_quiet = {"runs": 0, "lock": threading.Lock()}  # runs under way: torch's spawn log goes to them, not to stderr
 
 
 def run_ranks(script: str | Path, nproc: int, *script_args: str, module: bool = False,
@@ -44,7 +46,7 @@ def run_warm(script: str | Path, nproc: int, *script_args: str, module: bool = F
              echo: Callable[[str], None] = print) -> int:
     """`python [-m] SCRIPT ARGS` on `nproc` warm ranks, each output line echoed as it arrives; 0, or LaunchError
     after echoing the launcher's line (`error: the run failed, rank 1 (pid 42) was killed by SIGABRT`) when a rank
-    fails (the error: that line and the last lines of output); TimeoutError (every rank killed) at `timeout`. `env`: variables for the ranks on top of this process's."""
+    fails (the error: that line, which names the first rank that failed only, and the last lines of output); TimeoutError (every rank killed) at `timeout`. `env`: variables for the ranks on top of this process's."""
     if sys.platform == "win32":  # no descriptors to pass to a spawned rank there: its output would be lost
         raise RuntimeError("warm ranks read their output through pipes Windows cannot pass on: run this in WSL")
     tail: list[str] = []
@@ -66,6 +68,9 @@ def run_warm(script: str | Path, nproc: int, *script_args: str, module: bool = F
     except ProcessExitedException as e:
         how = f"was killed by {e.signal_name}" if e.signal_name else f"exited with status {e.exit_code}"
         failure = f"error: the run failed, rank {e.error_index} (pid {e.error_pid}) {how}"
+    except ProcessRaisedException as e:  # before the script ran: the lab's own code in the rank (spawn.py) raised
+        raised = e.msg.strip().splitlines()[-1]
+        failure = f"error: the run failed, rank {e.error_index} (pid {e.error_pid}) raised: {raised}"
     finally:
         for (_, write), reader in zip(pipes, readers):
             os.close(write)  # the rank's copy closed as it ended: its reader reaches the end of its output
@@ -79,16 +84,21 @@ def run_warm(script: str | Path, nproc: int, *script_args: str, module: bool = F
 @contextlib.contextmanager
 def _logged_to(echo: Callable[[str], None]) -> Iterator[None]:
     """torch's "Terminating process N via signal SIGTERM" (the other ranks stopped when one fails) to `echo`, with
-    the ranks' lines, as torchrun's agent's lines are: not to this process's stderr (a notebook cell's)."""
-    logger, handler = logging.getLogger("torch.multiprocessing.spawn"), logging.Handler()
-    handler.emit = lambda record: echo(record.getMessage())  # type: ignore[method-assign]
+    the ranks' lines, as torchrun's agent's lines are, not to this process's stderr (a notebook cell's): each run's
+    records are those of its thread (torch logs from the thread that joins the ranks)."""
+    logger, handler, thread = logging.getLogger("torch.multiprocessing.spawn"), logging.Handler(), threading.get_ident()
+    handler.emit = lambda record: echo(record.getMessage()) if record.thread == thread else None  # type: ignore
     logger.addHandler(handler)
-    logger.propagate = False
+    with _quiet["lock"]:
+        _quiet["runs"] += 1
+        logger.propagate = False
     try:
         yield
     finally:
         logger.removeHandler(handler)
-        logger.propagate = True
+        with _quiet["lock"]:
+            _quiet["runs"] -= 1
+            logger.propagate = _quiet["runs"] == 0
 
 
 def _pump(fd: int, echo: Callable[[str], None]) -> None:
@@ -98,9 +108,9 @@ def _pump(fd: int, echo: Callable[[str], None]) -> None:
 
 
 def _warm_rank(script: str, args: list[str], module: bool) -> None:
-    """One rank: SCRIPT as `python [-m] SCRIPT ARGS` runs it. What torch read from the environment at its import (in
-    the server) is read again here."""
+    """One rank: SCRIPT as `python [-m] SCRIPT ARGS` runs it. TORCH_DISTRIBUTED_DEBUG and PYTHONFAULTHANDLER, read at
+    the server's start, are read again here; other settings read at import are the server's."""
     if os.environ.get("PYTHONFAULTHANDLER"):
         faulthandler.enable()
     dist.set_debug_level_from_env()  # TORCH_DISTRIBUTED_DEBUG
-    os._exit(run_as_main(script, args, module))  # no finalization: a forked child's exit, as multiprocessing's own
+    os._exit(run_as_main(script, args, module))  # no finalization, and multiprocessing's own clean-up skipped
