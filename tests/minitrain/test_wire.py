@@ -6,6 +6,7 @@ import copy
 import gzip
 import json
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -312,3 +313,32 @@ def test_the_headline_share_is_the_median_of_the_paired_shares():
             "ddp_bucket_sizes": [], "ddp_param_order": [], "pair_endpoints": []}
     head = analyse([note], None)["headroom"]
     assert head["comm_share"] == pytest.approx(0.05)  # shares 0.2, 0.05, 0.05; not 1 - 24/30 of the medians
+
+
+def _pair_bytes_rank(out: str) -> None:
+    """One rank of three: its gloo pair sockets and the bytes it sent in one all-reduce of 1 MiB, to out/rank-R.json."""
+    import torch
+    import torch.distributed as dist
+
+    from minitrain.measure.sockets import gloo_pair_endpoints, my_connections, pair_bytes
+    dist.init_process_group("gloo")
+    endpoints = gloo_pair_endpoints(my_connections())
+    tensor = torch.ones(2 ** 18)
+    dist.all_reduce(tensor.clone())  # gloo's pairs connect on the first collective
+    before = pair_bytes(endpoints)
+    dist.all_reduce(tensor)
+    sent = pair_bytes(endpoints)["sent"] - before["sent"]
+    (Path(out) / f"rank-{dist.get_rank()}.json").write_text(json.dumps({"sockets": len(endpoints), "sent": sent}))
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def test_every_pair_socket_of_a_rank_is_counted_at_three_ranks(tmp_path):
+    """Past 2 ranks a rank accepts several pairs on one listening socket: keyed by their local endpoint alone, all
+    but one were dropped, and a rank seemed to send a few hundred bytes. Each rank: 2 pair sockets, and the ring's
+    2(n-1)/n of the tensor plus gloo's headers."""
+    from minitrain.launch import fast_start_method, spawn_workers
+    spawn_workers(_pair_bytes_rank, 3, str(tmp_path), start_method=fast_start_method(), timeout_s=120)
+    notes = [json.loads((tmp_path / f"rank-{r}.json").read_text()) for r in range(3)]
+    theory = 2 * 2 / 3 * 2 ** 18 * 4
+    assert all(n["sockets"] == 2 and theory <= n["sent"] < 1.01 * theory for n in notes), (theory, notes)

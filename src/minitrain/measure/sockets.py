@@ -54,24 +54,29 @@ def _endpoint(address: tuple[str, int]) -> str:
 
 
 def my_connections() -> dict[str, Connection] | None:
-    """This process's established TCP connections by local endpoint; None where unavailable."""
+    """This process's established TCP connections, each by `LOCAL -> PEER` (a listener's accepted connections share
+    its local endpoint: gloo's pairs past 2 ranks); None where unavailable."""
     everything = tcp_connections()
     if everything is None:
         return None
-    mine = {_endpoint(c.laddr) for c in psutil.Process().net_connections(kind="tcp")
-            if c.status == psutil.CONN_ESTABLISHED}
-    return {c.local: c for c in everything if c.local in mine}
+    mine = {_key(_endpoint(c.laddr), _endpoint(c.raddr)) for c in psutil.Process().net_connections(kind="tcp")
+            if c.status == psutil.CONN_ESTABLISHED and c.raddr}
+    return {key: c for c in everything if (key := _key(c.local, c.peer)) in mine}
+
+
+def _key(local: str, peer: str) -> str:
+    return f"{local} -> {peer}"
 
 
 def gloo_pair_endpoints(mine: dict[str, Connection] | None) -> list[str]:
-    """Local endpoints of this rank's connections to the other ranks: gloo's pair sockets.
+    """This rank's connections to the other ranks (`LOCAL -> PEER`): gloo's pair sockets.
 
     Both ranks also talk to the rendezvous store in torchrun's agent; a connection belongs to a
     gloo pair exactly when its far end is a socket of another rank. A collective: every rank calls it."""
     everyone = [None] * dist.get_world_size()
-    dist.all_gather_object(everyone, None if mine is None else sorted(mine))
+    dist.all_gather_object(everyone, None if mine is None else sorted({c.local for c in mine.values()}))
     others = {endpoint for r, ends in enumerate(everyone) if r != dist.get_rank() for endpoint in ends or []}
-    return [] if mine is None else [local for local, c in mine.items() if c.peer in others]
+    return [] if mine is None else [key for key, c in mine.items() if c.peer in others]
 
 
 def pair_bytes(endpoints: list[str]) -> dict[str, int] | None:
