@@ -27,13 +27,15 @@ GRACE_S = 1.0  # once a rank failed, the others may end on their own (their erro
 _quiet = {"runs": 0, "lock": threading.Lock()}  # runs under way: torch's spawn log goes to them, not to stderr
 
 
-def run_ranks(script: str | Path, nproc: int, *script_args: str, module: bool = False,
+def run_ranks(script: str | Path, nproc: int, *script_args: str, module: bool = False, options: tuple[str, ...] = (),
               env: dict[str, str] | None = None, timeout: float | None = None,
               echo: Callable[[str], None] = print) -> int:
-    """The lab's runs (the experiment, the control runs, the measurements' workers): SCRIPT on `nproc` ranks under the
-    lab's torchrun, streamed to `echo` (run_streaming); with $MINITRAIN_WARM_RANKS=1, on warm ranks (run_warm) that
-    record the command the lab's torchrun would have recorded."""
+    """The lab's runs (the experiment, the control runs, the measurements' workers, the restart measurement's runs
+    without a fault): SCRIPT on `nproc` ranks under the lab's torchrun with its `options` (`--max-restarts=1`),
+    streamed to `echo` (run_streaming); with $MINITRAIN_WARM_RANKS=1, on warm ranks (run_warm) that record the command
+    the lab's torchrun would have recorded, options included, but do not act on them (no restart)."""
     command = torchrun_command(script, nproc, *script_args, module=module)
+    command[4:4] = options  # torchrun's own, after --nproc-per-node
     if os.environ.get(WARM) != "1":
         return run_streaming(command, timeout, echo, env)
     recorded = " ".join(["python -m minitrain.launch", *command[3:]])  # as minitrain.launch's main sets it

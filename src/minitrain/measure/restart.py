@@ -20,7 +20,7 @@ import psutil
 
 from minitrain.lab.reporting.report import plural
 from minitrain.lab.reporting.results_file import Finding
-from minitrain.launch import LaunchError, run_streaming, torchrun_command
+from minitrain.launch import LaunchError, run_ranks, run_streaming, torchrun_command
 from minitrain.measure.measurement import WORLD_SIZE, Measurement, fresh_folder, runs_folder
 from minitrain.measure.restart_figure import PLOT_NAME, plot
 from minitrain.measure.resumes import LEFT_OUT, compare_runs, leave_out
@@ -91,11 +91,14 @@ def launch(folder: Path, plan: Plan, corpus_dir: Path, *faults: str, echo=print)
     args = [*plan.train_args(), "--out", str(folder), "--corpus-dir", str(corpus_dir)]
     for spec in faults:
         args += ["--fail-at", spec]
-    command = torchrun_command(TRAIN_SCRIPT, WORLD_SIZE, *args)
-    command.insert(command.index(f"--nproc-per-node={WORLD_SIZE}") + 1, "--max-restarts=1")
     log = Log(echo)
     try:
-        run_streaming(command, timeout=RUN_TIMEOUT_S, echo=log)
+        if faults:  # the agent's restart is what is measured: the lab's torchrun, always
+            command = torchrun_command(TRAIN_SCRIPT, WORLD_SIZE, *args)
+            command.insert(command.index(f"--nproc-per-node={WORLD_SIZE}") + 1, "--max-restarts=1")
+            run_streaming(command, timeout=RUN_TIMEOUT_S, echo=log)
+        else:  # nothing restarts: warm ranks under the tests (run_ranks)
+            run_ranks(TRAIN_SCRIPT, WORLD_SIZE, *args, options=("--max-restarts=1",), timeout=RUN_TIMEOUT_S, echo=log)
     except LaunchError as e:
         return log, str(e)
     return log, None
