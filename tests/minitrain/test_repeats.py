@@ -4,6 +4,7 @@ are identical, however they are timed). The runs are the session's experiment (c
 
 import json
 import shutil
+import threading
 
 import psutil
 import pytest
@@ -14,6 +15,7 @@ from minitrain.data import CorpusError
 
 from minitrain.lab.reporting.runs import REPEATS_DIR, read_repeats, repeat_dir, run_dir_in
 from minitrain.lab.running.alternating_repeats import TURNS, run_repeats
+from minitrain.launch.warm import WARM, WARM_JOB
 from minitrain.verify import compare_states
 
 from helpers import EXPERIMENT_REPEATS, EXPERIMENT_STEPS
@@ -57,8 +59,20 @@ def test_a_broken_corpus_is_named_before_any_job_starts(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
-def test_a_turn_past_its_timeout_stops_both_jobs(tmp_path):
-    with pytest.raises(TimeoutError, match="did not come within"):
-        run_repeats(tmp_path, 1, STEPS, WARMUP, timeout=0.5)
+def left_behind(tmp_path) -> list[psutil.Process]:
+    """The jobs' processes still alive 5 s on: the lab's torchrun's (their command line names the folder), or warm
+    ranks (children of this process's forkserver, whose command line they share)."""
     mine = lambda cmdline: "minitrain.lab.repeats" in cmdline and str(tmp_path) in cmdline  # noqa: E731 (not another lab's)
-    assert not [p for p in psutil.process_iter(["cmdline"]) if mine(" ".join(p.info["cmdline"] or []))]
+    launched = [p for p in psutil.process_iter(["cmdline"]) if mine(" ".join(p.info["cmdline"] or []))]
+    forkservers = [p for p in psutil.Process().children() if "multiprocessing.forkserver" in " ".join(p.cmdline())]
+    return psutil.wait_procs(launched + [rank for f in forkservers for rank in f.children()], timeout=5)[1]
+
+
+@pytest.mark.parametrize("warm", ["0", "1"], ids=["the lab's torchrun", "warm ranks"])
+def test_a_turn_past_its_timeout_stops_both_jobs(tmp_path, monkeypatch, warm):
+    """Either way the jobs start (launch.warm.start_ranks), a stop leaves nothing running and nothing about to start."""
+    monkeypatch.setenv(WARM, warm)
+    with pytest.raises(TimeoutError, match="did not come within"):
+        run_repeats(tmp_path, 1, STEPS, WARMUP, timeout=0.05)  # warm ranks get ready in a fraction of a second
+    assert [t.name for t in threading.enumerate() if t.name.startswith(WARM_JOB)] == []
+    assert left_behind(tmp_path) == []

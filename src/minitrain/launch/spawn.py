@@ -5,6 +5,7 @@ graders' and tests' short runs."""
 
 import os
 import sys
+import threading
 import time
 from collections.abc import Callable
 from multiprocessing import reduction
@@ -30,26 +31,29 @@ def fast_start_method() -> str:
 
 def start_processes(fn: Callable[..., None], nprocs: int, args: tuple = (), start_method: str = "spawn",
                     timeout_s: float | None = None, env: dict[str, str] | None = None,
-                    outputs: list[int] | None = None, grace_s: float | None = None) -> None:
+                    outputs: list[int] | None = None, grace_s: float | None = None,
+                    stop: threading.Event | None = None) -> None:
     """torch's mp.start_processes: `fn(rank, *args)` in `nprocs` processes, each with the caller's
     environment as it is now and `env` on top (a forkserver's children would get the server's, from when it
     started; passed, not set in os.environ, so that threads may start runs side by side), writing to the caller's
     stdout and stderr, or each rank both to its own file descriptor of `outputs`. Once one fails, the others get
     SIGTERM at once, or after `grace_s` if still running (torchrun's agent notices within 0.1 s).
-    Processes still running after `timeout_s` are killed and TimeoutError raised: a hang no collective
-    timeout ends (one after the last collective) stops there, not at a test runner's limit."""
+    Processes still running after `timeout_s`, or once `stop` is set, are killed and TimeoutError raised: a hang no
+    collective timeout ends (one after the last collective) stops there, not at a test runner's limit."""
     environ = {**os.environ, **(env or {})}
     per_rank = [_Output((fd, fd)) for fd in outputs] if outputs else [_Output()]
     context = mp.start_processes(_in_environ, args=(fn, args, environ, per_rank), nprocs=nprocs,
                                  start_method=start_method, join=False)
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     while not context.join(timeout=1.0, grace_period=grace_s):  # raises as soon as one process fails
-        if deadline is not None and time.monotonic() > deadline:
+        stopped = stop is not None and stop.is_set()
+        if stopped or (deadline is not None and time.monotonic() > deadline):
             alive = [p.pid for p in context.processes if p.is_alive()]
             for process in context.processes:
                 process.kill()
                 process.join()
-            raise TimeoutError(f"{len(alive)} of {nprocs} processes still running after {timeout_s:g} s "
+            raise TimeoutError(f"{len(alive)} of {nprocs} processes still running "
+                               f"{'when stopped' if stopped else f'after {timeout_s:g} s'} "
                                f"(pids {', '.join(map(str, alive))}): killed")
 
 
@@ -96,7 +100,8 @@ def _in_environ(rank: int, fn: Callable[..., None], args: tuple, environ: dict[s
 
 def spawn_workers(worker: Callable[..., None], nprocs: int, *args: object, start_method: str = "spawn",
                   timeout_s: float | None = None, env: dict[str, str] | None = None,
-                  outputs: list[int] | None = None, grace_s: float | None = None) -> None:
+                  outputs: list[int] | None = None, grace_s: float | None = None,
+                  stop: threading.Event | None = None) -> None:
     """Run `worker(*args)` in `nprocs` processes with torchrun's environment, via mp.spawn (or
     `start_method`, e.g. fast_start_method()).
 
@@ -106,7 +111,8 @@ def spawn_workers(worker: Callable[..., None], nprocs: int, *args: object, start
     MASTER_PORT or MINITRAIN_COLLECTIVE_TIMEOUT raises minitrain.cli.SettingError before any start;
     workers still running after `timeout_s` are killed (TimeoutError, see start_processes). `env`: variables
     for the workers on top of this process's; `outputs`: each rank's file descriptor for its stdout and stderr
-    (start_processes); `grace_s`: how long the others may run on once one failed (start_processes).
+    (start_processes); `grace_s`: how long the others may run on once one failed; `stop`: set, every worker is killed
+    (start_processes).
     """
     if nprocs < 1:
         raise ValueError(f"--nproc must be at least 1, got {nprocs}")
@@ -119,7 +125,7 @@ def spawn_workers(worker: Callable[..., None], nprocs: int, *args: object, start
         env["USE_LIBUV"] = "0"  # init_distributed then makes its client store without libuv
     if nprocs > 1 and "OMP_NUM_THREADS" not in {**os.environ, **env}:
         env["OMP_NUM_THREADS"] = "1"  # what torchrun does, so runs compare
-    start_processes(_spawned, nprocs, (worker, args), start_method, timeout_s, env, outputs, grace_s)
+    start_processes(_spawned, nprocs, (worker, args), start_method, timeout_s, env, outputs, grace_s, stop)
 
 
 def _spawned(rank: int, worker: Callable[..., None], args: tuple) -> None:

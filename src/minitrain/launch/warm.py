@@ -8,6 +8,7 @@ import contextlib
 import faulthandler
 import logging
 import os
+import subprocess
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -17,11 +18,13 @@ import torch.distributed as dist
 from torch.multiprocessing import ProcessExitedException, ProcessRaisedException
 
 from minitrain.as_main import run_as_main
+from minitrain.parent_watch import WATCH_PID
 from minitrain.launch.spawn import fast_start_method, spawn_workers
-from minitrain.launch.stream import LaunchError, run_streaming
+from minitrain.launch.stream import LaunchError, run_streaming, stop_process_tree
 from minitrain.launch.torchrun import LAUNCH_COMMAND, torchrun_command
 
 WARM = "MINITRAIN_WARM_RANKS"  # "1" (the tests set it): run_ranks forks warm ranks instead of starting torchrun
+WARM_JOB = "warm ranks:"  # how a WarmJob's thread is named
 GRACE_S = 1.0  # once a rank failed, the others may end on their own (their errors, their dumps) before SIGTERM,
 # and SIGKILL as long again after it; torchrun's agent notices a failure within 0.1 s (--monitor-interval)
 _quiet = {"runs": 0, "lock": threading.Lock()}  # runs under way: torch's spawn log goes to them, not to stderr
@@ -43,12 +46,74 @@ def run_ranks(script: str | Path, nproc: int, *script_args: str, module: bool = 
                     timeout=timeout, echo=echo)
 
 
+def start_ranks(script: str | Path, nproc: int, *script_args: str, module: bool = False, log: Path) -> "Job":
+    """run_ranks started, not waited for, its lines to the file `log`: a Popen of the lab's torchrun (the worker stops
+    if this process dies), or with $MINITRAIN_WARM_RANKS=1 a WarmJob. Both have poll, wait and returncode; stop_ranks
+    ends either with its ranks."""
+    if os.environ.get(WARM) == "1":
+        return WarmJob(script, nproc, *script_args, module=module, log=log)
+    with open(log, "w") as output:  # the child holds its own copy
+        return subprocess.Popen(torchrun_command(script, nproc, *script_args, module=module), stdout=output,
+                                stderr=subprocess.STDOUT, start_new_session=True,
+                                env={**os.environ, WATCH_PID: str(os.getpid())})
+
+
+def stop_ranks(job: "Job") -> None:
+    """A job of start_ranks ended, its ranks with it."""
+    if isinstance(job, WarmJob):
+        job.stop()
+    else:
+        stop_process_tree(job)
+
+
+class WarmJob:
+    """run_warm in a thread of this process, its lines to a file: what a Popen gives (poll, wait, returncode)."""
+
+    def __init__(self, script: str | Path, nproc: int, *script_args: str, module: bool, log: Path) -> None:
+        self.returncode: int | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(script, nproc, script_args, module, log), daemon=True,
+                                        name=f"{WARM_JOB} {script}")
+        self._thread.start()
+
+    def _run(self, script: str | Path, nproc: int, script_args: tuple[str, ...], module: bool, log: Path) -> None:
+        code = 1
+        with open(log, "w") as output:
+            def echo(line: str) -> None:
+                output.write(line + "\n")
+                output.flush()
+            try:
+                code = run_warm(script, nproc, *script_args, module=module, echo=echo, stop=self._stop)
+            except (LaunchError, TimeoutError):
+                pass  # its lines are in the log
+            except Exception as e:  # the lab's own code failed: said in the log, which the caller shows
+                echo(f"error: {type(e).__name__}: {e}")
+        self.returncode = code
+
+    def poll(self) -> int | None:
+        return None if self._thread.is_alive() else self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            raise subprocess.TimeoutExpired(f"warm ranks of {self._thread.name}", timeout or 0)
+        return self.returncode if self.returncode is not None else 1
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)
+
+
+Job = subprocess.Popen | WarmJob
+
+
 def run_warm(script: str | Path, nproc: int, *script_args: str, module: bool = False,
              env: dict[str, str] | None = None, timeout: float | None = None,
-             echo: Callable[[str], None] = print) -> int:
+             echo: Callable[[str], None] = print, stop: threading.Event | None = None) -> int:
     """`python [-m] SCRIPT ARGS` on `nproc` warm ranks, each output line echoed as it arrives; 0, or LaunchError
     after echoing the launcher's line (`error: the run failed, rank 1 (pid 42) was killed by SIGABRT`) when a rank
-    fails (the error: that line, which names the first rank that failed only, and the last lines of output); TimeoutError (every rank killed) at `timeout`. `env`: variables for the ranks on top of this process's."""
+    fails (the error: that line, which names the first rank that failed only, and the last lines of output);
+    TimeoutError (every rank killed) at `timeout` or once `stop` is set. TimeoutError (every rank killed) at `timeout`. `env`: variables for the ranks on top of this process's."""
     if sys.platform == "win32":  # no descriptors to pass to a spawned rank there: its output would be lost
         raise RuntimeError("warm ranks read their output through pipes Windows cannot pass on: run this in WSL")
     tail: list[str] = []
@@ -66,7 +131,7 @@ def run_warm(script: str | Path, nproc: int, *script_args: str, module: bool = F
         with _logged_to(echo):
             spawn_workers(_warm_rank, nproc, str(script), list(script_args), module,
                           start_method=fast_start_method(), timeout_s=timeout, env=env,
-                          outputs=[write for _, write in pipes], grace_s=GRACE_S)
+                          outputs=[write for _, write in pipes], grace_s=GRACE_S, stop=stop)
     except ProcessExitedException as e:
         how = f"was killed by {e.signal_name}" if e.signal_name else f"exited with status {e.exit_code}"
         failure = f"error: the run failed, rank {e.error_index} (pid {e.error_pid}) {how}"

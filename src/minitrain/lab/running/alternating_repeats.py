@@ -13,7 +13,6 @@ and the same files, in repeats/r{i}-{n}proc/.
 
 import argparse
 import os
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -26,10 +25,9 @@ from minitrain.corpus import DEFAULT_CORPUS_DIR, ensure_corpus
 from minitrain.data import check_shards, load_corpus
 from minitrain.ddp import cleanup, init_distributed, unwrap
 from minitrain.lab.reporting.runs import REPEATS_DIR, repeat_dir
-from minitrain.launch import LaunchError, torchrun_command
-from minitrain.launch.stream import stop_process_tree
+from minitrain.launch import LaunchError
+from minitrain.launch.warm import Job, start_ranks, stop_ranks
 from minitrain.model import MiniGPTConfig
-from minitrain.parent_watch import WATCH_PID
 from minitrain.paths import EXPERIMENT_DIR, relative
 from minitrain.rank import DDPRank
 from minitrain.run_record import write_run_files
@@ -59,12 +57,10 @@ def run_repeats(out: Path, repeats: int, steps: int, warmup: int, corpus_dir: Pa
     jobs = {}
     try:
         for nproc in (1, 2):
-            command = torchrun_command("minitrain.lab.repeats", nproc, "--worker", "--out", str(out), "--repeats",
-                                       str(repeats), "--steps", str(steps), "--warmup", str(warmup),
-                                       "--corpus-dir", str(corpus_dir), "--record-command", record, module=True)
-            log = open(turns / f"job-{nproc}proc.log", "w")
-            jobs[nproc] = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                                           env={**os.environ, WATCH_PID: str(os.getpid())})
+            jobs[nproc] = start_ranks("minitrain.lab.repeats", nproc, "--worker", "--out", str(out), "--repeats",
+                                      str(repeats), "--steps", str(steps), "--warmup", str(warmup), "--corpus-dir",
+                                      str(corpus_dir), "--record-command", record, module=True,
+                                      log=turns / f"job-{nproc}proc.log")
         before_turns()
         for nproc in (1, 2):  # both started (imports, rendezvous, corpus) before any measured step
             _wait_for(_turn(turns, 0, nproc, "ready"), nproc, jobs, turns, timeout)
@@ -81,13 +77,13 @@ def run_repeats(out: Path, repeats: int, steps: int, warmup: int, corpus_dir: Pa
     finally:
         for job in jobs.values():
             if job.poll() is None:
-                stop_process_tree(job)
+                stop_ranks(job)
     for path in turns.iterdir():
         path.unlink()
     turns.rmdir()
 
 
-def _wait_for(done: Path, turn: int, jobs: dict[int, subprocess.Popen], turns: Path, timeout: float | None) -> None:
+def _wait_for(done: Path, turn: int, jobs: dict[int, Job], turns: Path, timeout: float | None) -> None:
     """Until `done` exists; a job that failed, or the job whose turn it is ending without it, raises."""
     deadline = None if timeout is None else time.monotonic() + timeout
     while not done.exists():
@@ -100,7 +96,7 @@ def _wait_for(done: Path, turn: int, jobs: dict[int, subprocess.Popen], turns: P
         time.sleep(POLL_S)
 
 
-def _exited(job: subprocess.Popen, nproc: int, turns: Path) -> None:
+def _exited(job: Job, nproc: int, turns: Path) -> None:
     """Until the job, its turns done, has exited; LaunchError naming its log's tail when it failed."""
     if job.wait(timeout=60) != 0:
         raise LaunchError(f"the {nproc}-process repeats job exited with status {job.returncode}:\n"
