@@ -10,7 +10,8 @@ import time
 import pytest
 
 from conftest import HERE, TRAIN, WORKERS, launch, wait_for_line
-from minitrain.launch import listening_sockets, process_tree, torchrun_command
+from minitrain.launch import listening_sockets, process_tree, run_ranks, torchrun_command
+from minitrain.launch.warm import WARM
 
 
 def finish(proc: subprocess.Popen, timeout: float = 60) -> tuple[int, str, float]:
@@ -49,6 +50,16 @@ def test_runs_two_at_a_time_each_get_a_free_port_and_exit_cleanly(reap):
         assert status == 0, f"the {run} run: exit {status}\n{out}"
         assert out.count("done, sum [2.0, 2.0, 2.0, 2.0]") == 2, out  # lines may interleave, not be lost
         assert "terminate called" not in out
+
+
+def test_the_lab_runs_start_the_lab_torchrun_with_its_options_unless_the_tests_ask_for_warm_ranks(monkeypatch):
+    """launch.run_ranks as `make lab` and `make measurements` run it ($MINITRAIN_WARM_RANKS unset): the lab's
+    torchrun, its options in their place (the workers see torchrun's --max-restarts), every line streamed."""
+    monkeypatch.delenv(WARM, raising=False)
+    lines: list[str] = []
+    assert run_ranks(WORKERS, 2, "clean", options=("--max-restarts=1",), timeout=120, echo=lines.append) == 0
+    out = "\n".join(lines)
+    assert out.count("max restarts 1") == 2 and out.count("done, sum [2.0, 2.0, 2.0, 2.0]") == 2, out
 
 
 @pytest.mark.parametrize("launcher", ["torchrun", "spawn"])

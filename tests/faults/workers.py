@@ -17,7 +17,8 @@ def main(mode: str, *args: str) -> None:
     open for SECONDS while a test looks at it), hold (the same until FILE exists, 60 s at most), or
     clean; then one all-reduce and a clean exit."""
     rank, world_size = init_distributed("gloo")
-    print(f"rank {rank} ready, pid {os.getpid()}", flush=True)
+    restarts = os.environ.get("TORCHELASTIC_MAX_RESTARTS", "unset")  # torchrun's, from its --max-restarts
+    print(f"rank {rank} ready, pid {os.getpid()}, max restarts {restarts}", flush=True)
     if mode == "hang" and rank == 1:
         time.sleep(600)  # a stuck worker: never reaches the all-reduce
     elif mode == "serve":
