@@ -61,7 +61,8 @@ import os
 from minitrain.launch import fast_start_method, spawn_workers
 
 def rank():
-    print("rank", os.environ["RANK"], "parent", os.getppid())
+    # one write of the whole line: the two ranks write to the child's output at the same moment
+    os.write(1, f"rank {os.environ['RANK']} parent {os.getppid()}\\n".encode())
 
 if __name__ == "__main__":
     spawn_workers(rank, 2, start_method=fast_start_method(), timeout_s=60)
