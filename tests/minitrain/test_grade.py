@@ -13,6 +13,7 @@ import re
 import shutil
 import textwrap
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import psutil
 import pytest
@@ -25,12 +26,12 @@ BLANK_TIMEOUT_S = 240  # per TODO: generous for a loaded machine; a blank ends i
 
 
 def processes_of(tree) -> list[str]:
-    """Processes started for `tree` (their PYTHONPATH names its src) still alive 5 s after the grade
-    ended (a killed process may take a moment to be reaped)."""
+    """Processes started for `tree` (in it: a grader's child starts there, its ranks and runs with it) still alive 5 s
+    after the grade ended (a killed process may take a moment to be reaped)."""
     found = []
     for proc in psutil.process_iter():
         try:
-            if str(tree / "src") in proc.environ().get("PYTHONPATH", ""):
+            if Path(proc.cwd()).is_relative_to(Path(tree).resolve()):
                 found.append(proc)
         except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
             pass

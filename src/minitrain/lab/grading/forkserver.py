@@ -1,16 +1,17 @@
-"""A process that imports torch once, then forks one fresh child per graded TODO.
+"""A process that imports torch once, then forks one fresh child per graded TODO, of any tree.
 
 Every TODO is graded in a process of its own (minitrain.lab.grading.gradebook's `--todo KEY REPO` mode), and a new
 interpreter spends about 2 s of CPU importing torch and torch._dynamo before it grades anything: 14 TODOs, a
-class of 30, about 14 minutes. The server here is started once per graded tree, with that tree's src first
-on PYTHONPATH; it imports torch and pytest (nothing of minitrain) and forks a child per request. The child starts
-a session of its own, reseeds `random`, writes its output to a file, imports the tree's minitrain as a
-new interpreter would (runpy, as `python -m`), and runs the module; the client stops its whole process
-tree at the timeout. What the child shares with its siblings is what torch set up at import (its
-settings from the environment then), and multiprocessing's own forkserver, started here once: the ranks a
-grader starts (minitrain.launch.fast_start_method) fork from it, warm, instead of from one each child
-would start again (torch imported anew: about 2 s of CPU a TODO). This file runs as a script: it imports
-only the standard library and psutil.
+class of 30, about 14 minutes. The server here is started once per grading process (gradebook.shared_server); it
+imports torch and pytest (nothing of minitrain: its PYTHONPATH is dropped) and forks a child per request. The child
+starts a session of its own in the request's folder with the request's environment, puts its PYTHONPATH first on
+sys.path as a new interpreter would (the graded tree's src), reseeds `random`, writes its output to a file, imports
+the tree's minitrain (runpy, as `python -m`), and runs the module; the client stops its whole process tree at the
+timeout. What the child shares with its siblings is what torch set up at import (its settings from the server's
+environment then), and multiprocessing's own forkserver, started here once: the ranks a grader starts
+(minitrain.launch.fast_start_method) fork from it, warm, instead of from one each child would start again (torch
+imported anew: about 2 s of CPU a TODO); they get the child's environment and sys.path from it (spawn_workers,
+multiprocessing's preparation data). This file runs as a script: it imports only the standard library and psutil.
 """
 
 import importlib
@@ -48,8 +49,13 @@ def _send(message: dict) -> None:
 
 
 def _child(request: dict) -> None:
-    """In the forked child: a session of its own, output to the request's file, the module as __main__."""
+    """In the forked child: a session of its own in the request's folder and environment, its PYTHONPATH first on
+    sys.path (as an interpreter started with it), output to the request's file, the module as __main__."""
     os.setsid()
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    sys.path[:0] = [os.path.abspath(p) for p in request["env"].get("PYTHONPATH", "").split(os.pathsep) if p]
     log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND)
     os.dup2(log, 1)
     os.dup2(log, 2)
@@ -63,9 +69,9 @@ def _child(request: dict) -> None:
 
 
 def serve() -> None:
-    """Preload, then fork a child for each request ({"id", "module", "args", "log"}); answer {"id", "pid"}
+    """Preload, then fork a child for each request ({"id", "module", "args", "env", "cwd", "log"}); answer {"id", "pid"}
     at once and {"id", "exit"} when it ends. On end of input (the client is gone) the children are killed."""
-    del sys.path[0]  # this file's folder: the children import the graded tree's minitrain, from PYTHONPATH
+    del sys.path[0]  # this file's folder: the children import the graded tree's minitrain, from their PYTHONPATH
     for name in PRELOAD:
         importlib.import_module(name)
     multiprocessing.set_forkserver_preload(RANK_PRELOAD)
@@ -121,12 +127,14 @@ def _kill_tree(pid: int, sig: int = signal.SIGKILL) -> None:
 
 
 class Forkserver:
-    """The server for one tree (`env`: its PYTHONPATH and the like, on top of this process's); `run`
-    runs a module in a fresh child, streaming its output lines, and stops its whole tree at a timeout."""
+    """The server, started in this process's environment without its PYTHONPATH; `run` runs a module in a fresh
+    child, in a folder and an environment of the caller's, streaming its output lines, and stops its whole tree at a
+    timeout."""
 
-    def __init__(self, env: dict[str, str], cwd: Path) -> None:
+    def __init__(self) -> None:
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # each child gets its own
         self.proc = subprocess.Popen([sys.executable, __file__], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     env={**os.environ, **env}, cwd=cwd, start_new_session=True)
+                                     env=env, start_new_session=True)
         self.replies: dict[int | None, queue.Queue] = {None: queue.Queue()}
         self.lock = threading.Lock()
         self.next_id = 0
@@ -149,18 +157,20 @@ class Forkserver:
         except queue.Empty:
             return None
 
-    def run(self, module: str, args: list[str], timeout: float, echo: Callable[[str], None]) -> int:
-        """`python -m module args` in a fresh child; its exit status. TimeoutError once it has been
-        stopped (SIGTERM to its tree, SIGKILL 5 s later)."""
+    def run(self, module: str, args: list[str], timeout: float, echo: Callable[[str], None], env: dict[str, str],
+            cwd: Path) -> int:
+        """`python -m module args` in a fresh child, in `cwd` with the environment `env` (its PYTHONPATH first on
+        sys.path); its exit status. TimeoutError once it has been stopped (SIGTERM to its tree, SIGKILL 5 s later)."""
         with self.lock:
             request_id, self.next_id = self.next_id, self.next_id + 1
             self.replies[request_id] = queue.Queue()
         with tempfile.TemporaryDirectory(prefix="minitrain-grade-log-") as tmp:
             log = Path(tmp) / "output.log"
             log.touch()
-            self.proc.stdin.write((json.dumps({"id": request_id, "module": module, "args": args,
-                                               "log": str(log)}) + "\n").encode())
-            self.proc.stdin.flush()
+            with self.lock:  # one request a line, whichever thread writes it
+                self.proc.stdin.write((json.dumps({"id": request_id, "module": module, "args": args, "env": env,
+                                                   "cwd": str(cwd), "log": str(log)}) + "\n").encode())
+                self.proc.stdin.flush()
             started = self._reply(request_id, START_TIMEOUT_S)
             if started is None or started["pid"] is None:
                 raise RuntimeError("the grading process server did not answer")
@@ -188,6 +198,9 @@ class Forkserver:
                 if pending and message is not None:
                     echo(pending.decode(errors="replace"))
                 return message
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
 
     def close(self) -> None:
         """End the server: it kills what is left of its children when its input closes."""

@@ -4,8 +4,8 @@
     python -m minitrain.lab.grade --class FOLDER    # every submission in FOLDER: a table and FOLDER/grades.csv
 
 Each TODO of the registry (minitrain.lab.todos.registry) is graded by its grader, in this module's `--todo KEY REPO`
-mode: a child forked from a process that imported torch once (minitrain.lab.grading.forkserver), REPO/src first on
-PYTHONPATH, its tree stopped at the timeout:
+mode: a child forked from a process that imported torch once (minitrain.lab.grading.forkserver, one for every tree
+this process grades), REPO/src first on PYTHONPATH, its tree stopped at the timeout:
 PASS, FAIL (the mistake named: ExerciseError), "not done" (a stub still raises NotDone), "hangs", or "teacher" (ex16a-c
 where the teacher's key is not: the student edition). A row whose `needs` did not all pass is not run: "blocked",
 naming them; in class grading it is graded with the reference's files of the TODOs it needs, and says so, and a
@@ -16,12 +16,14 @@ registry collects, the notebooks) go into a fresh student tree: its own graders 
 """
 
 import argparse
+import atexit
 import csv
 import json
 import os
 import shutil
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from collections.abc import Callable
@@ -103,15 +105,16 @@ def _child(repo: Path, key: str) -> int:
 # The parent: one child per TODO, a table, a class
 
 
-def run_todo(server: Forkserver, repo: Path, todo: Todo, timeout_s: float | None = None) -> Grade:
-    """One TODO of `repo` graded in a process of its own (a child of `server`); a child that outlives the
-    timeout is stopped (its whole process tree) and graded "hangs", as is one whose rank reported a
-    hang: "hangs at FILE:LINE on rank R (waits in COLLECTIVE)"."""
+def run_todo(repo: Path, todo: Todo, timeout_s: float | None = None, env: dict[str, str] | None = None) -> Grade:
+    """One TODO of `repo` graded in a process of its own (a child of the shared server, `repo`'s environment:
+    _tree_env); a child that outlives the timeout is stopped (its whole process tree) and graded "hangs", as is one
+    whose rank reported a hang: "hangs at FILE:LINE on rank R (waits in COLLECTIVE)"."""
     timeout_s = todo.timeout_s if timeout_s is None else timeout_s
     output: list[str] = []
     start = time.monotonic()
     try:
-        server.run("minitrain.lab.grade", ["--todo", todo.key, str(repo)], timeout_s, output.append)
+        shared_server().run("minitrain.lab.grade", ["--todo", todo.key, str(repo)], timeout_s, output.append,
+                            _tree_env(repo, env), repo)
     except TimeoutError:
         return Grade(todo, "hangs", named_hang("\n".join(output))
                      or f"no result within {timeout_s:g} s: its processes were stopped", time.monotonic() - start)
@@ -140,9 +143,9 @@ def graded_by_key(grade: Grade) -> Grade:
     return Grade(grade.todo, status, detail, grade.seconds + time.monotonic() - start)
 
 
-def run_graded(server: Forkserver, repo: Path, todo: Todo, timeout_s: float | None, by_key: bool) -> Grade:
+def run_graded(repo: Path, todo: Todo, timeout_s: float | None, env: dict[str, str] | None, by_key: bool) -> Grade:
     """run_todo, then, `by_key` (class grading, the key at hand), a "teacher" row graded with the key here."""
-    grade = run_todo(server, repo, todo, timeout_s)
+    grade = run_todo(repo, todo, timeout_s, env)
     return graded_by_key(grade) if by_key and grade.status == BY_TEACHER else grade
 
 
@@ -187,13 +190,28 @@ def _key_at_hand() -> bool:
     return the_key() is not None
 
 
-def _forkserver(repo: Path, env: dict[str, str] | None) -> Forkserver:
-    """The server that forks `repo`'s graders: `repo`/src first on PYTHONPATH, the graders' collective timeout
-    (yours if you set MINITRAIN_COLLECTIVE_TIMEOUT), `env` added."""
+_server: Forkserver | None = None
+_server_lock = threading.Lock()
+
+
+def shared_server() -> Forkserver:
+    """This process's grading server, started at its first use (torch's import: seconds), again if it died, closed
+    at exit: every tree graded here forks its children from it."""
+    global _server
+    with _server_lock:
+        if _server is None or not _server.alive():
+            _server = Forkserver()
+            atexit.register(_server.close)
+        return _server
+
+
+def _tree_env(repo: Path, env: dict[str, str] | None) -> dict[str, str]:
+    """The environment `repo`'s graders run in: this one, `repo`/src first on PYTHONPATH, the graders' collective
+    timeout (yours if you set MINITRAIN_COLLECTIVE_TIMEOUT), `env` added."""
     pythonpath = os.pathsep.join([str(repo / "src"), *filter(None, [os.environ.get("PYTHONPATH")])])
     timeout = os.environ.get("MINITRAIN_COLLECTIVE_TIMEOUT", "").strip() or f"{GRADERS_COLLECTIVE_TIMEOUT_S:g}"
-    return Forkserver({"PYTHONPATH": pythonpath, WATCH_PID: str(os.getpid()), "MINITRAIN_COLLECTIVE_TIMEOUT": timeout,
-                       **(env or {})}, cwd=repo)
+    return {**os.environ, "PYTHONPATH": pythonpath, WATCH_PID: str(os.getpid()),
+            "MINITRAIN_COLLECTIVE_TIMEOUT": timeout, **(env or {})}
 
 
 def run_with_reference(reference: Path, repo: Path, todo: Todo, unmet: list[Grade], timeout_s: float | None = None,
@@ -205,11 +223,7 @@ def run_with_reference(reference: Path, repo: Path, todo: Todo, unmet: list[Grad
         tree = Path(shutil.copytree(repo, Path(tmp) / repo.name, symlinks=True))
         for rel in files:
             shutil.copy(reference / rel, tree / rel)
-        server = _forkserver(tree, env)
-        try:
-            grade = run_todo(server, tree, todo, timeout_s)
-        finally:
-            server.close()
+        grade = run_todo(tree, todo, timeout_s, env)
     names = _listed([f"{Path(rel).name}" for rel in files])
     grade.detail = f"graded with the reference's {names} in place of yours ({_needs(unmet)}): {grade.detail}"
     grade.stand_ins = tuple(unmet)
@@ -222,12 +236,11 @@ def grade_repo(repo: Path, keys: list[str] | None = None, timeout_s: float | Non
     """Every TODO of `repo` (or those in `keys`, and those they need), each in a process of its own, `jobs` at a
     time (1 by default: the timing graders measure waits, which a busy machine blurs), a TODO's needs first (one
     that does not pass blocks it: not run; with a `reference` tree, it is graded with the reference's files of
-    those it needs instead, and a "teacher" row with the key, here), forked from one that imported torch once,
-    `repo`/src first on PYTHONPATH, `env` added (e.g. MINITRAIN_COLLECTIVE_TIMEOUT; minitrain.lab.grading.forkserver)."""
+    those it needs instead, and a "teacher" row with the key, here), forked from the shared server, `repo`/src
+    first on PYTHONPATH, `env` added (e.g. MINITRAIN_COLLECTIVE_TIMEOUT; minitrain.lab.grading.forkserver)."""
     repo = Path(repo).resolve()
     waiting = _with_needs(keys)
     order = [t.key for t in waiting]
-    server = _forkserver(repo, env)
     by_key = reference is not None and _key_at_hand()
     grades: dict[str, Grade] = {}
     running: dict[Future, Todo] = {}
@@ -236,27 +249,24 @@ def grade_repo(repo: Path, keys: list[str] | None = None, timeout_s: float | Non
         grades[grade.todo.key] = grade
         if echo:
             echo(format_row(grade))
-    try:
-        with ThreadPoolExecutor(max_workers=jobs) as pool:
-            while waiting or running:
-                for todo in [t for t in waiting if all(k in grades for k in t.needs)]:  # in TODOS' order
-                    unmet = [grades[k] for k in todo.needs if grades[k].status != "PASS"]
-                    if unmet and reference is None:
-                        waiting.remove(todo)
-                        done(blocked(todo, unmet))
-                    elif len(running) < jobs:  # no more in flight than `jobs`: a TODO ready next goes first
-                        waiting.remove(todo)
-                        job = ((run_with_reference, reference, repo, todo, unmet, timeout_s, env) if unmet
-                               else (run_graded, server, repo, todo, timeout_s, by_key))
-                        running[pool.submit(*job)] = todo
-                if running:
-                    finished, _ = wait(running, return_when=FIRST_COMPLETED)
-                    for future in finished:
-                        running.pop(future)
-                        done(future.result())
-            return [grades[k] for k in order]
-    finally:
-        server.close()
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        while waiting or running:
+            for todo in [t for t in waiting if all(k in grades for k in t.needs)]:  # in TODOS' order
+                unmet = [grades[k] for k in todo.needs if grades[k].status != "PASS"]
+                if unmet and reference is None:
+                    waiting.remove(todo)
+                    done(blocked(todo, unmet))
+                elif len(running) < jobs:  # no more in flight than `jobs`: a TODO ready next goes first
+                    waiting.remove(todo)
+                    job = ((run_with_reference, reference, repo, todo, unmet, timeout_s, env) if unmet
+                           else (run_graded, repo, todo, timeout_s, env, by_key))
+                    running[pool.submit(*job)] = todo
+            if running:
+                finished, _ = wait(running, return_when=FIRST_COMPLETED)
+                for future in finished:
+                    running.pop(future)
+                    done(future.result())
+        return [grades[k] for k in order]
 
 
 def format_row(g: Grade) -> str:
