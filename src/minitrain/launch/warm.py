@@ -113,7 +113,8 @@ def run_warm(script: str | Path, nproc: int, *script_args: str, module: bool = F
     """`python [-m] SCRIPT ARGS` on `nproc` warm ranks, each output line echoed as it arrives; 0, or LaunchError
     after echoing the launcher's line (`error: the run failed, rank 1 (pid 42) was killed by SIGABRT`) when a rank
     fails (the error: that line, which names the first rank that failed only, and the last lines of output);
-    TimeoutError (every rank killed) at `timeout` or once `stop` is set. TimeoutError (every rank killed) at `timeout`. `env`: variables for the ranks on top of this process's."""
+    TimeoutError (every rank killed) at `timeout` or once `stop` is set. `env`: variables for the ranks on top of
+    this process's."""
     if sys.platform == "win32":  # no descriptors to pass to a spawned rank there: its output would be lost
         raise RuntimeError("warm ranks read their output through pipes Windows cannot pass on: run this in WSL")
     tail: list[str] = []
