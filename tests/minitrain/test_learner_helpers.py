@@ -52,6 +52,18 @@ def test_a_training_run_is_refused_while_a_todo_it_needs_is_blank(tmp_path, monk
         yourcode.ready_to_train()
 
 
+def test_a_run_that_calls_an_earlier_notebooks_todo_is_refused_while_it_is_blank(tmp_path, monkeypatch):
+    """Notebook 17's measurement joins its group with Block A's init_distributed: a blank one stops the cell first."""
+    ddp = tmp_path / "src/minitrain/ddp.py"
+    ddp.parent.mkdir(parents=True)
+    ddp.write_text('def init_distributed():\n    return 0, 1\n\n\ndef cleanup():\n    raise NotDone("Block A: cleanup")\n')
+    monkeypatch.setattr(yourcode, "REPO", tmp_path)
+    yourcode.ready_to_run("src/minitrain/ddp.py", "init_distributed")  # written; another function's blank is not asked
+    ddp.write_text(ddp.read_text().replace("return 0, 1", 'raise NotDone("Block A: init_distributed")'))
+    with pytest.raises(TodoNotDone, match=r"^Block A: init_distributed is blank: .* at line 2 \(notebook 03 asks for it\)"):
+        yourcode.ready_to_run("src/minitrain/ddp.py", "init_distributed")
+
+
 def test_a_prediction_is_shown_beside_the_measurement(tmp_path, monkeypatch):
     monkeypatch.setenv("MINITRAIN_LAB_SCRATCH", str(tmp_path))
     assert "no prediction" in predictions.reveal("wrap", "equal")

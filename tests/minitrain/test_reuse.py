@@ -145,3 +145,11 @@ def test_the_load_is_measured_and_said(capsys):
     assert isinstance(wait_until_quiet(busy_ok=True, echo=said.append), Load)
     assert len(said) == 1 and said[0].startswith(("the machine is quiet (", "WARNING: the machine is busy ("))
 
+
+
+def test_the_lab_s_repeats_go_only_to_the_notebook_that_reads_them():
+    """make lab gives `repeats` (the experiment's count) to each notebook that declares it: a notebook with repeats of
+    its own names them otherwise (notebook 17's timed calls, once run with the experiment's 3 instead of its 7)."""
+    from minitrain.paths import NOTEBOOKS_DIR
+    given = {nb.name: make_lab.lab_parameters(nb.name, 5) for nb in sorted(NOTEBOOKS_DIR.glob("[0-9]*.ipynb"))}
+    assert [name for name, parameters in given.items() if "repeats" in parameters] == ["06-scaling-and-report.ipynb"]

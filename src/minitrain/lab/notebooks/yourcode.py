@@ -73,6 +73,12 @@ def ready_to_train() -> None:
         _stop_if_blank(REPO / path, None, f"notebook {SHOWN_IN[path]} asks for it")
 
 
+def ready_to_run(path: str, *names: str) -> None:
+    """Stop with TodoNotDone, before any process starts, when one of `names` in `path` (relative to the repository:
+    an earlier notebook's TODO that this cell's runs call) is still blank."""
+    _stop_if_blank(_resolved(path), _spans(_resolved(path), names), f"notebook {SHOWN_IN[path]} asks for it")
+
+
 def import_script(path: str | Path) -> types.ModuleType:
     """A script of the learner's (compare_states.py, train.py) imported as a module, fresh from disk."""
     return script.import_script(_resolved(path))

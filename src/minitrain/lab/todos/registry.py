@@ -10,7 +10,7 @@ from dataclasses import dataclass
 EXPERIMENT = "experiments/35-ddp-cpu"
 RUN_FILES = ("timings.jsonl", "run.json", "manifest.json", "scaling.png", "state-rank-0.pt", "state-rank-1.pt")
 RUN_FOLDERS = ("single-process", "repeats")
-PARTS = {"sheet": "the sheet", "beyond": "exercises beyond it", "optional": "optional (notebooks 15 and 16)"}  # summed apart
+PARTS = {"sheet": "the sheet", "beyond": "exercises beyond it", "optional": "optional (notebooks 15 to 17)"}  # summed apart
 EXERCISE_16 = "src/minitrain/diagnose/exercise"
 GRADERS = "minitrain.lab.grading.graders"  # a record's `grader` is "module:function" in this package
 
@@ -101,6 +101,11 @@ TODOS = (
            "and trains as the broken script does in one process (steps, loss, weights within 1e-3), on its own data "
            "and on another seed's", 240, part="optional", teacher_files=_FIXES, starts_as=f"{EXERCISE_16}/{s}")
       for s in ("run_a.py", "run_b.py", "run_c.py")),
+    Todo("ex17", "src/minitrain/ring.py", ("ring_reduce_scatter", "ring_all_gather", "ring_all_reduce"),
+         "exercise: ring_reduce_scatter, ring_all_gather, ring_all_reduce (notebook 17)", "17", 3, "ring:grade_ex17",
+         "`graders.ring.grade_ring`: real gloo runs of 2, 3 and 4 processes, the built-in collectives made to raise, "
+         "exact sums that name which ranks' shares a wrong chunk holds", 180, part="optional",
+         teacher_files=("tests/ring/test_ring_grader.py",)),
 )
 BY_KEY = {t.key: t for t in TODOS}
 TODO_FILES = sorted({t.file for t in TODOS if not t.file.endswith("/")})
