@@ -1,11 +1,10 @@
 """Notebook 17: your ring all-reduce (minitrain.ring) beside gloo's `dist.all_reduce`, on real groups of 2, 3 and 4
 processes: the sums compared, the bytes each rank sent (the kernel's counters of its gloo sockets), the time (medians
-over alternating repeats); then the ring as DDP's communication hook, on 2 ranks, beside DDP's own all-reduce.
+over alternating calls); then the ring as DDP's communication hook, on 2 ranks, beside DDP's own all-reduce.
 
-    python -m minitrain.measure.ring_wire [--mib 1] [--repeats 7]
+    python -m minitrain.measure.ring_wire [--mib 1] [--calls 7]
 """
 
-import argparse
 import json
 import os
 import statistics
@@ -18,12 +17,14 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
+from minitrain.cli import LabArgumentParser, positive_float, positive_int
 from minitrain.ddp import init_distributed
 from minitrain.gloo_setup import loopback_interface
 from minitrain.hang_report import named_hang, watched_group_timeout
 from minitrain.lab.reporting.verdict import verdict_over_repeats
 from minitrain.lab.running.load import busy_sentence, measure_load
 from minitrain.launch import fast_start_method, spawn_workers
+from minitrain.measure.allreduce import ring_factor
 from minitrain.measure.sockets import gloo_pair_endpoints, my_connections, pair_bytes
 from minitrain.model import build_minigpt
 from minitrain.ring import ring_all_reduce
@@ -104,7 +105,7 @@ def _trained(rank: int, hook: bool) -> dict[str, torch.Tensor]:
     return {k: v.detach().clone() for k, v in model.module.state_dict().items()}
 
 
-def _rank(out: str, numel: int, repeats: int) -> None:
+def _rank(out: str, numel: int, calls: int) -> None:
     rank, n = init_distributed("gloo")
     tensor = torch.randn(numel, generator=torch.Generator().manual_seed(rank))
     ring, gloo = tensor.clone(), tensor.clone()
@@ -115,7 +116,7 @@ def _rank(out: str, numel: int, repeats: int) -> None:
               "sent": {"ring": _sent(endpoints, lambda: ring_all_reduce(tensor.clone())),
                        "gloo": _sent(endpoints, lambda: dist.all_reduce(tensor.clone()))},
               "ms": {"ring": [], "gloo": []}}
-    for _ in range(repeats):  # alternating, so that a busy moment falls on both
+    for _ in range(calls):  # alternating, so that a busy moment falls on both
         result["ms"]["ring"].append(_timed(lambda: ring_all_reduce(tensor.clone())))
         result["ms"]["gloo"].append(_timed(lambda: dist.all_reduce(tensor.clone())))
     if n == 2:
@@ -126,13 +127,13 @@ def _rank(out: str, numel: int, repeats: int) -> None:
     dist.destroy_process_group()
 
 
-def measure(mib: float = 1.0, repeats: int = 7, world_sizes: tuple[int, ...] = WORLD_SIZES) -> dict:
+def measure(mib: float = 1.0, calls: int = 7, world_sizes: tuple[int, ...] = WORLD_SIZES) -> dict:
     """Each world size's ranks' results: {n: [rank 0's, rank 1's, ...]}, with the tensor's bytes."""
     numel = int(mib * 2**20) // 4
-    results: dict = {"bytes": numel * 4, "repeats": repeats, "runs": {}, "load": measure_load(), "cpus": os.cpu_count()}
+    results: dict = {"bytes": numel * 4, "repeats": calls, "runs": {}, "load": measure_load(), "cpus": os.cpu_count()}
     for n in world_sizes:
         with tempfile.TemporaryDirectory(prefix="minitrain-ring-") as out:
-            spawn_workers(_rank, n, out, numel, repeats, start_method=fast_start_method(), timeout_s=300)
+            spawn_workers(_rank, n, out, numel, calls, start_method=fast_start_method(), timeout_s=300)
             results["runs"][n] = [json.loads((Path(out) / f"rank-{r}.json").read_text()) for r in range(n)]
     return results
 
@@ -152,7 +153,7 @@ def table(results: dict) -> str:
         n = int(n)
         equal = "bitwise" if all(r["equal"] for r in ranks) else f"within {max(r['max_abs_diff'] for r in ranks):.1e}"
         ms = [statistics.median(t for r in ranks for t in r["ms"][k]) for k in ("ring", "gloo")]
-        lines.append(f"| {n} | {equal} | {sent(ranks, 'ring')} | {sent(ranks, 'gloo')} | {2 * (n - 1) / n * size:,.0f} "
+        lines.append(f"| {n} | {equal} | {sent(ranks, 'ring')} | {sent(ranks, 'gloo')} | {ring_factor(n) * size:,.0f} "
                      f"| {ms[0]:.2f} | {ms[1]:.2f} |")
     return "\n".join(lines)
 
@@ -174,11 +175,11 @@ def verdicts(results: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--mib", type=float, default=1.0, help="the tensor's size, MiB of float32")
-    p.add_argument("--repeats", type=int, default=7)
+    p = LabArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--mib", type=positive_float, default=1.0, help="the tensor's size, MiB of float32")
+    p.add_argument("--calls", type=positive_int, default=7, help="timed calls of each all-reduce, alternating")
     args = p.parse_args(argv)
-    results = measure(args.mib, args.repeats)
+    results = measure(args.mib, args.calls)
     print(table(results))
     print(verdicts(results))
     print(f"2 ranks, the ring as DDP's comm hook: weights equal to DDP's own bit for bit: "
