@@ -7,10 +7,12 @@ import contextlib
 import math
 import os
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 BAD_USAGE = 2  # the exit status of a bad argument, input or setting reported in one line (argparse's)
+QUIET_RANK_WAIT_S = 1.0  # how long the other ranks wait to exit: the launcher stops a run at the first exit it sees
 DEFAULT_COLLECTIVE_TIMEOUT_S = 60.0  # a lost peer must end the run in seconds, not after torch's 30 minutes
 
 
@@ -36,6 +38,8 @@ class LabArgumentParser(argparse.ArgumentParser):
     def _fail(self, message: str) -> None:
         if os.environ.get("RANK", "0") == "0":  # every rank parses the same argv: one report is enough
             self._print_message(f"{self.prog}: error: {message}\n", None)
+        else:
+            time.sleep(QUIET_RANK_WAIT_S)  # rank 0 says why before its launcher sees a rank end and stops the others
         self.exit(BAD_USAGE)
 
 

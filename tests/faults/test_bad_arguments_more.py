@@ -10,7 +10,7 @@ import sys
 import papermill
 import pytest
 
-from conftest import ROOT, TRAIN, launch
+from conftest import NEW_INTERPRETERS, ROOT, TRAIN, launch
 from minitrain import launch as launcher
 from minitrain.lab.running.execute_notebook import execute
 from minitrain.launch import LaunchError, run_streaming, torchrun_command
@@ -131,7 +131,7 @@ def test_a_worker_failing_otherwise_still_gets_the_failure_report(tmp_path):
     script.write_text("import os, sys, time\n"
                       "if os.environ['RANK'] == '0':\n    sys.exit(1)\n"
                       "time.sleep(60)\n")
-    proc = launch("--nproc-per-node=2", str(script))
+    proc = launch("--nproc-per-node=2", str(script), env=NEW_INTERPRETERS)
     text, _ = proc.communicate(timeout=120)
     assert proc.returncode == 1
     assert "error: the run failed, rank 0 (pid " in text and ") exited with status 1; rank 1 (pid " in text

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from conftest import HERE, WORKERS, launch, wait_for_line, wait_gone
+from conftest import HERE, NEW_INTERPRETERS, WORKERS, launch, wait_for_line, wait_gone
 from minitrain.launch import alive, process_tree
 
 GONE_WITHIN = 10  # seconds from the SIGKILL until no process of the run is left
@@ -56,7 +56,7 @@ def kill_parent():
 
 
 def test_killing_the_launcher_ends_its_workers(kill_parent):
-    proc = launch("--nproc-per-node=2", str(WORKERS), *SERVE)
+    proc = launch("--nproc-per-node=2", str(WORKERS), *SERVE, env=NEW_INTERPRETERS)
     kill_parent(proc, "the launcher", processes=3)  # the launcher and both workers
     out = proc.stdout.read()  # the workers wrote into the launcher's pipe; all of them have exited
     assert out.count(f"its parent, pid {proc.pid}, is gone") == 2, out

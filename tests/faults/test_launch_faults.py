@@ -1,7 +1,9 @@
 """Faults a learner's laptop produces, tried with real processes: ports, clean exits, and what the run
 listens on (runs stopped before their time: test_stopped_runs.py)."""
 
+import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -9,7 +11,7 @@ import time
 
 import pytest
 
-from conftest import HERE, TRAIN, WORKERS, launch, wait_for_line
+from conftest import HERE, NEW_INTERPRETERS, TRAIN, WORKERS, launch, wait_for_line
 from minitrain.launch import listening_sockets, process_tree, run_ranks, torchrun_command
 from minitrain.launch.warm import WARM
 
@@ -42,7 +44,8 @@ def test_runs_two_at_a_time_each_get_a_free_port_and_exit_cleanly(reap):
     command = torchrun_command("workers", 2, "clean", module=True)
     assert command[:6] == [sys.executable, "-m", "minitrain.launch", "--nproc-per-node=2", "-m", "workers"]
     path = {"PYTHONPATH": os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")]))}
-    procs = [launch("--nproc-per-node=2", str(WORKERS), "clean", env=path), launch(*command[3:], env=path)]
+    env = {**path, **NEW_INTERPRETERS}  # an abort at exit is a new interpreter's finalization
+    procs = [launch("--nproc-per-node=2", str(WORKERS), "clean", env=env), launch(*command[3:], env=env)]
     for proc in procs:
         reap(proc)
     for run, proc in zip(("script", "module"), procs):
@@ -60,6 +63,23 @@ def test_the_lab_runs_start_the_lab_torchrun_with_its_options_unless_the_tests_a
     assert run_ranks(WORKERS, 2, "clean", options=("--max-restarts=1",), timeout=120, echo=lines.append) == 0
     out = "\n".join(lines)
     assert out.count("max restarts 1") == 2 and out.count("done, sum [2.0, 2.0, 2.0, 2.0]") == 2, out
+
+
+def test_a_worker_forked_by_the_launcher_starts_as_a_new_interpreter_would(reap):
+    """Under the tests the lab's torchrun forks each worker from itself, warm ($MINITRAIN_WARM_RANKS=1); its script
+    sees what it sees in a new interpreter, as a learner's run starts it: argv, __name__, sys.path[0], torch's
+    threads, the signal handlers, torchrun's variables, the launcher watched."""
+    seen = {}
+    for how, env in (("forked", {}), ("new", NEW_INTERPRETERS)):
+        proc = launch("--nproc-per-node=2", str(WORKERS), "start", env=env)
+        reap(proc)
+        status, out, _ = finish(proc)
+        assert status == 0, out
+        seen[how] = sorted((json.loads(m) for m in re.findall(r"^rank \d started with (.*)$", out, re.MULTILINE)),
+                           key=lambda start: start["env"]["RANK"])
+    assert [start.pop("forked") for start in seen["forked"]] == [sys.platform == "linux"] * 2  # (_torchrun)
+    assert [start.pop("forked") for start in seen["new"]] == [False, False]
+    assert len(seen["new"]) == 2 and seen["forked"] == seen["new"], seen
 
 
 @pytest.mark.parametrize("launcher", ["torchrun", "spawn"])

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import TRAIN, launch, wait_for_line
+from conftest import NEW_INTERPRETERS, TRAIN, launch, wait_for_line
 from test_bad_arguments import train_script  # noqa: F401 (a fixture: train.py imported in this process)
 from minitrain.launch import run_ranks
 from minitrain.measure.measurement import runs_folder
@@ -25,10 +25,10 @@ STEPS, EVERY = QUICK.steps, QUICK.snapshot_every
 SMALL = QUICK.train_args()  # the restart measurement's quick runs: its uninterrupted one is the reference
 
 
-def train(out, corpus_dir, *extra: str, restarts: int = 1):
+def train(out, corpus_dir, *extra: str, restarts: int = 1, env: dict | None = None):
     """The lab's launcher on train.py, tiny and with snapshots; `extra` after train.py's arguments."""
     return launch("--nproc-per-node=2", f"--max-restarts={restarts}", str(TRAIN), *SMALL, "--out", str(out),
-                  "--corpus-dir", str(corpus_dir), *extra)
+                  "--corpus-dir", str(corpus_dir), *extra, env=env)
 
 
 def finish(proc, timeout: float = 180) -> tuple[int, str]:
@@ -64,7 +64,7 @@ def reference(restart_runs) -> Path:
 
 def test_an_outside_sigkill_restarts_the_same_way(tmp_path, corpus_dir, reference, reap):
     out = tmp_path / "killed"
-    proc = train(out, corpus_dir)
+    proc = train(out, corpus_dir, env=NEW_INTERPRETERS)
     reap(proc)
     lines = wait_for_line(proc, "step    9 ")
     rank1 = int(re.search(r"\[rank 1\] pid (\d+)", "".join(lines)).group(1))

@@ -12,7 +12,7 @@ import time
 import pytest
 from jupyter_client.manager import start_new_kernel
 
-from conftest import TRAIN, WORKERS, launch, wait_for_line, wait_gone
+from conftest import NEW_INTERPRETERS, TRAIN, WORKERS, launch, wait_for_line, wait_gone
 from minitrain.launch import free_port, process_tree, run_streaming, torchrun_command
 
 PREVIOUS_RUN = ["timings.jsonl", "run.json", "state-rank-0.pt", "state-rank-1.pt"]
@@ -36,7 +36,7 @@ def test_a_killed_worker_ends_the_run_and_keeps_the_previous_artifacts(tmp_path,
         (out_dir / name).write_text(f"the previous run's {name}\n")
     before = digest(out_dir)
     proc = launch("--nproc-per-node=2", str(TRAIN), "--out", str(out_dir), "--corpus-dir", str(corpus_dir),
-                  "--steps", "2000", "--warmup", "2")
+                  "--steps", "2000", "--warmup", "2", env=NEW_INTERPRETERS)
     reap(proc)
     lines = wait_for_line(proc, "step    5 ")
     tree = process_tree(proc.pid)

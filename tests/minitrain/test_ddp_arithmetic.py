@@ -4,6 +4,7 @@ ranks trained on their own shards stay equal, two half batches are one whole bat
 variant attached changes no number; and init_distributed's one line outside torchrun. Block A's own grade,
 alone, is test_ddp.py; these runs need Blocks A, B, C (train.py's setup and train_step) and D."""
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -14,6 +15,7 @@ import ddp_workers
 from minitrain import ddp
 from minitrain.gloo_setup import TORCHRUN_VARS
 from minitrain.launch import torchrun_command
+from minitrain.launch.torchrun import WARM
 from minitrain.timing import BY_NAME
 
 STEPS = 5
@@ -25,7 +27,8 @@ def torchrun_output(corpus_dir, tmp_path_factory) -> tuple[Path, subprocess.Comp
     every run saved in a temporary folder; that folder, and the finished torchrun (its whole output)."""
     out = tmp_path_factory.mktemp("ddp")
     proc = subprocess.run(torchrun_command(Path(ddp_workers.__file__), 2, str(corpus_dir), str(out), str(STEPS)),
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=300,
+                          env={**os.environ, WARM: "0"})  # each worker a new interpreter: its exit is checked
     return out, proc
 
 

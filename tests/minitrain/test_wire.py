@@ -327,8 +327,9 @@ def _pair_bytes_rank(out: str) -> None:
     dist.all_reduce(tensor.clone())  # gloo's pairs connect on the first collective
     before = pair_bytes(endpoints)
     dist.all_reduce(tensor)
-    sent = pair_bytes(endpoints)["sent"] - before["sent"]
-    (Path(out) / f"rank-{dist.get_rank()}.json").write_text(json.dumps({"sockets": len(endpoints), "sent": sent}))
+    after = pair_bytes(endpoints)
+    sent, again = (after[key] - before[key] for key in ("sent", "retransmitted"))  # sent counts what was sent again
+    (Path(out) / f"rank-{dist.get_rank()}.json").write_text(json.dumps({"sockets": len(endpoints), "sent": sent - again}))
     dist.barrier()
     dist.destroy_process_group()
 
@@ -336,7 +337,7 @@ def _pair_bytes_rank(out: str) -> None:
 def test_every_pair_socket_of_a_rank_is_counted_at_three_ranks(tmp_path):
     """Past 2 ranks a rank accepts several pairs on one listening socket: keyed by their local endpoint alone, all
     but one were dropped, and a rank seemed to send a few hundred bytes. Each rank: 2 pair sockets, and the ring's
-    2(n-1)/n of the tensor plus gloo's headers."""
+    2(n-1)/n of the tensor plus gloo's headers (without what TCP sent again: a loaded machine drops a segment at times)."""
     from minitrain.launch import fast_start_method, spawn_workers
     spawn_workers(_pair_bytes_rank, 3, str(tmp_path), start_method=fast_start_method(), timeout_s=120)
     notes = [json.loads((tmp_path / f"rank-{r}.json").read_text()) for r in range(3)]

@@ -1,5 +1,5 @@
 """The package's layers hold: import-linter's contracts in pyproject.toml pass on src/, and break on a
-copy with a back-edge; and no module reaches its imports by editing sys.path (but the one that stands for a new
+copy with a back-edge; and no module reaches its imports by editing sys.path (but the two that stand for a new
 interpreter's start: AS_AN_INTERPRETER)."""
 
 import os
@@ -19,7 +19,8 @@ SYS_PATH_EDIT = re.compile(
 # first on sys.path, as the interpreter it stands for would have at its start.
 AS_AN_INTERPRETER = {("src/minitrain/lab/grading/forkserver.py",
                       'sys.path[:0] = [os.path.abspath(p) for p in request["env"].get("PYTHONPATH", "")'
-                      '.split(os.pathsep) if p]')}
+                      '.split(os.pathsep) if p]'),
+                     ("src/minitrain/launch/torchrun.py", "sys.path[0] = str(Path(target).resolve().parent)")}
 
 
 def lint_imports(cwd: Path, *args: str, pythonpath: Path | None = None) -> subprocess.CompletedProcess:

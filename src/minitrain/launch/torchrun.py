@@ -5,6 +5,7 @@ Windows, where torchrun's rendezvous asks for libuv, which PyTorch's Windows whe
 launcher works there: `train.py --launcher spawn`)."""
 
 import argparse
+import atexit
 import logging
 import os
 import signal
@@ -14,10 +15,13 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import torch
 import torch.distributed.run as torch_run
 from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+from torch.distributed.launcher.api import elastic_launch
 from torch.distributed.elastic.rendezvous.utils import parse_rendezvous_endpoint
 
+from minitrain.as_main import run_as_main
 from minitrain.cli import BAD_USAGE, SettingError, check_environment, master_port
 from minitrain.gloo_setup import loopback_interface, on_windows
 from minitrain.parent_watch import WATCH_PID, exit_with_parent
@@ -36,6 +40,7 @@ UNAUTHENTICATED = ("warning: the rendezvous and gloo on {address} are unauthenti
                    "can reach this network can run code on this machine,\njoin the run, feed it data or read the "
                    "gradients. Use it only on a network you trust (docs/security.md).")
 REJECTED = "the script rejected its arguments or input (see the line above)"
+WARM = "MINITRAIN_WARM_RANKS"  # "1" (the tests set it): workers forked from the launcher, and run_ranks on warm ranks
 
 
 class TorchrunUnavailable(RuntimeError):
@@ -88,9 +93,10 @@ def main(argv: list[str] | None = None) -> None:
         os.environ["GLOO_SOCKET_IFNAME"] = place.interface
         print(UNAUTHENTICATED.format(address=place.address), file=sys.stderr, flush=True)
     os.environ[LAUNCH_COMMAND] = " ".join(["python -m minitrain.launch", *argv])
-    quiet = _QuietWhenRejected(logging.getLogger("torch.distributed.elastic.multiprocessing.api"))
+    quiet = _QuietWhenRejected(logging.getLogger("torch.distributed.elastic.multiprocessing.api"),
+                               logging.getLogger("torch.multiprocessing.spawn"))  # forked workers' (_torchrun)
     try:
-        torch_run.main(args)
+        _torchrun(args)
     except (PortInUseError, RendezvousUnreachable) as e:
         sys.exit(f"error: {e}")
     except ChildFailedError as e:
@@ -102,6 +108,47 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(f"error: the run failed, {describe_failures(e)}")
     finally:
         quiet.release()
+
+
+def _torchrun(args: list[str]) -> None:
+    """torchrun's main; with $MINITRAIN_WARM_RANKS=1 (the tests) on Linux, its agent forks each worker from this
+    process, which has imported torch (torchrun's --start-method=fork, for a function entrypoint, as its --run-path
+    has): about 2 s of CPU less a worker. The rendezvous, the agent's watch, its restarts and failure reports stay
+    torchrun's own. Not on macOS, where a process with threads (the rendezvous store's) is not safe to fork."""
+    if os.environ.get(WARM) != "1" or sys.platform != "linux":
+        torch_run.main(args)
+        return
+    config, _, cmd_args = torch_run.config_from_args(torch_run.parse_args(args))
+    config.start_method = "fork"
+    os.register_at_fork(before=_flush_output)  # nothing of the launcher's left in a buffer the workers inherit
+    elastic_launch(config=config, entrypoint=_forked_worker)(*cmd_args)
+
+
+def _flush_output() -> None:
+    sys.stdout.flush()
+    sys.stderr.flush()
+
+
+def _forked_worker(*cmd_args: str) -> None:
+    """torchrun's `python -u [-m] SCRIPT ARGS` in a worker forked from the launcher, started as a new interpreter
+    would be: the agent's signal handlers and the launcher's exit functions undone, its output line by line, the
+    script's folder first on sys.path (the launcher's folder for -m), torch's threads from OMP_NUM_THREADS; the
+    script's exit status is the worker's."""
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):  # the agent's raise SignalException
+        signal.signal(sig, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    atexit._clear()
+    for stream in (sys.stdout, sys.stderr):
+        stream.reconfigure(line_buffering=True)
+    if "OMP_NUM_THREADS" in os.environ:  # read once, at the launcher's import of torch
+        torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+    module = cmd_args[1] == "-m"
+    target, *args = cmd_args[2 if module else 1:]
+    if not module:
+        sys.path[0] = str(Path(target).resolve().parent)
+    code = run_as_main(target, args, module)
+    if code:
+        sys.exit(code)
 
 
 def _usage_error(message: str) -> None:
@@ -215,19 +262,22 @@ def rejected(error: ChildFailedError) -> bool:
 
 
 class _QuietWhenRejected(logging.Filter):
-    """Holds back torchrun's "Sending process N closing signal SIGTERM" lines until it is known why
-    the workers are being stopped; after a first failure with status 2 those lines and "failed
-    (exitcode: 2)" are dropped (the script has said what is wrong), otherwise logged as they were."""
+    """Holds back torchrun's "Sending process N closing signal SIGTERM" lines (for forked workers, torch's
+    "Terminating process N via signal SIGTERM") until it is known why the workers are being stopped; after a
+    first failure with status 2 those lines and "failed (exitcode: 2)" are dropped (the script has said what is
+    wrong), otherwise logged as they were."""
 
-    def __init__(self, logger: logging.Logger) -> None:
+    def __init__(self, *loggers: logging.Logger) -> None:
         super().__init__()
-        self.logger, self.held = logger, []
-        logger.addFilter(self)
+        self.held: list[logging.LogRecord] = []
+        for logger in loggers:
+            logger.addFilter(self)
 
     def filter(self, record: logging.LogRecord) -> bool:
         if getattr(record, "_minitrain_released", False):
             return True
-        if isinstance(record.msg, str) and record.msg.startswith("Sending process") and "closing signal" in record.msg:
+        if isinstance(record.msg, str) and (record.msg.startswith("Terminating process") or (
+                record.msg.startswith("Sending process") and "closing signal" in record.msg)):
             self.held.append(record)
             return False
         if isinstance(record.msg, str) and record.msg.startswith("failed (exitcode") and record.args \
@@ -244,7 +294,7 @@ class _QuietWhenRejected(logging.Filter):
         held, self.held = self.held, []
         for record in held:
             record._minitrain_released = True
-            self.logger.handle(record)
+            logging.getLogger(record.name).handle(record)
 
 
 def _stop_workers() -> None:

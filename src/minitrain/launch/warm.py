@@ -2,7 +2,8 @@
 runs under the tests ($MINITRAIN_WARM_RANKS: run_ranks). Each rank is forked from a server that has imported torch
 (fast_start_method) and runs the script as `python [-m]` would (minitrain.as_main), with the variables of torchrun's
 that the lab's scripts read (spawn_workers); its output lines reach `echo` as they arrive, as torchrun's would. A rank's start costs a fork instead of about 2 s of CPU importing
-torch and torch._dynamo; the lab's torchrun itself is tested end to end apart (tests/faults)."""
+torch and torch._dynamo; the lab's torchrun itself is tested end to end apart (tests/faults, its workers forked from
+the launcher: torchrun._torchrun)."""
 
 import contextlib
 import faulthandler
@@ -21,9 +22,8 @@ from minitrain.as_main import run_as_main
 from minitrain.parent_watch import WATCH_PID
 from minitrain.launch.spawn import fast_start_method, spawn_workers
 from minitrain.launch.stream import LaunchError, run_streaming, stop_process_tree
-from minitrain.launch.torchrun import LAUNCH_COMMAND, torchrun_command
+from minitrain.launch.torchrun import LAUNCH_COMMAND, WARM, torchrun_command
 
-WARM = "MINITRAIN_WARM_RANKS"  # "1" (the tests set it): run_ranks forks warm ranks instead of starting torchrun
 WARM_JOB = "warm ranks:"  # how a WarmJob's thread is named
 GRACE_S = 1.0  # once a rank failed, the others may end on their own (their errors, their dumps) before SIGTERM,
 # and SIGKILL as long again after it; torchrun's agent notices a failure within 0.1 s (--monitor-interval)
