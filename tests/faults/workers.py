@@ -49,6 +49,7 @@ def started_with() -> dict:
                                                                    signal.SIGQUIT, signal.SIGCHLD, signal.SIGPIPE)},
             "env": {k: os.environ.get(k) for k in torchrun_vars},
             "watches_its_parent": os.environ.get("MINITRAIN_WATCH_PID") == str(os.getppid()),
+            "listening": len([c for c in psutil.Process().net_connections("tcp") if c.status == psutil.CONN_LISTEN]),
             "forked": "minitrain.launch" in psutil.Process().cmdline()}  # the launcher's command line
 
 

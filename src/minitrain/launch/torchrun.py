@@ -131,9 +131,10 @@ def _flush_output() -> None:
 
 def _forked_worker(*cmd_args: str) -> None:
     """torchrun's `python -u [-m] SCRIPT ARGS` in a worker forked from the launcher, started as a new interpreter
-    would be: the agent's signal handlers and the launcher's exit functions undone, its output line by line, the
-    script's folder first on sys.path (the launcher's folder for -m), torch's threads from OMP_NUM_THREADS; the
-    script's exit status is the worker's."""
+    would be: the agent's signal handlers, the launcher's exit functions and its TCP sockets undone, its output line
+    by line, the script's folder first on sys.path (the launcher's folder for -m), torch's threads from
+    OMP_NUM_THREADS; the script's exit status is the worker's."""
+    _close_tcp_sockets()
     for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):  # the agent's raise SignalException
         signal.signal(sig, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -149,6 +150,21 @@ def _forked_worker(*cmd_args: str) -> None:
     code = run_as_main(target, args, module)
     if code:
         sys.exit(code)
+
+
+def _close_tcp_sockets() -> None:
+    """Close this process's copies of the launcher's TCP sockets (its stores' listeners and connections): a worker
+    torchrun starts has none (its Popen closes them), and a copy would keep a port held, or a connection open, that
+    the launcher closed."""
+    for fd in map(int, os.listdir("/proc/self/fd")):
+        try:
+            sock = socket.socket(fileno=fd)
+        except OSError:  # not a socket, or the listing's own descriptor, gone
+            continue
+        if sock.family in (socket.AF_INET, socket.AF_INET6) and sock.type == socket.SOCK_STREAM and fd > 2:
+            sock.close()
+        else:
+            sock.detach()
 
 
 def _usage_error(message: str) -> None:
