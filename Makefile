@@ -44,11 +44,11 @@ measurements: $(STAMP)
 demo: $(STAMP)
 	$(PY) -m minitrain.train --steps 300
 
-# The library tests and the notebooks (strict nbval), two at a time (pytest-xdist: a file's tests and a
-# notebook's cells stay together; files in collection order, the longest first: tests/conftest.py);
-# notebook runs go to a temporary folder.
+# The library tests and the notebooks (strict nbval), three at a time (pytest-xdist: a file's tests and a
+# notebook's cells stay together; files in collection order, the longest first: tests/conftest.py): on two
+# cores a third worker runs while the others wait on a timeout or a process; notebook runs go to a temporary folder.
 test: $(STAMP)
-	$(PY) -m pytest -n 2 --dist loadfile --no-loadscope-reorder --nbval --nbval-current-env --nbval-cell-timeout=600 tests notebooks
+	$(PY) -m pytest -n 3 --dist loadfile --no-loadscope-reorder --nbval --nbval-current-env --nbval-cell-timeout=600 tests notebooks
 
 corpus: $(STAMP)
 	$(PY) -m minitrain.corpus

@@ -12,7 +12,7 @@ if STUDENT_EDITION:  # a TODO still blank is skipped, naming it (minitrain.lab.e
     from minitrain.lab.editions.blank_todos import (pytest_runtest_logreport, pytest_runtest_makereport,  # noqa: F401
                                            pytest_runtest_setup, pytest_terminal_summary)
 
-# `make test` runs two pytest workers on a two-core machine, beside the runs they start: torch's
+# `make test` runs three pytest workers on a two-core machine, beside the runs they start: torch's
 # computations in this process take one thread each, as torchrun gives each of two workers. Child
 # processes (runs, kernels) are not affected: they read OMP_NUM_THREADS, which stays as it was.
 torch.set_num_threads(1)
@@ -24,9 +24,9 @@ torch.set_num_threads(1)
 # worker's exit or how its end is reported (NEW_INTERPRETERS in tests/faults/conftest.py).
 os.environ[WARM] = "1"
 
-# `make test` (pytest-xdist, --dist loadfile --no-loadscope-reorder) hands whole files to its two
+# `make test` (pytest-xdist, --dist loadfile --no-loadscope-reorder) hands whole files to its three
 # workers in the order collected: the files with the longest runs (docs/test-budget.md) go first, so
-# that no long file starts last while the other worker has nothing left; the rest keep their order.
+# that no long file starts last while the others have nothing left; the rest keep their order.
 LONGEST_FIRST = [
     "tests/minitrain/test_grade.py",
     "tests/minitrain/test_check.py",
