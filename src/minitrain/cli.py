@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 BAD_USAGE = 2  # the exit status of a bad argument, input or setting reported in one line (argparse's)
-QUIET_RANK_WAIT_S = 1.0  # how long the other ranks wait to exit: the launcher stops a run at the first exit it sees
+QUIET_RANK_WAIT_S = 1.0  # how long the other ranks wait to exit: the launcher stops a run at the first failure
 DEFAULT_COLLECTIVE_TIMEOUT_S = 60.0  # a lost peer must end the run in seconds, not after torch's 30 minutes
 
 

@@ -14,8 +14,8 @@ ROOT = HERE.parents[1]
 TRAIN = ROOT / "experiments" / "35-ddp-cpu" / "train.py"
 WORKERS = HERE / "workers.py"
 # Under the tests the lab's torchrun forks its workers from itself, warm ($MINITRAIN_WARM_RANKS=1, tests/conftest.py);
-# the runs that check how a worker's end is reported (torchrun's agent reports each process it started; torch's
-# multiprocessing reports the first it finds) or what a worker does when the launcher dies start each worker as a new
+# the runs that check how a worker's end is reported (torchrun's agent reports every worker that failed; torch's
+# multiprocessing the first only) or what a worker does when the launcher dies start each worker as a new
 # interpreter, as a learner's run does:
 NEW_INTERPRETERS = {WARM: "0"}
 

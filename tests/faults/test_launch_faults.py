@@ -68,8 +68,8 @@ def test_the_lab_runs_start_the_lab_torchrun_with_its_options_unless_the_tests_a
 def test_a_worker_forked_by_the_launcher_starts_as_a_new_interpreter_would(reap):
     """Under the tests the lab's torchrun forks each worker from itself, warm ($MINITRAIN_WARM_RANKS=1); its script
     sees what it sees in a new interpreter, as a learner's run starts it: argv, __name__, sys.path[0], torch's
-    threads, the signal handlers, torchrun's variables, the launcher watched, its listening sockets (its gloo's only,
-    not the launcher's)."""
+    threads, the signal handlers, the death signal and the fault handler, torchrun's variables, a session of its own,
+    the launcher watched, its listening sockets (its gloo's only, not the launcher's)."""
     seen = {}
     for how, env in (("forked", {}), ("new", NEW_INTERPRETERS)):
         proc = launch("--nproc-per-node=2", str(WORKERS), "start", env=env)

@@ -1,6 +1,8 @@
 """Small workers the fault tests launch: `python workers.py MODE [SECONDS | FILE]` under the lab's
 torchrun, or `spawn_workers(workers.main, 2, MODE, ...)`."""
 
+import ctypes
+import faulthandler
 import json
 import os
 import signal
@@ -13,6 +15,8 @@ import torch
 import torch.distributed as dist
 
 from minitrain.ddp import cleanup, init_distributed
+
+FAULT_HANDLER_AT_START = faulthandler.is_enabled()  # before the lab's code (its hang watch) turns it on
 
 
 def main(mode: str, *args: str) -> None:
@@ -49,8 +53,19 @@ def started_with() -> dict:
                                                                    signal.SIGQUIT, signal.SIGCHLD, signal.SIGPIPE)},
             "env": {k: os.environ.get(k) for k in torchrun_vars},
             "watches_its_parent": os.environ.get("MINITRAIN_WATCH_PID") == str(os.getppid()),
+            "own_session": os.getsid(0) == os.getpid(), "fault_handler": FAULT_HANDLER_AT_START,
+            "death_signal": death_signal(),
             "listening": len([c for c in psutil.Process().net_connections("tcp") if c.status == psutil.CONN_LISTEN]),
             "forked": "minitrain.launch" in psutil.Process().cmdline()}  # the launcher's command line
+
+
+def death_signal() -> int | None:
+    """The signal this process gets when its parent dies (Linux's PR_GET_PDEATHSIG), 0 for none."""
+    if sys.platform != "linux":
+        return None
+    sig = ctypes.c_int()
+    ctypes.CDLL(None).prctl(2, ctypes.byref(sig))
+    return sig.value
 
 
 if __name__ == "__main__":

@@ -6,6 +6,8 @@ launcher works there: `train.py --launcher spawn`)."""
 
 import argparse
 import atexit
+import ctypes
+import faulthandler
 import logging
 import os
 import signal
@@ -41,6 +43,7 @@ UNAUTHENTICATED = ("warning: the rendezvous and gloo on {address} are unauthenti
                    "gradients. Use it only on a network you trust (docs/security.md).")
 REJECTED = "the script rejected its arguments or input (see the line above)"
 WARM = "MINITRAIN_WARM_RANKS"  # "1" (the tests set it): workers forked from the launcher, and run_ranks on warm ranks
+PR_SET_PDEATHSIG = 1  # prctl's option (linux/prctl.h)
 
 
 class TorchrunUnavailable(RuntimeError):
@@ -112,36 +115,39 @@ def main(argv: list[str] | None = None) -> None:
 
 def _torchrun(args: list[str]) -> None:
     """torchrun's main; with $MINITRAIN_WARM_RANKS=1 (the tests) on Linux, its agent forks each worker from this
-    process, which has imported torch (torchrun's --start-method=fork, for a function entrypoint, as its --run-path
-    has): about 2 s of CPU less a worker. The rendezvous, the agent's watch, its restarts and failure reports stay
-    torchrun's own. Not on macOS, where a process with threads (the rendezvous store's) is not safe to fork."""
-    if os.environ.get(WARM) != "1" or sys.platform != "linux":
+    process, which has imported torch (torchrun's --start-method=fork, which it applies to a function entrypoint, as
+    with its --run-path): about 2 s of CPU less a worker. The rendezvous, the agent's watch, its restarts and failure
+    reports stay torchrun's own. Only on Linux: the worker's start undoes the fork's leftovers through /proc and
+    prctl, and macOS's system libraries do not survive a fork without exec."""
+    parsed = torch_run.parse_args(args)
+    if os.environ.get(WARM) != "1" or sys.platform != "linux" or parsed.no_python or parsed.run_path:
         torch_run.main(args)
         return
-    config, _, cmd_args = torch_run.config_from_args(torch_run.parse_args(args))
-    config.start_method = "fork"
-    os.register_at_fork(before=_flush_output)  # nothing of the launcher's left in a buffer the workers inherit
+    config, _, cmd_args = torch_run.config_from_args(parsed)
+    config.start_method = "fork"  # multiprocessing flushes this process's stdout and stderr before it forks
     elastic_launch(config=config, entrypoint=_forked_worker)(*cmd_args)
 
 
-def _flush_output() -> None:
-    sys.stdout.flush()
-    sys.stderr.flush()
-
-
 def _forked_worker(*cmd_args: str) -> None:
-    """torchrun's `python -u [-m] SCRIPT ARGS` in a worker forked from the launcher, started as a new interpreter
-    would be: the agent's signal handlers, the launcher's exit functions and its TCP sockets undone, its output line
-    by line, the script's folder first on sys.path (the launcher's folder for -m), torch's threads from
-    OMP_NUM_THREADS; the script's exit status is the worker's."""
-    _close_tcp_sockets()
-    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):  # the agent's raise SignalException
-        signal.signal(sig, signal.SIG_DFL)
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+    """torchrun's `python -u [-m] SCRIPT ARGS` (config_from_args's) in a worker forked from the launcher, started as
+    torchrun starts a new interpreter: in a session of its own, without the launcher's TCP sockets, the agent's
+    signal handlers, torch's death signal and fault handler, the launcher's exit functions; output written through
+    line by line, the script's folder first on sys.path (for -m, the launcher's working folder), torch's threads
+    from OMP_NUM_THREADS (libgomp read it when the launcher imported torch, before torchrun set it). The script's
+    exit status is the worker's."""
+    os.setsid()
+    _release_tcp_sockets()
+    for name in os.environ.get("TORCHELASTIC_SIGNALS_TO_HANDLE", "SIGTERM,SIGINT,SIGHUP,SIGQUIT").split(","):
+        sig = getattr(signal, name)
+        signal.signal(sig, signal.default_int_handler if sig == signal.SIGINT else signal.SIG_DFL)
+    ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, 0)  # torch.multiprocessing's SIGINT on the launcher's death
+    faulthandler.disable()  # elastic's record() enabled it
+    if os.environ.get("PYTHONFAULTHANDLER"):
+        faulthandler.enable()
     atexit._clear()
-    for stream in (sys.stdout, sys.stderr):
-        stream.reconfigure(line_buffering=True)
-    if "OMP_NUM_THREADS" in os.environ:  # read once, at the launcher's import of torch
+    for stream in filter(None, (sys.stdout, sys.stderr)):
+        stream.reconfigure(line_buffering=True, write_through=True)
+    if "OMP_NUM_THREADS" in os.environ:
         torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
     module = cmd_args[1] == "-m"
     target, *args = cmd_args[2 if module else 1:]
@@ -152,19 +158,21 @@ def _forked_worker(*cmd_args: str) -> None:
         sys.exit(code)
 
 
-def _close_tcp_sockets() -> None:
-    """Close this process's copies of the launcher's TCP sockets (its stores' listeners and connections): a worker
-    torchrun starts has none (its Popen closes them), and a copy would keep a port held, or a connection open, that
-    the launcher closed."""
+def _release_tcp_sockets() -> None:
+    """This process's copies of the launcher's TCP sockets (its stores' listener and connections) released: a worker
+    torchrun starts has none (its Popen closes every descriptor past stderr), and a copy would keep a port held or a
+    connection open that the launcher closed. /dev/null takes each one's number, so that an object of the launcher's
+    that closes its socket later closes nothing of the worker's."""
+    null = os.open(os.devnull, os.O_RDWR)
     for fd in map(int, os.listdir("/proc/self/fd")):
         try:
             sock = socket.socket(fileno=fd)
         except OSError:  # not a socket, or the listing's own descriptor, gone
             continue
-        if sock.family in (socket.AF_INET, socket.AF_INET6) and sock.type == socket.SOCK_STREAM and fd > 2:
-            sock.close()
-        else:
-            sock.detach()
+        if fd > 2 and sock.family in (socket.AF_INET, socket.AF_INET6) and sock.type == socket.SOCK_STREAM:
+            os.dup2(null, fd)
+        sock.detach()
+    os.close(null)
 
 
 def _usage_error(message: str) -> None:
