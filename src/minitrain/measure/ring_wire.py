@@ -174,6 +174,12 @@ def verdicts(results: dict) -> str:
     return "\n".join(lines)
 
 
+def hook_line(results: dict) -> str:
+    """Whether the 2-rank training with the ring as DDP's communication hook ended with DDP's own weights."""
+    equal = all(rank["hook_weights_equal"] for rank in results["runs"][2])
+    return f"2 ranks, the ring as DDP's communication hook: weights equal to DDP's own, bit for bit: {equal}"
+
+
 def main(argv: list[str] | None = None) -> None:
     p = LabArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--mib", type=positive_float, default=1.0, help="the tensor's size, MiB of float32")
@@ -182,8 +188,7 @@ def main(argv: list[str] | None = None) -> None:
     results = measure(args.mib, args.calls)
     print(table(results))
     print(verdicts(results))
-    print(f"2 ranks, the ring as DDP's comm hook: weights equal to DDP's own bit for bit: "
-          f"{all(r['hook_weights_equal'] for r in results['runs'][2])}")
+    print(hook_line(results))
 
 
 if __name__ == "__main__":
