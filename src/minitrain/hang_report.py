@@ -24,6 +24,7 @@ from pathlib import Path
 from types import FrameType
 
 import torch
+import torch.distributed as dist
 
 HANG_STATUS = 3  # a rank ended by the watch exits with this status
 HANG_LINE = re.compile(r"\[rank (\d+)\] hangs at (\S+:\d+).*?: waits in (.+?) for [\d.]+ s")
@@ -39,6 +40,7 @@ BACKWARD_FILE = os.path.join(TORCH_DIR, "autograd", "graph.py")
 GLOO_GRACE = timedelta(seconds=5)  # gloo's own timeout comes this much later: the watch reports first
 _WATCHER = "minitrain-hang-watch"
 _STOP = threading.Event()
+_GROUPS: list = []  # every default process group this rank joined, held until the process ends (_hold_the_group)
 
 
 def watch_collectives(rank: int, timeout_s: float) -> None:
@@ -74,7 +76,8 @@ def watched_group_timeout(rank: int, timeout: timedelta) -> timedelta:
 
 def _watch(rank: int, timeout_s: float, main: int) -> None:
     waiting, since, every_s = None, time.monotonic(), min(1.0, timeout_s / 10)
-    while not _STOP.wait(every_s):
+    while not _STOP.wait(every_s if _GROUPS else min(every_s, 0.01)):  # often until the group is joined
+        _hold_the_group()
         frame = sys._current_frames().get(main)
         call = collective_call(frame)  # a frame object: the same one as long as the same call lasts
         if call is None or call is not waiting:
@@ -84,6 +87,21 @@ def _watch(rank: int, timeout_s: float, main: int) -> None:
             time.sleep(1.5 * every_s)
             os._exit(HANG_STATUS)
         del frame, call
+
+
+def _hold_the_group() -> None:
+    """Keep a Python reference to the default process group once it exists, to the end of the process.
+
+    A DDP model's C++ Reducer holds its group too. Dropped last by the Reducer (the model freed after
+    destroy_process_group, as a script ends), ~ProcessGroupGloo joins gloo's threads with the GIL held
+    (pybind11 frees the Reducer without letting go of it: pytorch/pytorch#56297), while one of those threads
+    may wait for the GIL to free the last barrier's Work and the tensors of the collective before it: both wait
+    forever (seen about once in 60 exits of a 2-rank run on a busy machine). Held here, the group outlives the
+    Reducer; its Python object lets go of the GIL before destroying it, at the interpreter's end."""
+    if dist.is_available() and dist.is_initialized():
+        group = dist.group.WORLD
+        if not any(held is group for held in _GROUPS):
+            _GROUPS.append(group)
 
 
 _TERMINATE = ctypes.CFUNCTYPE(None)  # a C++ terminate handler: void (*)()

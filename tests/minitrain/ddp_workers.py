@@ -88,10 +88,14 @@ def every_run(corpus_dir: str, out_dir: str, steps: int) -> None:
 
 
 def say_if_watched_at_exit() -> None:
-    """Print, at exit, the hang watch threads still alive (atexit runs this after hang_report's stop_watching)."""
+    """Print, at exit, the hang watch threads still alive (atexit runs this after hang_report's stop_watching) and
+    the process groups the watch holds (the default one, destroyed by cleanup() but kept alive: hang_report)."""
     import threading
+
+    from minitrain import hang_report
     watching = [t.name for t in threading.enumerate() if t.name == "minitrain-hang-watch"]
-    os.write(1, f"watching at exit: {watching}\n".encode())  # one write: two ranks share the output
+    held = [type(group).__name__ for group in hang_report._GROUPS]
+    os.write(1, f"watching at exit: {watching}; groups held: {held}\n".encode())  # one write: ranks share the output
 
 
 if __name__ == "__main__":
