@@ -1,4 +1,5 @@
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -6,7 +7,7 @@ import torch
 
 from minitrain.corpus import generate_corpus
 from minitrain.launch.warm import WARM
-from minitrain.paths import EXPERIMENT_DIR, STUDENT_EDITION
+from minitrain.paths import EXPERIMENT_DIR, REPO, STUDENT_EDITION
 
 if STUDENT_EDITION:  # a TODO still blank is skipped, naming it (minitrain.lab.editions.blank_todos)
     from minitrain.lab.editions.blank_todos import (pytest_runtest_logreport, pytest_runtest_makereport,  # noqa: F401
@@ -25,35 +26,17 @@ torch.set_num_threads(1)
 os.environ[WARM] = "1"
 
 # `make test` (pytest-xdist, --dist loadfile --no-loadscope-reorder) hands whole files to its three
-# workers in the order collected: the files with the longest runs (docs/test-budget.md) go first, so
-# that no long file starts last while the others have nothing left; the rest keep their order.
-LONGEST_FIRST = [
-    "tests/minitrain/test_grade.py",
-    "tests/minitrain/test_check.py",
-    "tests/minitrain/test_reuse.py",
-    "tests/minitrain/test_restart_measure.py",
-    "tests/faults/test_restart.py",
-    "tests/minitrain/test_graders.py",
-    "tests/minitrain/test_student.py",
-    "notebooks/16-when-it-breaks.ipynb",
-    "tests/faults/test_stopped_runs.py",
-    "tests/faults/test_two_hosts.py",
-    "notebooks/04-launch-and-timing.ipynb",
-    "tests/diagnose/test_tools.py",
-    "tests/minitrain/test_forkserver.py",
-    "tests/diagnose/test_fix_grader.py",
-    "tests/faults/test_hangs.py",
-    "tests/faults/test_launch_faults.py",
-    "tests/minitrain/test_scratch_ddp.py",
-    "tests/minitrain/test_scaling_matrix.py",
-    "notebooks/run.ipynb",
-    "notebooks/03-wrapping.ipynb",
-    "tests/faults/test_bad_arguments_more.py",
-    "tests/faults/test_dead_parent.py",
-    "notebooks/15-ddp-from-scratch.ipynb",
-    "tests/minitrain/test_train_grader.py",
-    "tests/minitrain/test_control_runs.py",
-]
+# workers in the order collected: the files that take longest go first, by the seconds docs/test-budget.md measured
+# (a group of SAME_WORKER below by its files' sum), so that no long file starts last while the others have nothing
+# left; a file without a row goes last, and files of equal seconds keep their order.
+BUDGET = REPO / "docs" / "test-budget.md"
+BUDGET_ROW = re.compile(r"^\| `([^`]+)` \| (\d+) \| (\d+) \|$", re.MULTILINE)  # | `file` | measured | budget |
+
+
+def read_budget() -> dict[str, tuple[int, int]]:
+    """docs/test-budget.md's rows: file -> (seconds measured, seconds it may take)."""
+    text = BUDGET.read_text() if BUDGET.is_file() else ""
+    return {path: (int(measured), int(budget)) for path, measured, budget in BUDGET_ROW.findall(text)}
 
 
 # Files that read one session fixture's runs go to one worker, as one unit (its files in collection
@@ -83,8 +66,20 @@ def pytest_xdist_make_scheduler(config, log):
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    first = {path: i for i, path in enumerate(LONGEST_FIRST)}
-    items.sort(key=lambda item: first.get(item.nodeid.split("::")[0], len(first)))  # stable: a file's order kept
+    unit_seconds: dict[str, int] = {}
+    for path, (measured, _) in read_budget().items():
+        unit = SAME_WORKER.get(path, path)
+        unit_seconds[unit] = unit_seconds.get(unit, 0) + measured
+    def seconds(item: pytest.Item) -> int:
+        path = item.nodeid.split("::")[0]
+        return unit_seconds.get(SAME_WORKER.get(path, path), -1)
+    items.sort(key=seconds, reverse=True)  # stable: equal seconds (a file's tests) keep their order
+
+
+@pytest.fixture(scope="session")
+def budget() -> dict[str, tuple[int, int]]:
+    """docs/test-budget.md's rows (read_budget)."""
+    return read_budget()
 
 
 @pytest.fixture(scope="session")
