@@ -22,6 +22,8 @@ from minitrain.lab.teaching.reference import reference_paragraph
 from minitrain.lab.teaching.rubric import RUBRIC, rubric_text
 from minitrain.paths import EXPERIMENT_DIR
 
+from helpers import EXPERIMENT_REPEATS, EXPERIMENT_STEPS, EXPERIMENT_WARMUP
+
 CONDITIONS = ["files", "equivalence", "allreduce timing", "lesson notes", "quiet machine", "ddp tests"]
 
 
@@ -65,6 +67,13 @@ def test_real_run_passes(run_folder):
     assert [r.name for r in results] == CONDITIONS
     assert all(r.passed for r in results), [(r.name, r.detail) for r in results]
     assert results[-1].skipped and results[-1].status == "SKIPPED"
+
+
+def test_the_manifest_records_the_command_that_made_it(experiment_run, corpus_dir):
+    """The experiment's command as the session's fixture ran it (tests/minitrain/conftest.py), options and all."""
+    assert Manifest.read(experiment_run / "manifest.json").command == (
+        f"python -m minitrain.lab.experiment --out {experiment_run} --steps {EXPERIMENT_STEPS} --warmup "
+        f"{EXPERIMENT_WARMUP} --repeats {EXPERIMENT_REPEATS} --corpus-dir {corpus_dir}")
 
 
 @pytest.mark.parametrize("body, status, detail", [

@@ -62,8 +62,9 @@ def ensure_runs(out: Path, steps: int, warmup: int, repeats: int, live_run: bool
 
 
 def run_experiment(out: Path = EXPERIMENT_DIR, steps: int = STEPS, warmup: int = WARMUP,
-                   corpus_dir: Path = DEFAULT_CORPUS_DIR, repeats: int = REPEATS) -> Manifest:
-    """Run everything into `out` and return the manifest."""
+                   corpus_dir: Path = DEFAULT_CORPUS_DIR, repeats: int = REPEATS,
+                   command: str = "python -m minitrain.lab.experiment") -> Manifest:
+    """Run everything into `out` and return the manifest, which records `command` as what made it."""
     out = Path(out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     ensure_corpus(corpus_dir)
@@ -72,7 +73,7 @@ def run_experiment(out: Path = EXPERIMENT_DIR, steps: int = STEPS, warmup: int =
         run_training(nproc, run_dir_in(out, nproc), steps, warmup, corpus_dir)
     print(f"== {repeats} repeats of 1 and 2 processes, comm-hook timing only", flush=True)
     run_repeats(out, repeats, steps, warmup, corpus_dir)
-    manifest = write_report(out, " ".join(["python -m minitrain.lab.experiment", *sys.argv[1:]]))
+    manifest = write_report(out, command)
     print(f"manifest: {out / 'manifest.json'}; lesson_notes (Block G) is yours to write in notebook 06")
     return manifest
 
@@ -99,10 +100,12 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--warmup", type=nonnegative_int, default=WARMUP)
     p.add_argument("--corpus-dir", type=Path, default=DEFAULT_CORPUS_DIR)
     p.add_argument("--repeats", type=positive_int, default=REPEATS, help="runs of each process count (at least 1)")
+    argv = sys.argv[1:] if argv is None else argv
     args = p.parse_args(argv)
     if args.steps <= args.warmup:
         p.error(f"--steps ({args.steps}) must be larger than --warmup ({args.warmup})")
-    run_experiment(args.out, args.steps, args.warmup, args.corpus_dir, args.repeats)
+    run_experiment(args.out, args.steps, args.warmup, args.corpus_dir, args.repeats,
+                   " ".join(["python -m minitrain.lab.experiment", *argv]))
 
 
 if __name__ == "__main__":
