@@ -2,7 +2,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import EXPERIMENT_REPEATS, EXPERIMENT_STEPS, EXPERIMENT_WARMUP, run_module
+from helpers import EXPERIMENT_REPEATS, EXPERIMENT_STEPS, EXPERIMENT_WARMUP
 
 
 @pytest.fixture(scope="session")
@@ -21,8 +21,12 @@ def experiment_run(corpus_dir, tmp_path_factory) -> Path:
     steps, 4 warm-up) into a temporary folder, for every file that reads one: test_check.py,
     test_repeats.py, test_by_hand.py and test_reuse.py (tests/conftest.py sends them to one worker). Read-only:
     a test that changes it works on a copy."""
+    from minitrain.lab.running import whole_experiment
+
     out = tmp_path_factory.mktemp("experiment")
-    run_module("minitrain.lab.experiment", "--out", str(out), "--steps", str(EXPERIMENT_STEPS),
-               "--warmup", str(EXPERIMENT_WARMUP), "--repeats", str(EXPERIMENT_REPEATS),
-               "--corpus-dir", str(corpus_dir))  # the session's corpus, not the repo's
+    # in this process, its ranks forked from this worker's warm server: no interpreter and server of its own (about
+    # 7 s of CPU); its command line is tested in tests/faults/test_bad_arguments.py
+    whole_experiment.main(["--out", str(out), "--steps", str(EXPERIMENT_STEPS), "--warmup", str(EXPERIMENT_WARMUP),
+                           "--repeats", str(EXPERIMENT_REPEATS),
+                           "--corpus-dir", str(corpus_dir)])  # the session's corpus, not the repo's
     return out

@@ -1,9 +1,7 @@
-"""Checks shared by the measurement tests: running a module as a reader would, and the findings
-records every measurement JSON holds (importable: tests/minitrain is on sys.path, as for ddp_workers)."""
+"""Checks shared by the measurement tests: the findings records and the provenance every measurement JSON holds
+(importable: tests/minitrain is on sys.path, as for ddp_workers)."""
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,14 +14,6 @@ PROVENANCE = {"torch": "2.13.0", "python": "3.11.7", "platform": "Linux-6.1-x86_
 
 
 EXPERIMENT_STEPS, EXPERIMENT_WARMUP, EXPERIMENT_REPEATS = 12, 4, 2  # the session's experiment (conftest.py)
-
-
-def run_module(module: str, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    """`python -m MODULE ARGS` on this interpreter; fail the test with the output's tail if it fails."""
-    proc = subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True,
-                          timeout=timeout)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return proc
 
 
 def read_json(path: Path) -> dict:

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import check_findings, check_provenance, run_module
+from helpers import check_findings, check_provenance
 from minitrain.measure.control_runs import (CASES, LOSS_TOLERANCE, MEASUREMENT, accuracy_test, findings,
                                             learning_verdict, live_checks, mcnemar_p)
 
@@ -16,9 +16,10 @@ NAMES = ["ddp_max_drift", "no_sync_final_drift", "val_loss_2proc_minus_1proc", "
 
 @pytest.fixture(scope="module")
 def quick_run(corpus_dir, tmp_path_factory) -> Path:
-    """`python -m minitrain.measure.control_runs --quick` into a temporary folder, on the session's corpus."""
+    """`python -m minitrain.measure.control_runs --quick` into a temporary folder, on the session's corpus: its main,
+    in this process (its ranks forked from this worker's warm server), as test_scaling_matrix.py runs its own."""
     out = tmp_path_factory.mktemp("control_runs")
-    run_module(MODULE, "--quick", "--out", str(out), "--corpus-dir", str(corpus_dir))
+    MEASUREMENT.main(["--quick", "--out", str(out), "--corpus-dir", str(corpus_dir)])
     return out
 
 
