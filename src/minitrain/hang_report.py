@@ -40,7 +40,7 @@ BACKWARD_FILE = os.path.join(TORCH_DIR, "autograd", "graph.py")
 GLOO_GRACE = timedelta(seconds=5)  # gloo's own timeout comes this much later: the watch reports first
 _WATCHER = "minitrain-hang-watch"
 _STOP = threading.Event()
-_GROUPS: list = []  # every default process group this rank joined, held until the process ends (_hold_the_group)
+_GROUPS: list = []  # every default group this rank joined, with its threads and sockets, to the end (_hold_the_group)
 
 
 def watch_collectives(rank: int, timeout_s: float) -> None:
@@ -90,17 +90,17 @@ def _watch(rank: int, timeout_s: float, main: int) -> None:
 
 
 def _hold_the_group() -> None:
-    """Keep a Python reference to the default process group once it exists, to the end of the process.
+    """Keep a Python reference to the default process group, once it exists, to the end of the process.
 
-    A DDP model's C++ Reducer holds its group too. Dropped last by the Reducer (the model freed after
-    destroy_process_group, as a script ends), ~ProcessGroupGloo joins gloo's threads with the GIL held
-    (pybind11 frees the Reducer without letting go of it: pytorch/pytorch#56297), while one of those threads
-    may wait for the GIL to free the last barrier's Work and the tensors of the collective before it: both wait
-    forever (seen about once in 60 exits of a 2-rank run on a busy machine). Held here, the group outlives the
-    Reducer; its Python object lets go of the GIL before destroying it, at the interpreter's end."""
+    Else a DDP model freed after destroy_process_group() may drop the group's last reference from its C++ Reducer,
+    whose pybind11 holder keeps the GIL while ~ProcessGroupGloo joins gloo's threads, one of which may wait for the
+    GIL to free a finished Work's tensors: both wait forever (pytorch/pytorch#56297). The group's Python object lets
+    go of the GIL before destroying it. It matters in ranks forked from a process that imported torch._dynamo (the
+    lab's warm ranks and forked torchrun workers); in a new interpreter, torch.distributed.nn's default arguments
+    hold the group already. Not covered: ranks without this watch, a DDP model on another group."""
     if dist.is_available() and dist.is_initialized():
         group = dist.group.WORLD
-        if not any(held is group for held in _GROUPS):
+        if group is not None and not any(held is group for held in _GROUPS):
             _GROUPS.append(group)
 
 

@@ -87,6 +87,32 @@ def every_run(corpus_dir: str, out_dir: str, steps: int) -> None:
     os.write(1, f"rank {rank} exited cleanly\n".encode())  # one write: two ranks share the output
 
 
+def group_after_the_model(out_dir: str) -> None:
+    """One rank that frees its DDP model after leaving the group (as a script's main() returns after cleanup()); it
+    writes its thread count with the model and after, to rank-R.json. No TODO: the lab's prepare_rank and torch's."""
+    import json
+    import time
+
+    import psutil
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+
+    from minitrain import hang_report
+    from minitrain.gloo_setup import prepare_rank
+    dist.init_process_group("gloo", **prepare_rank())  # prepare_rank starts the hang watch
+    deadline = time.monotonic() + 10
+    while not hang_report._GROUPS and time.monotonic() < deadline:  # the watch's first look at the group
+        time.sleep(0.01)
+    model = DistributedDataParallel(torch.nn.Linear(4, 4))
+    threads = psutil.Process().num_threads()
+    dist.barrier()
+    dist.destroy_process_group()
+    del model
+    counts = {"with the model": threads, "after": psutil.Process().num_threads()}
+    (Path(out_dir) / f"rank-{os.environ['RANK']}.json").write_text(
+        json.dumps(counts))
+
+
 def say_if_watched_at_exit() -> None:
     """Print, at exit, the hang watch threads still alive (atexit runs this after hang_report's stop_watching) and
     the process groups the watch holds (the default one, destroyed by cleanup() but kept alive: hang_report)."""

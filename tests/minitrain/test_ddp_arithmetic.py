@@ -1,9 +1,11 @@
 """DDP's arithmetic with the lab's MiniGPT, in one real 2-process gloo group under the lab's torchrun (every
 run of ddp_workers.every_run in it, one after another, then the exit) against a single-process reference:
 ranks trained on their own shards stay equal, two half batches are one whole batch, and every timing
-variant attached changes no number; and init_distributed's one line outside torchrun. Block A's own grade,
-alone, is test_ddp.py; these runs need Blocks A, B, C (train.py's setup and train_step) and D."""
+variant attached changes no number; a warm rank's group outlives its DDP model (no TODO); and init_distributed's
+one line outside torchrun. Block A's own grade, alone, is test_ddp.py; these runs need Blocks A, B, C (train.py's
+setup and train_step) and D."""
 
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -14,7 +16,7 @@ import torch
 import ddp_workers
 from minitrain import ddp
 from minitrain.gloo_setup import TORCHRUN_VARS
-from minitrain.launch import torchrun_command
+from minitrain.launch import fast_start_method, spawn_workers, torchrun_command
 from minitrain.launch.torchrun import WARM
 from minitrain.timing import BY_NAME
 
@@ -118,6 +120,16 @@ def test_a_torchrun_run_exits_cleanly_with_its_hang_watch_ended(torchrun_output)
     assert proc.returncode == 0, f"exit {proc.returncode}\n{output}"
     assert output.count("exited cleanly") == 2, output
     assert output.count("watching at exit: []; groups held: ['ProcessGroup']") == 2, output
+
+
+def test_a_rank_s_group_outlives_its_ddp_model(tmp_path):
+    """In a rank forked from a warm server, a DDP model freed after destroy_process_group() would drop the group's
+    last reference from its Reducer and destroy it with the GIL held, now and then a deadlock with gloo's threads
+    (hang_report._hold_the_group): the hang watch holds the group, so its threads are all still there."""
+    spawn_workers(ddp_workers.group_after_the_model, 2, str(tmp_path), start_method=fast_start_method(), timeout_s=60)
+    for rank in range(2):
+        counts = json.loads((tmp_path / f"rank-{rank}.json").read_text())
+        assert counts["after"] == counts["with the model"], (rank, counts)
 
 
 def test_init_distributed_outside_torchrun_fails_clearly(monkeypatch):
