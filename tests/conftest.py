@@ -35,8 +35,7 @@ BUDGET_ROW = re.compile(r"^\| `([^`]+)` \| (\d+) \| (\d+) \|$", re.MULTILINE)  #
 
 def read_budget() -> dict[str, tuple[int, int]]:
     """docs/test-budget.md's rows: file -> (seconds measured, seconds it may take)."""
-    text = BUDGET.read_text() if BUDGET.is_file() else ""
-    return {path: (int(measured), int(budget)) for path, measured, budget in BUDGET_ROW.findall(text)}
+    return {path: (int(measured), int(budget)) for path, measured, budget in BUDGET_ROW.findall(BUDGET.read_text())}
 
 
 # Files that read one session fixture's runs go to one worker, as one unit (its files in collection
@@ -70,6 +69,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for path, (measured, _) in read_budget().items():
         unit = SAME_WORKER.get(path, path)
         unit_seconds[unit] = unit_seconds.get(unit, 0) + measured
+
     def seconds(item: pytest.Item) -> int:
         path = item.nodeid.split("::")[0]
         return unit_seconds.get(SAME_WORKER.get(path, path), -1)
