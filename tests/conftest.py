@@ -22,7 +22,7 @@ torch.set_num_threads(1)
 # inherit it) fork their ranks from a process that has imported torch instead of starting the lab's torchrun: about
 # 5 s of CPU less a run. The launcher itself is tested end to end in tests/faults, with torchrun_command; there its
 # agent forks each worker from the launcher (minitrain.launch.torchrun._torchrun), but in the runs that check a
-# worker's exit or how its end is reported (NEW_INTERPRETERS in tests/faults/conftest.py).
+# worker's exit or how its end is reported (NEW_INTERPRETERS in tests/faults/harness.py).
 os.environ[WARM] = "1"
 
 # `make test` (pytest-xdist, --dist loadfile --no-loadscope-reorder) hands whole files to its three

@@ -11,7 +11,7 @@ import sys
 import pytest
 import torch
 
-from conftest import ROOT, TRAIN
+from harness import ROOT, TRAIN
 
 COMPARE = ROOT / "experiments" / "35-ddp-cpu" / "compare_states.py"
 

@@ -10,7 +10,7 @@ import sys
 import papermill
 import pytest
 
-from conftest import NEW_INTERPRETERS, ROOT, TRAIN, launch
+from harness import NEW_INTERPRETERS, ROOT, TRAIN, launch
 from minitrain import launch as launcher
 from minitrain.lab.running.execute_notebook import execute
 from minitrain.launch import LaunchError, run_streaming, torchrun_command

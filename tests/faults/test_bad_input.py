@@ -5,7 +5,7 @@ fails on its input or one rank alone."""
 
 import shutil
 
-from conftest import TRAIN, launch
+from harness import TRAIN, launch
 
 
 def run_train(*args: str, nproc: int = 2) -> tuple[int, str]:

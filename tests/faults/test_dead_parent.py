@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from conftest import HERE, NEW_INTERPRETERS, WORKERS, launch, wait_for_line, wait_gone
+from harness import HERE, NEW_INTERPRETERS, WORKERS, launch, wait_for_line, wait_gone
 from minitrain.launch import alive, process_tree
 
 GONE_WITHIN = 10  # seconds from the SIGKILL until no process of the run is left

@@ -10,7 +10,7 @@ import pytest
 import torch.multiprocessing as mp
 
 import hangs
-from conftest import HERE, launch, wait_gone
+from harness import HERE, launch, wait_gone
 from minitrain.hang_report import HANG_STATUS, MISMATCH, named_hang, named_mismatch
 from minitrain.launch import fast_start_method, spawn_workers
 

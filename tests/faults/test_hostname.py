@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from conftest import WORKERS
+from harness import WORKERS
 from minitrain.launch import stop_process_tree
 
 NAME = "nosuchhost-minitrain"

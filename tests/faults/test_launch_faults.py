@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from conftest import HERE, NEW_INTERPRETERS, TRAIN, WORKERS, launch, wait_for_line
+from harness import HERE, NEW_INTERPRETERS, TRAIN, WORKERS, launch, wait_for_line
 from minitrain.launch import listening_sockets, process_tree, run_ranks, torchrun_command
 from minitrain.launch.warm import WARM
 

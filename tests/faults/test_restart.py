@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import NEW_INTERPRETERS, TRAIN, launch, wait_for_line
+from harness import NEW_INTERPRETERS, TRAIN, launch, wait_for_line
 from test_bad_arguments import train_script  # noqa: F401 (a fixture: train.py imported in this process)
 from minitrain.launch import run_ranks
 from minitrain.measure.measurement import runs_folder

@@ -12,7 +12,7 @@ import time
 import pytest
 from jupyter_client.manager import start_new_kernel
 
-from conftest import NEW_INTERPRETERS, TRAIN, WORKERS, launch, wait_for_line, wait_gone
+from harness import NEW_INTERPRETERS, TRAIN, WORKERS, launch, wait_for_line, wait_gone
 from minitrain.launch import free_port, process_tree, run_streaming, torchrun_command
 
 PREVIOUS_RUN = ["timings.jsonl", "run.json", "state-rank-0.pt", "state-rank-1.pt"]

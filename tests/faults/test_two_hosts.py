@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from conftest import WORKERS, launch
+from harness import WORKERS, launch
 from minitrain import launch as launcher
 from minitrain.launch import free_port, hosts
 from minitrain.measure.two_hosts import RDZV_PORT, RESULT_NAME, cannot_run, checks, run, two_namespaces
