@@ -40,7 +40,7 @@ BACKWARD_FILE = os.path.join(TORCH_DIR, "autograd", "graph.py")
 GLOO_GRACE = timedelta(seconds=5)  # gloo's own timeout comes this much later: the watch reports first
 _WATCHER = "minitrain-hang-watch"
 _STOP = threading.Event()
-_GROUPS: list = []  # every default group this rank joined, with its threads and sockets, to the end (_hold_the_group)
+_GROUPS: list = []  # every default group this rank joined, with its threads and sockets, until exit (_hold_the_group)
 
 
 def watch_collectives(rank: int, timeout_s: float) -> None:
@@ -65,6 +65,10 @@ def stop_watching(watcher: threading.Thread) -> None:
     # "terminate called without an active exception" (about 1 exit in 12 under load).
     _STOP.set()
     watcher.join(timeout=5)  # a look takes microseconds; a watch stuck printing must not hold the exit
+    # The held groups go now, before Python finalizes: their Python objects let go of the GIL to destroy them, so
+    # gloo's threads may take it to free their last Work. Destroyed while Python finalizes, a thread that takes the
+    # GIL is ended mid-destructor and the rank aborts ("terminate called without an active exception").
+    _GROUPS.clear()
 
 
 def watched_group_timeout(rank: int, timeout: timedelta) -> timedelta:
@@ -90,7 +94,7 @@ def _watch(rank: int, timeout_s: float, main: int) -> None:
 
 
 def _hold_the_group() -> None:
-    """Keep a Python reference to the default process group, once it exists, to the end of the process.
+    """Keep a Python reference to the default process group, once it exists, until stop_watching at exit.
 
     Else a DDP model freed after destroy_process_group() may drop the group's last reference from its C++ Reducer,
     whose pybind11 holder keeps the GIL while ~ProcessGroupGloo joins gloo's threads, one of which may wait for the

@@ -115,7 +115,7 @@ def group_after_the_model(out_dir: str) -> None:
 
 def say_if_watched_at_exit() -> None:
     """Print, at exit, the hang watch threads still alive (atexit runs this after hang_report's stop_watching) and
-    the process groups the watch holds (the default one, destroyed by cleanup() but kept alive: hang_report)."""
+    the process groups the watch still holds (none: stop_watching lets them go before Python finalizes)."""
     import threading
 
     from minitrain import hang_report

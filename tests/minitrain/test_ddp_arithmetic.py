@@ -111,15 +111,14 @@ def test_a_torchrun_run_exits_cleanly_with_its_hang_watch_ended(torchrun_output)
     """An abort at exit ("terminate called without an active exception") is what cleanup()'s barrier
     prevents, and hang_report's stop_watching: its watch thread, still looking while Python finalized,
     dropped the last collective's Work then (about 1 exit in 12 under load). The lab's torchrun, the whole
-    output read, no retry; each rank prints, at exit, the watch threads left (none) and the groups the watch holds:
-    the one it joined, which a DDP model freed after cleanup() would otherwise destroy with the GIL held, a deadlock
-    now and then (hang_report._hold_the_group)."""
+    output read, no retry; each rank prints, at exit, the watch threads left (none) and the groups the watch still
+    holds: none, let go before Python finalizes (a group destroyed then can abort the rank the same way)."""
     _, proc = torchrun_output
     output = proc.stdout + proc.stderr
     assert "terminate called" not in output, output
     assert proc.returncode == 0, f"exit {proc.returncode}\n{output}"
     assert output.count("exited cleanly") == 2, output
-    assert output.count("watching at exit: []; groups held: ['ProcessGroup']") == 2, output
+    assert output.count("watching at exit: []; groups held: []") == 2, output
 
 
 def test_a_rank_s_group_outlives_its_ddp_model(tmp_path):
