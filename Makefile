@@ -45,7 +45,7 @@ demo: $(STAMP)
 	$(PY) -m minitrain.train --steps 300
 
 # The library tests and the notebooks (strict nbval), three at a time (pytest-xdist: a file's tests and a
-# notebook's cells stay together; files in collection order, the longest first: tests/conftest.py): on two
+# notebook's cells stay together; the longest files first, by docs/test-budget.md's seconds: tests/conftest.py): on two
 # cores a third worker runs while the others wait on a timeout or a process; notebook runs go to a temporary folder.
 test: $(STAMP)
 	$(PY) -m pytest -n 3 --dist loadfile --no-loadscope-reorder --nbval --nbval-current-env --nbval-cell-timeout=600 tests notebooks

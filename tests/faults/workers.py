@@ -16,6 +16,7 @@ import torch.distributed as dist
 
 from minitrain.ddp import cleanup, init_distributed
 
+PR_GET_PDEATHSIG = 2  # prctl's option (linux/prctl.h)
 FAULT_HANDLER_AT_START = faulthandler.is_enabled()  # before the lab's code (its hang watch) turns it on
 
 
@@ -64,7 +65,7 @@ def death_signal() -> int | None:
     if sys.platform != "linux":
         return None
     sig = ctypes.c_int()
-    ctypes.CDLL(None).prctl(2, ctypes.byref(sig))
+    ctypes.CDLL(None).prctl(PR_GET_PDEATHSIG, ctypes.byref(sig))
     return sig.value
 
 

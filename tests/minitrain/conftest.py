@@ -24,8 +24,8 @@ def experiment_run(corpus_dir, tmp_path_factory) -> Path:
     from minitrain.lab.running import whole_experiment
 
     out = tmp_path_factory.mktemp("experiment")
-    # in this process, its ranks forked from this worker's warm server: no interpreter and server of its own (about
-    # 7 s of CPU); its command line is tested in tests/faults/test_bad_arguments.py
+    # in this process, its ranks forked from this worker's warm server: no interpreter and server of its own; its
+    # command line is tested in tests/faults/test_bad_arguments.py
     whole_experiment.main(["--out", str(out), "--steps", str(EXPERIMENT_STEPS), "--warmup", str(EXPERIMENT_WARMUP),
                            "--repeats", str(EXPERIMENT_REPEATS),
                            "--corpus-dir", str(corpus_dir)])  # the session's corpus, not the repo's
