@@ -25,7 +25,7 @@ from minitrain.lab.reporting.verdict import verdict_over_repeats
 from minitrain.lab.running.load import busy_sentence, measure_load
 from minitrain.launch import fast_start_method, spawn_workers
 from minitrain.measure.allreduce import ring_factor
-from minitrain.measure.sockets import gloo_pair_endpoints, my_connections, pair_bytes
+from minitrain.measure.sockets import gloo_pair_endpoints, my_connections, sent_during
 from minitrain.model import build_minigpt
 from minitrain.ring import ring_all_reduce
 
@@ -62,15 +62,6 @@ def swap(blocking: bool, timeout_s: float = 2.0) -> str:
             said = "\n".join(p.read_text() for p in sorted(Path(out).glob("rank-*.log")))
             return named_hang(said) or "the run failed: " + said.strip().splitlines()[-1]
         return "; ".join(f"rank {r} received {json.loads((Path(out) / f'rank-{r}.json').read_text())}" for r in (0, 1))
-
-
-def _sent(endpoints: list[str], call) -> int | None:
-    """Bytes this rank sent on its gloo sockets while `call()` ran, every rank's part of it finished."""
-    before = pair_bytes(endpoints)
-    call()
-    dist.monitored_barrier()  # the last messages of the call are on the wire (the barrier's own are a few bytes)
-    after = pair_bytes(endpoints)
-    return None if before is None or after is None else after["sent"] - before["sent"]
 
 
 def _timed(call) -> float:
@@ -113,8 +104,8 @@ def _rank(out: str, numel: int, calls: int) -> None:
     dist.all_reduce(gloo)
     endpoints = gloo_pair_endpoints(my_connections())
     result = {"equal": torch.equal(ring, gloo), "max_abs_diff": float((ring - gloo).abs().max()),
-              "sent": {"ring": _sent(endpoints, lambda: ring_all_reduce(tensor.clone())),
-                       "gloo": _sent(endpoints, lambda: dist.all_reduce(tensor.clone()))},
+              "sent": {"ring": sent_during(endpoints, lambda: ring_all_reduce(tensor.clone())),
+                       "gloo": sent_during(endpoints, lambda: dist.all_reduce(tensor.clone()))},
               "ms": {"ring": [], "gloo": []}}
     for _ in range(calls):  # alternating, so that a busy moment falls on both
         result["ms"]["ring"].append(_timed(lambda: ring_all_reduce(tensor.clone())))

@@ -8,6 +8,7 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import psutil
@@ -87,3 +88,12 @@ def pair_bytes(endpoints: list[str]) -> dict[str, int] | None:
     return {"sent": sum(mine[e].bytes_sent for e in endpoints),
             "retransmitted": sum(mine[e].bytes_retrans for e in endpoints),
             "received": sum(mine[e].bytes_received for e in endpoints)}
+
+
+def sent_during(endpoints: list[str], call: Callable[[], object]) -> int | None:
+    """Bytes this rank sent on `endpoints` while `call()` ran, every rank's part of it finished; a collective."""
+    before = pair_bytes(endpoints)
+    call()
+    dist.monitored_barrier()  # the call's last messages are on the wire (the barrier's own are a few bytes)
+    after = pair_bytes(endpoints)
+    return None if before is None or after is None else after["sent"] - before["sent"]

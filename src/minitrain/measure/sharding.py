@@ -1,0 +1,247 @@
+"""Notebook 18: your ShardedOptimizer (minitrain.sharded_optimizer) beside DDP with AdamW and torch's
+ZeroRedundancyOptimizer, in the same real gloo ranks, on the same batches: the bytes each rank holds (at rest, and at
+the peak of a step), the bytes it sends in a step, the step's time, and the weights each ends with.
+
+    python -m minitrain.measure.sharding [--steps 7]
+"""
+
+import json
+import os
+import statistics
+import tempfile
+import time
+from collections.abc import Iterable
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+from torch.distributed.optim import ZeroRedundancyOptimizer
+from torch.profiler import ProfilerActivity, profile
+
+from minitrain.cli import LabArgumentParser, positive_int
+from minitrain.ddp import init_distributed, wrap_for_ddp
+from minitrain.lab.reporting.verdict import verdict_over_repeats
+from minitrain.lab.running.load import busy_sentence, measure_load
+from minitrain.launch import fast_start_method, spawn_workers
+from minitrain.measure.sockets import gloo_pair_endpoints, my_connections, sent_during
+from minitrain.model import build_minigpt
+from minitrain.sharded_optimizer import ShardedOptimizer
+
+KINDS = ("DDP", "yours", "ZeRO")  # DDP with AdamW; your ShardedOptimizer alone; DDP with torch's ZeroRedundancyOptimizer
+VOCAB, BATCH, LENGTH, LR = 64, 12, 32, 1e-2  # MiniGPT's default size; 12 sequences divide among 2, 3 and 4 ranks
+WORLD_SIZES = (2, 3)
+
+
+def storage_bytes(tensors: Iterable[torch.Tensor | None]) -> int:
+    """The bytes of the storages behind `tensors`, each storage once (a tied weight, or views of one buffer)."""
+    seen = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in tensors if t is not None}
+    return sum(seen.values())
+
+
+def optimizer_state(optimizer: torch.optim.Optimizer) -> list[torch.Tensor]:
+    """The tensors of an optimizer's state (AdamW's two averages per parameter; its step counts are 0-d)."""
+    return [v for state in optimizer.state.values() for v in state.values() if torch.is_tensor(v)]
+
+
+def demo() -> str:
+    """Two ranks call the two collectives a sharded optimizer is made of, on small tensors: what each rank gets."""
+    with tempfile.TemporaryDirectory(prefix="minitrain-shard-demo-") as out:
+        spawn_workers(_demo_rank, 2, out, start_method=fast_start_method(), timeout_s=120)
+        return "\n".join((Path(out) / f"rank-{r}.txt").read_text() for r in range(2))
+
+
+def _demo_rank(out: str) -> None:
+    rank, n = init_distributed("gloo")
+    given = torch.arange(1.0, 5.0) * 10 ** rank  # rank 0: 1 2 3 4; rank 1: 10 20 30 40
+    part = torch.empty(2)
+    dist.reduce_scatter_single(part, given)  # rank r receives the sum of everyone's r-th half
+    everyone = torch.empty(4)
+    dist.all_gather_single(everyone, torch.full((2,), float(rank)))  # rank r's 2 elements at [2r, 2r + 2)
+    (Path(out) / f"rank-{rank}.txt").write_text(
+        f"rank {rank} gave {given.tolist()}: reduce_scatter_single gave it {part.tolist()}; all_gather_single of "
+        f"[{rank}.0, {rank}.0] gave it {everyone.tolist()}")
+    dist.destroy_process_group()
+
+
+def _batch(step: int, rank: int, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """This rank's share of the step's batch: the same whole batch for every kind and for one process."""
+    tokens = torch.randint(VOCAB, (BATCH, LENGTH + 1), generator=torch.Generator().manual_seed(step))
+    mine = tokens.chunk(n)[rank]
+    return mine[:, :-1], mine[:, 1:]
+
+
+class _Trainer:
+    """One kind: its model, its optimizer, and its step on this rank's share of a batch."""
+
+    def __init__(self, kind: str) -> None:
+        torch.manual_seed(0)
+        self.kind, self.model = kind, build_minigpt(VOCAB)
+        if kind == "yours":
+            self.net, self.optimizer = self.model, ShardedOptimizer(self.model.parameters(), torch.optim.AdamW, lr=LR)
+        else:
+            self.net = wrap_for_ddp(self.model)  # your Block A: DDP with PyTorch's defaults
+            self.optimizer = (torch.optim.AdamW(self.model.parameters(), lr=LR) if kind == "DDP" else
+                              ZeroRedundancyOptimizer(self.model.parameters(), optimizer_class=torch.optim.AdamW, lr=LR))
+        self.steps = 0
+
+    def step(self) -> None:
+        x, y = _batch(self.steps, dist.get_rank(), dist.get_world_size())
+        self.optimizer.zero_grad(set_to_none=True)
+        self.net((x, y)).loss.backward()
+        if self.kind == "yours":
+            self.optimizer.average_gradients()
+        self.optimizer.step()
+        self.steps += 1
+
+    def held(self) -> dict[str, int]:
+        """Bytes this rank holds for training, by what they are: each storage once."""
+        params = list(self.model.parameters())
+        inner = {"DDP": self.optimizer, "yours": getattr(self.optimizer, "optimizer", None),
+                 "ZeRO": getattr(self.optimizer, "optim", None)}[self.kind]
+        buckets = 0 if self.kind == "yours" else sum(
+            int(size) for size in self.net._get_ddp_logging_data()["bucket_sizes"].split(", "))
+        return {"parameters": storage_bytes(params), "gradients": storage_bytes(p.grad for p in params),
+                "optimizer state": storage_bytes(optimizer_state(inner)) if inner else 0, "DDP's buckets": buckets}
+
+    def peak(self) -> int:
+        """The most bytes live during one step: what this rank holds before it (the last step's gradients, which
+        zero_grad frees, included) plus the most the step's operators had allocated beyond that at once (negative
+        while they had freed more), by torch profiler's per-operator memory records; the second of two profiled steps."""
+        before = sum(self.held().values())
+        for _ in range(2):
+            with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+                self.step()
+        live = most = 0
+        for event in sorted(prof.events(), key=lambda e: e.time_range.start):
+            live += event.self_cpu_memory_usage
+            most = max(most, live)
+        return before + most
+
+
+def _one_process(steps: int, n: int) -> dict[str, torch.Tensor]:
+    """AdamW in one process on each step's whole batch (the n shares, in order): what the ranks stand for."""
+    torch.manual_seed(0)
+    model = build_minigpt(VOCAB)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=LR)
+    for step in range(steps):
+        x, y = (torch.cat(parts) for parts in zip(*(_batch(step, r, n) for r in range(n))))
+        optimizer.zero_grad(set_to_none=True)
+        model((x, y)).loss.backward()
+        optimizer.step()
+    return model.state_dict()
+
+
+def _largest_difference(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float:
+    return max(float((a[k] - b[k]).abs().max()) for k in a)
+
+
+def _rank(out: str, repeats: int) -> None:
+    os.environ["KINETO_LOG_LEVEL"] = "5"  # the profiler's own lines would fill the notebook
+    rank, n = init_distributed("gloo")
+    torch.set_num_threads(1)  # n processes share the CPUs: one thread each, as torchrun's default
+    trainers = [_Trainer(kind) for kind in KINDS]
+    for trainer in trainers:
+        trainer.step()  # the optimizers' state exists after a first step
+    result: dict = {"held": {t.kind: t.held() for t in trainers},
+                    "peak": {t.kind: t.peak() for t in trainers}}
+    endpoints = gloo_pair_endpoints(my_connections())
+    result["sent"] = {t.kind: sent_during(endpoints, t.step) for t in trainers}
+    result["ms"] = {t.kind: [] for t in trainers}
+    for _ in range(repeats):  # alternating, so that a busy moment falls on each kind
+        for trainer in trainers:
+            dist.monitored_barrier()
+            start = time.perf_counter()
+            trainer.step()
+            result["ms"][trainer.kind].append((time.perf_counter() - start) * 1e3)
+    weights = {t.kind: t.model.state_dict() for t in trainers}
+    result["steps"] = trainers[0].steps
+    result["largest difference to DDP"] = {kind: _largest_difference(weights[kind], weights["DDP"]) for kind in KINDS}
+    if rank == 0:
+        result["largest difference to DDP"]["one process"] = _largest_difference(
+            _one_process(trainers[0].steps, n), weights["DDP"])
+    result["segment"] = trainers[1].optimizer.segment if hasattr(trainers[1].optimizer, "segment") else None
+    (Path(out) / f"rank-{rank}.json").write_text(json.dumps(result))
+    dist.monitored_barrier()
+    dist.destroy_process_group()
+
+
+def measure(repeats: int = 7, world_sizes: tuple[int, ...] = WORLD_SIZES) -> dict:
+    """Each world size's ranks' results, {n: [rank 0's, rank 1's, ...]}, with the model's parameter count."""
+    torch.manual_seed(0)
+    parameters = sum(p.numel() for p in build_minigpt(VOCAB).parameters())
+    results: dict = {"parameters": parameters, "repeats": repeats, "runs": {}, "load": measure_load(),
+                     "cpus": os.cpu_count()}
+    for n in world_sizes:
+        with tempfile.TemporaryDirectory(prefix="minitrain-shard-") as out:
+            spawn_workers(_rank, n, out, repeats, start_method=fast_start_method(), timeout_s=300)
+            results["runs"][n] = [json.loads((Path(out) / f"rank-{r}.json").read_text()) for r in range(n)]
+    return results
+
+
+def memory_table(results: dict) -> str:
+    """Bytes held per rank, by kind and world size: each part at rest (the most of any rank), and the step's peak."""
+    parts = ("parameters", "gradients", "optimizer state", "DDP's buckets")
+    lines = ["| ranks | kind | " + " | ".join(parts) + " | at rest, in all | peak of a step |",
+             "|---:|---|" + "---:|" * (len(parts) + 2)]
+    for n, ranks in results["runs"].items():
+        for kind in KINDS:
+            most = {part: max(r["held"][kind][part] for r in ranks) for part in parts}
+            lines.append(f"| {n} | {kind} | " + " | ".join(f"{most[p]:,}" for p in parts)
+                         + f" | {max(sum(r['held'][kind].values()) for r in ranks):,}"
+                         + f" | {max(r['peak'][kind] for r in ranks):,} |")
+    return "\n".join(lines)
+
+
+def wire_table(results: dict) -> str:
+    """Bytes a rank sent in one step (fewest-most of the ranks) beside the arithmetic, the step's median time,
+    and the largest difference of the final weights to DDP's."""
+    four_p = 4 * results["parameters"]
+    lines = ["| ranks | kind | bytes sent in a step (fewest-most) | arithmetic | ms a step (median) | largest "
+             "difference to DDP's weights |", "|---:|---|---:|---|---:|---:|"]
+    for n, ranks in results["runs"].items():
+        n = int(n)
+        segment = ranks[0]["segment"]
+        arithmetic = {"DDP": f"2(n-1)/n x 4P = {2 * (n - 1) / n * four_p:,.0f}",
+                      "yours": ("n/a" if segment is None else
+                                f"2(n-1) x 4 x largest part = {2 * (n - 1) * 4 * segment:,}"),
+                      "ZeRO": f"3(n-1)/n x 4P = {3 * (n - 1) / n * four_p:,.0f}, on average over the ranks"}
+        for kind in KINDS:
+            counts = [r["sent"][kind] for r in ranks]
+            sent = "n/a" if None in counts else f"{min(counts):,}-{max(counts):,}"
+            ms = statistics.median(t for r in ranks for t in r["ms"][kind])
+            diff = max(r["largest difference to DDP"][kind] for r in ranks)
+            lines.append(f"| {n} | {kind} | {sent} | {arithmetic[kind]} | {ms:.1f} | {diff:.1e} |")
+    return "\n".join(lines)
+
+
+def verdicts(results: dict) -> str:
+    """Per world size, your step's time against DDP's by the lab's verdict over repeats; first, whether the machine
+    was busy; last, how far one process on the whole batch ends from DDP (the scale of a right answer's difference)."""
+    lines = [busy_sentence(results["load"])] if results["load"].busy else []
+    for n, ranks in results["runs"].items():
+        n = int(n)
+        yours, ddp = ([statistics.median(r["ms"][k][i] for r in ranks) for i in range(results["repeats"])]
+                      for k in ("yours", "DDP"))
+        said = verdict_over_repeats(yours, ddp, higher_is_faster=False)
+        cores = f" ({n} processes on {results['cpus']} CPUs)" if n > results["cpus"] else ""
+        lines.append(f"{n} ranks{cores}: your step is " + (
+            f"{said} than DDP's in every one of the {len(yours)} repeats" if said != "no clear winner" else
+            f"not clearly faster or slower than DDP's by the lab's rule: the ranges of their {len(yours)} repeats "
+            "(each the median over the ranks) overlap"))
+        lines.append(f"{n} ranks: one process on the whole batch ends {ranks[0]['largest difference to DDP']['one process']:.1e} "
+                     f"from DDP's weights after the same {ranks[0]['steps']} AdamW steps")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = LabArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--steps", type=positive_int, default=7, help="timed steps of each kind, alternating")
+    args = p.parse_args(argv)
+    results = measure(args.steps)
+    print(memory_table(results))
+    print(wire_table(results))
+    print(verdicts(results))
+
+
+if __name__ == "__main__":
+    main()
