@@ -136,7 +136,9 @@ def _largest_difference(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) 
 
 
 def _rank(out: str, repeats: int) -> None:
-    os.environ["KINETO_LOG_LEVEL"] = "5"  # the profiler's own lines would fill the notebook
+    log = os.open(Path(out) / f"rank-{os.environ['RANK']}.log", os.O_WRONLY | os.O_CREAT)
+    os.dup2(log, 1)  # the profiler's own lines (and torch's warnings) to a file, not into the notebook
+    os.dup2(log, 2)
     rank, n = init_distributed("gloo")
     torch.set_num_threads(1)  # n processes share the CPUs: one thread each, as torchrun's default
     trainers = [_Trainer(kind) for kind in KINDS]
@@ -202,8 +204,8 @@ def wire_table(results: dict) -> str:
         n = int(n)
         segment = ranks[0]["segment"]
         arithmetic = {"DDP": f"2(n-1)/n x 4P = {2 * (n - 1) / n * four_p:,.0f}",
-                      "yours": ("n/a" if segment is None else
-                                f"2(n-1) x 4 x largest part = {2 * (n - 1) * 4 * segment:,}"),
+                      "yours": ("n/a" if segment is None else  # gloo's reduce-scatter: an all-reduce of n segments
+                                f"3(n-1) x 4 x largest segment = {3 * (n - 1) * 4 * segment:,}"),
                       "ZeRO": f"3(n-1)/n x 4P = {3 * (n - 1) / n * four_p:,.0f}, on average over the ranks"}
         for kind in KINDS:
             counts = [r["sent"][kind] for r in ranks]

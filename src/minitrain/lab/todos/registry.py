@@ -10,7 +10,7 @@ from dataclasses import dataclass
 EXPERIMENT = "experiments/35-ddp-cpu"
 RUN_FILES = ("timings.jsonl", "run.json", "manifest.json", "scaling.png", "state-rank-0.pt", "state-rank-1.pt")
 RUN_FOLDERS = ("single-process", "repeats")
-PARTS = {"sheet": "the sheet", "beyond": "exercises beyond it", "optional": "optional (notebooks 15 to 17)"}  # summed apart
+PARTS = {"sheet": "the sheet", "beyond": "exercises beyond it", "optional": "optional (notebooks 15 to 18)"}  # summed apart
 EXERCISE_16 = "src/minitrain/diagnose/exercise"
 GRADERS = "minitrain.lab.grading.graders"  # a record's `grader` is "module:function" in this package
 
@@ -106,6 +106,11 @@ TODOS = (
          "`graders.ring.grade_ring`: real gloo runs of 2, 3 and 4 processes, the built-in collectives made to raise, "
          "exact sums that name which ranks' shares a wrong chunk holds", 180, part="optional",
          teacher_files=("tests/ring/test_ring_grader.py",)),
+    Todo("ex18", "src/minitrain/sharded_optimizer.py", ("ShardedOptimizer",),
+         "exercise: ShardedOptimizer (notebook 18)", "18", 3, "sharded:grade_ex18",
+         "`graders.sharded.grade_sharded`: real gloo runs of 2 and 3 processes with SGD and momentum, held to one "
+         "process on the whole batch; each rank's stepped parameters and state bytes read, its gradients after "
+         "average_gradients", 180, part="optional", teacher_files=("tests/sharded/test_sharded_grader.py",)),
 )
 BY_KEY = {t.key: t for t in TODOS}
 TODO_FILES = sorted({t.file for t in TODOS if not t.file.endswith("/")})
