@@ -20,8 +20,9 @@ class ShardedOptimizer(torch.optim.Optimizer):
     - A tensor listed twice (a weight tied between two modules, listed from each) is one parameter, stepped once.
     - A parameter with requires_grad=False is left out: never stepped, never sent.
     - Every other parameter is owned by exactly one rank, also when the parameters do not divide evenly among the
-      ranks; a rank may own several whole parameters (split them so each rank holds about 1/world size of the
-      elements: its largest part may exceed an even share by at most one parameter's size).
+      ranks. Ranks own whole parameters, balanced by elements, not by count: the rank owning the most elements may
+      own at most the total / world size plus the largest parameter's size (giving each parameter, largest first,
+      to the rank owning the fewest elements so far keeps within that).
     - `self.optimizer` is `optimizer_cls(<this rank's own parameters>, **kwargs)`, built here, and holds the only
       optimizer state of this rank: the grader sums its `state`'s tensors and fails a rank that holds more than its
       share (the whole model's state on every rank saves no memory).
@@ -36,7 +37,7 @@ class ShardedOptimizer(torch.optim.Optimizer):
         self.rank, n = dist.get_rank(), dist.get_world_size()
         loads = [0] * n  # elements owned so far: each parameter goes to the least loaded rank
         self.placed = []  # (parameter, its owner, where it starts in the owner's segment of the flat buffers)
-        for p in unique:
+        for p in sorted(unique, key=lambda p: -p.numel()):  # the largest first: the parts end more even
             owner = loads.index(min(loads))
             self.placed.append((p, owner, loads[owner]))
             loads[owner] += p.numel()
@@ -48,8 +49,7 @@ class ShardedOptimizer(torch.optim.Optimizer):
     def average_gradients(self) -> None:
         """After backward, before step(): the .grad of each parameter this rank owns becomes its average over every
         rank (their sum divided by the world size), with one reduce-scatter, so that each rank receives only its own
-        parameters' average; the others' .grad may be left as they are. A parameter that got no gradient on a rank
-        (.grad None) counts as zeros there."""
+        parameters' average; the others' .grad may be left as they are."""
         ### BEGIN SOLUTION: ShardedOptimizer.average_gradients: one reduce-scatter
         n = dist.get_world_size()
         flat = torch.zeros(n * self.segment)  # segment k: rank k's parameters' gradients

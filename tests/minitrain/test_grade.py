@@ -82,7 +82,7 @@ def test_the_reference_put_back_passes_and_each_part_is_summed_apart(student_tre
                                      "its form is right (5 keys, each of its kind)")
                       for k in ("ex16a", "ex16b", "ex16c")}
     assert gradebook.summary(grades) == ("the sheet 15/15, exercises beyond it 3/3, optional (notebooks 15 to 18) "
-                                         "9/9, ex16a, ex16b and ex16c graded by your teacher")
+                                         "12/12, ex16a, ex16b and ex16c graded by your teacher")
     assert " -/1  teacher " in gradebook.format_row(next(g for g in grades if g.todo.key == "ex16c"))
 
 

@@ -16,7 +16,7 @@ from minitrain.lab.reporting.paragraph import paragraph_problems
 from minitrain.lab.reporting.report import beyond_findings, findings_table, set_lesson_notes
 from minitrain.lab.reporting.results_file import Finding
 from minitrain.lab.reporting.verdict import chance_of_separation
-from minitrain.lab.reporting.verdict import verdict_over_repeats
+from minitrain.lab.reporting.verdict import times_compared, verdict_over_repeats
 from minitrain.lab.teaching.reference import reference_paragraph
 from minitrain.paths import EXPERIMENT_DIR
 
@@ -93,6 +93,15 @@ def test_a_manifest_with_other_fields_is_named(tmp_path, edit, message):
 ])
 def test_verdict_needs_the_repeats_ranges_apart(candidate, baseline, higher_is_faster, expected):
     assert verdict_over_repeats(candidate, baseline, higher_is_faster) == expected
+
+
+@pytest.mark.parametrize("mine, theirs, said", [
+    ([1.0, 2.0], [3.0, 4.0], "A is faster than B: each of its 2 repeats beat each of the other's"),
+    ([3.0, 4.0], [1.0, 2.0], "A is slower than B: each of its 2 repeats lost to each of the other's"),
+    ([1.0, 3.5], [3.0, 4.0], "A is not clearly faster or slower than B by the lab's rule"),
+])
+def test_times_compared_says_which_side_each_repeat_beat(mine, theirs, said):
+    assert times_compared("A is", "B", mine, theirs).startswith(said)
 
 
 def test_a_verdict_needs_repeats():

@@ -15,7 +15,7 @@ from minitrain.todo import NotDone
 REFERENCE = (REPO / "src/minitrain/sharded_optimizer.py").read_text()
 UNIQUE = "        unique = list(dict.fromkeys(p for p in params if p.requires_grad))  # read once; a tied weight once\n"
 SUPER = "        super().__init__(unique, kwargs)\n"
-GREEDY = """        for p in unique:
+GREEDY = """        for p in sorted(unique, key=lambda p: -p.numel()):  # the largest first: the parts end more even
             owner = loads.index(min(loads))
 """
 GATHER = """        everyone = torch.empty(dist.get_world_size() * self.segment)
@@ -45,10 +45,14 @@ WRONG = {  # name: (old, new[, old, new], the message's pattern, world sizes)
     # the sheet's split taken literally: len // n parameters each, the rest dropped
     "remainder-dropped": (GREEDY, "        k = len(unique) // n\n        for i, p in enumerate(unique[:n * k]):\n"
                           "            owner = i // k\n", r"on 3 ranks, ln_f\.bias stepped by no rank", (3,)),
+    # the parameters dealt out in turn, by count: one rank owns most of the elements
+    "by-count": (GREEDY, "        for i, p in enumerate(unique):\n            owner = i % n\n",
+                 r"^on 2 ranks one rank's self\.optimizer holds [\d,]+ bytes of state, more than an even share .*"
+                 r"balance the parameters by elements, not by count", (2,)),
     # an optimizer over every parameter on every rank: right weights, no memory saved
     "whole-state": ("        self.optimizer = optimizer_cls([p for p, owner, _ in self.placed if owner == self.rank], "
                     "**kwargs)", "        self.optimizer = optimizer_cls(unique, **kwargs)",
-                    r"^a rank's self\.optimizer holds [\d,]+ bytes of state on 2 ranks, the whole model's", (2,)),
+                    r"^every rank's self\.optimizer steps every parameter and holds [\d,]+ bytes of state on 2 ranks", (2,)),
     # the reduce-scatter's sum kept: right under AdamW (nearly), wrong under SGD
     "summed": ("        mine /= n\n", "", r"^average_gradients left each owned parameter's \.grad the sum", (2,)),
     # a GPU tutorial's buffers on the device
@@ -87,7 +91,7 @@ def test_a_blank_stops_before_any_process(tmp_path, monkeypatch):
 
     def no_process(*args, **kwargs):
         raise AssertionError("the blank stub started ranks")
-    monkeypatch.setattr(sharded_grader, "spawn_workers", no_process)
+    monkeypatch.setattr(sharded_grader, "spawn_ranks", no_process)
     with pytest.raises(NotDone, match="ShardedOptimizer.step"):
         grade_sharded(optimizer_file(tmp_path, "from minitrain.todo import NotDone\n" + blank))
 

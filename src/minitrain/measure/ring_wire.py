@@ -21,7 +21,7 @@ from minitrain.cli import LabArgumentParser, positive_float, positive_int
 from minitrain.ddp import init_distributed
 from minitrain.gloo_setup import loopback_interface
 from minitrain.hang_report import named_hang, watched_group_timeout
-from minitrain.lab.reporting.verdict import verdict_over_repeats
+from minitrain.lab.reporting.verdict import times_compared
 from minitrain.lab.running.load import busy_sentence, measure_load
 from minitrain.launch import fast_start_method, spawn_workers
 from minitrain.measure.allreduce import ring_factor
@@ -156,12 +156,8 @@ def verdicts(results: dict) -> str:
     for n, ranks in results["runs"].items():
         ring, gloo = ([statistics.median(r["ms"][k][i] for r in ranks) for i in range(results["repeats"])]
                       for k in ("ring", "gloo"))
-        said = verdict_over_repeats(ring, gloo, higher_is_faster=False)
         cores = f" ({n} processes on {results['cpus']} CPUs)" if n > results["cpus"] else ""
-        lines.append(f"{n} ranks{cores}: the ring is " + (
-            f"{said} than gloo's all-reduce in every one of the {len(ring)} repeats" if said != "no clear winner" else
-            f"not clearly faster or slower than gloo's all-reduce by the lab's rule: the ranges of their {len(ring)} "
-            "repeats (each the median over the ranks) overlap"))
+        lines.append(f"{n} ranks{cores}: " + times_compared("the ring is", "gloo's all-reduce", ring, gloo))
     return "\n".join(lines)
 
 
