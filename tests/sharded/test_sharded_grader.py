@@ -53,6 +53,10 @@ WRONG = {  # name: (old, new[, old, new], the message's pattern, world sizes)
     "whole-state": ("        self.optimizer = optimizer_cls([p for p, owner, _ in self.placed if owner == self.rank], "
                     "**kwargs)", "        self.optimizer = optimizer_cls(unique, **kwargs)",
                     r"^every rank's self\.optimizer steps every parameter and holds [\d,]+ bytes of state on 2 ranks", (2,)),
+    # the reduce-scatter done, its result never put into .grad: each rank steps with its own gradients
+    "never-written": ("        for p, owner, offset in self.placed:\n            if owner == self.rank:\n"
+                      "                p.grad = mine[offset:offset + p.numel()].view_as(p).clone()\n", "",
+                      r"^average_gradients left each owned parameter's \.grad this rank's own", (2,)),
     # the reduce-scatter's sum kept: right under AdamW (nearly), wrong under SGD
     "summed": ("        mine /= n\n", "", r"^average_gradients left each owned parameter's \.grad the sum", (2,)),
     # a GPU tutorial's buffers on the device
