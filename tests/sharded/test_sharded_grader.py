@@ -49,6 +49,15 @@ WRONG = {  # name: (old, new[, old, new], the message's pattern, world sizes)
     "by-count": (GREEDY, "        for i, p in enumerate(unique):\n            owner = i % n\n",
                  r"^on 2 ranks one rank's self\.optimizer holds [\d,]+ bytes of state, more than an even share .*"
                  r"balance the parameters by elements, not by count", (2,)),
+    # both at once (a learner's first try): the frozen parameter's crash does not hide the split's mistake
+    "frozen-crash-and-by-count": (UNIQUE, UNIQUE.replace(" if p.requires_grad", ""),
+                                  "            if p.grad is not None:\n                start = owner * self.segment + offset\n"
+                                  "                flat[start:start + p.numel()] = p.grad.reshape(-1)",
+                                  "            start = owner * self.segment + offset\n"
+                                  "            flat[start:start + p.numel()] = p.grad.reshape(-1)",
+                                  GREEDY, "        for i, p in enumerate(unique):\n            owner = i % n\n",
+                                  r"(?s)^with a parameter that has requires_grad=False.*\non 2 ranks one rank's "
+                                  r"self\.optimizer holds .*balance the parameters by elements", (2,)),
     # an optimizer over every parameter on every rank: right weights, no memory saved
     "whole-state": ("        self.optimizer = optimizer_cls([p for p, owner, _ in self.placed if owner == self.rank], "
                     "**kwargs)", "        self.optimizer = optimizer_cls(unique, **kwargs)",

@@ -147,14 +147,14 @@ def mistakes(n: int, results: list[dict]) -> list[str]:
             found.append(f"with a parameter that has requires_grad=False (pos_emb.weight), the {n}-rank run raised "
                          f"{said}: leave such a parameter out (it never gets a .grad)" if case == "frozen" else
                          f"the {n}-rank run ({case} params) raised {said}")
-    if found:
-        return found
+    if raised["generator"] or raised["tied"]:
+        return found  # a frozen parameter's crash alone leaves the other cases to check
     plain = [r["generator"] for r in results]
     if any(r["after"] != plain[0]["after"] for r in plain):
-        return [f"after step() the {n} ranks hold different weights: each rank's updated parameters must reach every "
+        return found + [f"after step() the {n} ranks hold different weights: each rank's updated parameters must reach every "
                 "rank (an all-gather, or a broadcast from each parameter's owner)"]
     if plain[0]["after"] == plain[0]["before"]:
-        return ["after two steps no parameter changed: `params` was a generator here, which can be read once; read "
+        return found + ["after two steps no parameter changed: `params` was a generator here, which can be read once; read "
                 "it into a list once, and build everything from that list"]
     owned = [r["owned"] for r in plain]
     if None not in owned:
@@ -179,7 +179,7 @@ def mistakes(n: int, results: list[dict]) -> list[str]:
             found.append("the weight tied between tok_emb and head, listed twice in `params`, is stepped twice: a "
                          "tensor listed twice is one parameter (keep the first of each)")
         said = {r["generator"].get("gradients") for r in results} - {"average", None}
-        if said and not found:  # the owners known: which gradients must be averaged
+        if said and len(found) == bool(raised["frozen"]):  # the owners known: which gradients must be averaged
             found.append({"sum": "average_gradients left each owned parameter's .grad the sum over the ranks: divide by "
                                  "the world size",
                           "own": "average_gradients left each owned parameter's .grad this rank's own: reduce-scatter "
