@@ -1,8 +1,9 @@
-"""Notebook 18: your ShardedOptimizer (minitrain.sharded_optimizer) beside DDP with AdamW and torch's
-ZeroRedundancyOptimizer, in the same real gloo ranks, on the same batches: the bytes each rank holds (at rest, and at
-the peak of a step), the bytes it sends in a step, the step's time, and the weights each ends with.
+"""Notebooks 18 and 19: your ShardedOptimizer (minitrain.sharded_optimizer, notebook 18) or your FSDP
+(minitrain.fsdp, notebook 19) beside DDP with AdamW, torch's ZeroRedundancyOptimizer and, in 19, torch's fully_shard,
+in the same real gloo ranks, on the same batches: the bytes each rank holds (at rest, and at the peak of a step), the
+bytes it sends in a step, the step's time, and the weights each ends with.
 
-    python -m minitrain.measure.sharding [--steps 7]
+    python -m minitrain.measure.sharding [--steps 7] [--notebook 18|19]
 """
 
 import json
@@ -15,10 +16,13 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.fsdp import fully_shard
 from torch.distributed.optim import ZeroRedundancyOptimizer
 from torch.profiler import ProfilerActivity, profile
 
 from minitrain.cli import LabArgumentParser, positive_int
+from minitrain.fsdp import after_backward, shard_model
 from minitrain.ddp import init_distributed, wrap_for_ddp
 from minitrain.gloo_setup import loopback_interface
 from minitrain.lab.reporting.verdict import times_compared
@@ -28,14 +32,23 @@ from minitrain.measure.sockets import gloo_pair_endpoints, my_connections, sent_
 from minitrain.model import build_minigpt
 from minitrain.sharded_optimizer import ShardedOptimizer
 
-KINDS = ("DDP", "yours", "ZeRO")  # DDP with AdamW; your ShardedOptimizer alone; DDP with torch's ZeroRedundancyOptimizer
+KINDS = {"18": ("DDP", "yours", "ZeRO"),  # DDP with AdamW; your ShardedOptimizer alone; DDP with torch's ZeRO
+         "19": ("DDP", "ZeRO", "your FSDP", "fully_shard")}  # and your minitrain.fsdp; torch's FSDP2 per block
+YOURS = {"18": "yours", "19": "your FSDP"}  # the kind each notebook's verdict compares with DDP
 VOCAB, BATCH, LENGTH, LR = 64, 12, 32, 1e-2  # MiniGPT's default size; 12 sequences divide among 2, 3 and 4 ranks
 WORLD_SIZES = (2, 3)
 
 
+def _local(t: torch.Tensor) -> torch.Tensor:
+    """This rank's part of a tensor: fully_shard's parameters, gradients and state are DTensors."""
+    return t.to_local() if hasattr(t, "to_local") else t
+
+
 def storage_bytes(tensors: Iterable[torch.Tensor | None]) -> int:
-    """The bytes of the storages behind `tensors`, each storage once (a tied weight, or views of one buffer)."""
-    seen = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in tensors if t is not None}
+    """The bytes of the storages behind `tensors` (this rank's part of a DTensor), each storage once (a tied weight,
+    or views of one buffer); a freed storage counts 0."""
+    local = [_local(t) for t in tensors if t is not None]
+    seen = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in local}
     return sum(seen.values())
 
 
@@ -78,9 +91,18 @@ class _Trainer:
 
     def __init__(self, kind: str) -> None:
         torch.manual_seed(0)
-        self.kind, self.model = kind, build_minigpt(VOCAB)
+        self.kind, self.model, self.units = kind, build_minigpt(VOCAB), []
+        self.net = self.model
         if kind == "yours":
-            self.net, self.optimizer = self.model, ShardedOptimizer(self.model.parameters(), torch.optim.AdamW, lr=LR)
+            self.optimizer = ShardedOptimizer(self.model.parameters(), torch.optim.AdamW, lr=LR)
+        elif kind == "your FSDP":
+            self.units, self.optimizer = shard_model(self.model, torch.optim.AdamW, lr=LR)
+        elif kind == "fully_shard":
+            mesh = init_device_mesh("cpu", (dist.get_world_size(),))
+            for block in self.model.blocks:  # each block a unit, then the root: the tied weight in the root's unit
+                fully_shard(block, mesh=mesh)
+            fully_shard(self.model, mesh=mesh)
+            self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=LR)  # after sharding: over the shards
         else:
             self.net = wrap_for_ddp(self.model)  # your Block A: DDP with PyTorch's defaults
             self.optimizer = (torch.optim.AdamW(self.model.parameters(), lr=LR) if kind == "DDP" else
@@ -93,18 +115,41 @@ class _Trainer:
         self.net((x, y)).loss.backward()
         if self.kind == "yours":
             self.optimizer.average_gradients()
+        if self.kind == "your FSDP":
+            after_backward(self.units)
         self.optimizer.step()
         self.steps += 1
 
     def held(self) -> dict[str, int]:
         """Bytes this rank holds for training, by what they are: each storage once."""
-        params = list(self.model.parameters())
-        inner = {"DDP": self.optimizer, "yours": getattr(self.optimizer, "optimizer", None),
-                 "ZeRO": getattr(self.optimizer, "optim", None)}[self.kind]
-        buckets = 0 if self.kind == "yours" else sum(
-            int(size) for size in self.net._get_ddp_logging_data()["bucket_sizes"].split(", "))
+        params = list(self.model.parameters()) + [unit.shard for unit in self.units]
+        inner = {"yours": getattr(self.optimizer, "optimizer", None),
+                 "ZeRO": getattr(self.optimizer, "optim", None)}.get(self.kind, self.optimizer)
+        buckets = sum(int(size) for size in self.net._get_ddp_logging_data()["bucket_sizes"].split(", ")) if (
+            self.kind in ("DDP", "ZeRO")) else 0
         return {"parameters": storage_bytes(params), "gradients": storage_bytes(p.grad for p in params),
                 "optimizer state": storage_bytes(optimizer_state(inner)) if inner else 0, "DDP's buckets": buckets}
+
+    def sizes(self) -> dict[str, int] | None:
+        """What the arithmetic of the bytes sent needs: your ShardedOptimizer's part of the parameters (elements),
+        or your FSDP's padded flat buffers, all units' and the blocks' alone; None for torch's kinds."""
+        if self.kind == "yours":
+            inner = getattr(self.optimizer, "optimizer", None)  # your step's optimizer over this rank's parameters
+            return {"part": sum(p.numel() for g in inner.param_groups for p in g["params"])} if inner else None
+        if self.kind == "your FSDP":
+            return {"units": sum(u.full.numel() for u in self.units),
+                    "blocks": sum(u.full.numel() for u in self.units[:-1])}
+        return None
+
+    def weights(self) -> dict[str, torch.Tensor]:
+        """The whole model's weights on this rank (your FSDP's units gathered for it; fully_shard's DTensors whole)."""
+        for unit in self.units:
+            unit.gather()
+        whole = {k: (v.full_tensor() if hasattr(v, "full_tensor") else v).detach().clone()
+                 for k, v in self.model.state_dict().items()}
+        for unit in self.units:
+            unit.free()
+        return whole
 
     def peak(self) -> int:
         """The most bytes live during one step: what this rank holds before it (the last step's gradients, which
@@ -138,13 +183,13 @@ def _largest_difference(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) 
     return max(float((a[k] - b[k]).abs().max()) for k in a)
 
 
-def _rank(out: str, repeats: int) -> None:
+def _rank(out: str, repeats: int, notebook: str) -> None:
     log = os.open(Path(out) / f"rank-{os.environ['RANK']}.log", os.O_WRONLY | os.O_CREAT)
     os.dup2(log, 1)  # the profiler's own lines (and torch's warnings) to a file, not into the notebook
     os.dup2(log, 2)
     rank, n = init_distributed("gloo")
     torch.set_num_threads(1)  # n processes share the CPUs: one thread each, as torchrun's default
-    trainers = [_Trainer(kind) for kind in KINDS]
+    trainers = [_Trainer(kind) for kind in KINDS[notebook]]
     for trainer in trainers:
         trainer.step()  # the optimizers' state exists after a first step
     result: dict = {"held": {t.kind: t.held() for t in trainers},
@@ -158,28 +203,28 @@ def _rank(out: str, repeats: int) -> None:
             start = time.perf_counter()
             trainer.step()
             result["ms"][trainer.kind].append((time.perf_counter() - start) * 1e3)
-    weights = {t.kind: t.model.state_dict() for t in trainers}
+    weights = {t.kind: t.weights() for t in trainers}
     result["steps"] = trainers[0].steps
-    result["largest difference to DDP"] = {kind: _largest_difference(weights[kind], weights["DDP"]) for kind in KINDS}
+    result["largest difference to DDP"] = {t.kind: _largest_difference(weights[t.kind], weights["DDP"]) for t in trainers}
     if rank == 0:
         result["largest difference to DDP"]["one process"] = _largest_difference(
             _one_process(trainers[0].steps, n), weights["DDP"])
-    inner = getattr(trainers[1].optimizer, "optimizer", None)  # your step's optimizer over this rank's parameters
-    result["owned"] = sum(p.numel() for g in inner.param_groups for p in g["params"]) if inner is not None else None
+    result["sizes"] = {t.kind: t.sizes() for t in trainers}
     (Path(out) / f"rank-{rank}.json").write_text(json.dumps(result))
     dist.monitored_barrier()
     dist.destroy_process_group()
 
 
-def measure(repeats: int = 7, world_sizes: tuple[int, ...] = WORLD_SIZES) -> dict:
-    """Each world size's ranks' results, {n: [rank 0's, rank 1's, ...]}, with the model's parameter count."""
+def measure(repeats: int = 7, world_sizes: tuple[int, ...] = WORLD_SIZES, notebook: str = "18") -> dict:
+    """Each world size's ranks' results, {n: [rank 0's, rank 1's, ...]}, for notebook 18's kinds or 19's, with the
+    model's parameter count."""
     torch.manual_seed(0)
     parameters = sum(p.numel() for p in build_minigpt(VOCAB).parameters())
     results: dict = {"parameters": parameters, "repeats": repeats, "runs": {}, "load": measure_load(),
-                     "cpus": os.cpu_count()}
+                     "cpus": os.cpu_count(), "notebook": notebook}
     for n in world_sizes:
         with tempfile.TemporaryDirectory(prefix="minitrain-shard-") as out:
-            spawn_workers(_rank, n, out, repeats, start_method=fast_start_method(), timeout_s=300)
+            spawn_workers(_rank, n, out, repeats, notebook, start_method=fast_start_method(), timeout_s=300)
             results["runs"][n] = [json.loads((Path(out) / f"rank-{r}.json").read_text()) for r in range(n)]
     return results
 
@@ -190,7 +235,7 @@ def memory_table(results: dict) -> str:
     lines = ["| ranks | kind | " + " | ".join(parts) + " | at rest, in all | peak of a step |",
              "|---:|---|" + "---:|" * (len(parts) + 2)]
     for n, ranks in results["runs"].items():
-        for kind in KINDS:
+        for kind in KINDS[results["notebook"]]:
             most = {part: max(r["held"][kind][part] for r in ranks) for part in parts}
             lines.append(f"| {n} | {kind} | " + " | ".join(f"{most[p]:,}" for p in parts)
                          + f" | {max(sum(r['held'][kind].values()) for r in ranks):,}"
@@ -206,18 +251,20 @@ def wire_table(results: dict) -> str:
              "difference to DDP's weights |", "|---:|---|---:|---|---:|---:|"]
     for n, ranks in results["runs"].items():
         n = int(n)
-        owned = [r["owned"] for r in ranks]
-        segment = None if None in owned else max(owned)  # the flat buffers' segment, padded to the largest part
         arithmetic = {"DDP": f"2(n-1)/n x 4P = {2 * (n - 1) / n * four_p:,.0f}",
-                      "yours": ("n/a" if segment is None else  # gloo's reduce-scatter: an all-reduce of n segments
-                                f"3(n-1) x 4 x the largest part = {3 * (n - 1) * 4 * segment:,}"),
-                      "ZeRO": f"3(n-1)/n x 4P = {3 * (n - 1) / n * four_p:,.0f}, on average over the ranks"}
-        for kind in KINDS:
+                      "ZeRO": f"3(n-1)/n x 4P = {3 * (n - 1) / n * four_p:,.0f}, on average over the ranks",
+                      "fully_shard": "not derived: see the text"}
+        if all(r["sizes"].get("yours") for r in ranks):  # gloo's reduce-scatter: an all-reduce of n segments
+            part = max(r["sizes"]["yours"]["part"] for r in ranks)  # the segments are padded to the largest part
+            arithmetic["yours"] = f"3(n-1) x 4 x the largest part = {3 * (n - 1) * 4 * part:,}"
+        if fsdp := ranks[0]["sizes"].get("your FSDP"):  # forward's gathers, backward's (the blocks'), the gradients'
+            arithmetic["your FSDP"] = (f"(n-1)/n x 4 x (3U + B) = {(n - 1) / n * 4 * (3 * fsdp['units'] + fsdp['blocks']):,.0f}")
+        for kind in KINDS[results["notebook"]]:
             counts = [r["sent"][kind] for r in ranks]
             sent = "n/a" if None in counts else f"{min(counts):,}-{max(counts):,}"
             ms = statistics.median(t for r in ranks for t in r["ms"][kind])
             diff = max(r["largest difference to DDP"][kind] for r in ranks)
-            lines.append(f"| {n} | {kind} | {sent} | {arithmetic[kind]} | {ms:.1f} | {diff:.1e} |")
+            lines.append(f"| {n} | {kind} | {sent} | {arithmetic.get(kind, 'n/a')} | {ms:.1f} | {diff:.1e} |")
     return "\n".join(lines)
 
 
@@ -228,9 +275,10 @@ def verdicts(results: dict) -> str:
     for n, ranks in results["runs"].items():
         n = int(n)
         yours, ddp = ([statistics.median(r["ms"][k][i] for r in ranks) for i in range(results["repeats"])]
-                      for k in ("yours", "DDP"))
+                      for k in (YOURS[results["notebook"]], "DDP"))
         cores = f" ({n} processes on {results['cpus']} CPUs)" if n > results["cpus"] else ""
-        lines.append(f"{n} ranks{cores}: " + times_compared("your step is", "DDP's", yours, ddp))
+        who = {"18": "your step is", "19": "your FSDP's step is"}[results["notebook"]]
+        lines.append(f"{n} ranks{cores}: " + times_compared(who, "DDP's", yours, ddp))
         lines.append(f"{n} ranks: one process on the whole batch ends {ranks[0]['largest difference to DDP']['one process']:.1e} "
                      f"from DDP's weights after the same {ranks[0]['steps']} AdamW steps: a right answer's difference "
                      "is of this order")
@@ -240,8 +288,9 @@ def verdicts(results: dict) -> str:
 def main(argv: list[str] | None = None) -> None:
     p = LabArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--steps", type=positive_int, default=7, help="timed steps of each kind, alternating")
+    p.add_argument("--notebook", choices=sorted(KINDS), default="18", help="notebook 18's kinds, or 19's")
     args = p.parse_args(argv)
-    results = measure(args.steps)
+    results = measure(args.steps, notebook=args.notebook)
     print(memory_table(results))
     print(wire_table(results))
     print(verdicts(results))
