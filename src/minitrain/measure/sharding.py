@@ -153,17 +153,22 @@ class _Trainer:
 
     def peak(self) -> int:
         """The most bytes live during one step: what this rank holds before it (the last step's gradients, which
-        zero_grad frees, included) plus the most the step's operators had allocated beyond that at once (negative
-        while they had freed more), by torch profiler's per-operator memory records; the second of two profiled steps."""
-        before = sum(self.held().values())
-        for _ in range(2):
+        zero_grad frees, included), plus the highest running total of every allocation and free the profiler recorded
+        during the step, in time order, on every thread (torch profiler's memory records, each counted once); the
+        most of three profiled steps (threads free in varying order), after one more whose record also frees blocks
+        allocated before profiling began."""
+        peaks = []
+        for profiled in range(4):
+            before = sum(self.held().values())
             with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
                 self.step()
-        live = most = 0
-        for event in sorted(prof.events(), key=lambda e: e.time_range.start):
-            live += event.self_cpu_memory_usage
-            most = max(most, live)
-        return before + most
+            records = [e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"]
+            live = most = 0
+            for record in sorted(records, key=lambda e: e.start_ns()):
+                live += record.nbytes()
+                most = max(most, live)
+            peaks += [before + most] if profiled else []
+        return max(peaks)
 
 
 def _one_process(steps: int, n: int) -> dict[str, torch.Tensor]:
