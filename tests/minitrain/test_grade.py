@@ -62,7 +62,7 @@ def test_a_blank_tree_is_not_done_everywhere_and_not_started_and_ex15_is_graded_
     assert all(status == "not done" and "not done yet" in detail for status, detail in rows.values()), rows
     assert rows["ex15"][1].startswith("not done yet: NaiveDDP"), rows["ex15"]  # its own stubs, not Block B's
     assert gradebook.summary(grades) == ("the sheet not started 0/15, exercises beyond it not started 0/3, "
-                                         "optional (notebooks 15 to 18) not started 0/15")
+                                         "optional (notebooks 15 to 19) not started 0/18")
     assert processes_of(tree) == [] and processes_of(scratch_only) == []
 
 
@@ -81,8 +81,8 @@ def test_the_reference_put_back_passes_and_each_part_is_summed_apart(student_tre
     assert failed == {k: ("teacher", "graded by your teacher, in class grading: the answer key is not in this tree; "
                                      "its form is right (5 keys, each of its kind)")
                       for k in ("ex16a", "ex16b", "ex16c")}
-    assert gradebook.summary(grades) == ("the sheet 15/15, exercises beyond it 3/3, optional (notebooks 15 to 18) "
-                                         "12/12, ex16a, ex16b and ex16c graded by your teacher")
+    assert gradebook.summary(grades) == ("the sheet 15/15, exercises beyond it 3/3, optional (notebooks 15 to 19) "
+                                         "15/15, ex16a, ex16b and ex16c graded by your teacher")
     assert " -/1  teacher " in gradebook.format_row(next(g for g in grades if g.todo.key == "ex16c"))
 
 

@@ -32,7 +32,7 @@ def test_the_table_shows_every_notebook_its_path_its_seconds_and_the_lab_run(tmp
     assert rows[names[1]] == ["core", "14"] and rows[names[5]] == ["core", "6"] and rows[names[2]] == ["core", "failed"]
     assert rows[ENTRY_NOTEBOOK] == ["core", "runs last, timed when it ends"]
     assert rows[names[3]] == ["core", "not run in this lab run"]
-    assert rows[names[6]] == ["optional", "not run in this lab run (`--all-notebooks` runs 07-18)"]
+    assert rows[names[6]] == ["optional", "not run in this lab run (`--all-notebooks` runs 07-19)"]
     assert lines[-1].startswith("from notebook-times.json: lab run `python -m minitrain.lab`, started ")
     assert f"sitting {sitting()}: 06 first, then up to 2 notebooks at a time, 01 last" in lines[-1]
     assert list(read_times(tmp_path)["notebooks"]) == sorted([names[1], names[2], names[5]])

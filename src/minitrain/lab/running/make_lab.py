@@ -13,7 +13,7 @@ calm down (minitrain.lab.running.load; --busy-ok goes on at once, with a warning
 notebook, with the checker's DDP tests beside it (they read no run), then the rest of the sheet's path
 (02-05), `--workers` at a time, with the checker of the artifacts beside them (a notebook whose
 parameters cell has `live_run` runs with it off: it reads the runs just made). The optional notebooks
-07-18 show their own committed measurements, not these runs: `--all-notebooks` executes them too. Once
+07-19 show their own committed measurements, not these runs: `--all-notebooks` executes them too. Once
 they have all run, the seconds each took go to notebook-times.json in the output folder, and 01 runs
 last, so that its path table shows this lab run's times (minitrain.lab.running.notebook_times); its own
 time is added after. When everything passed and the runs went to experiments/35-ddp-cpu/, the executed
@@ -330,7 +330,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="no new runs: execute the notebooks against the runs already in the output folder (after "
                         "editing a notebook, so the committed ones keep showing the committed run)")
     p.add_argument("--all-notebooks", action="store_true",
-                   help="after the sheet's path (01-06), execute the optional notebooks 07-18 too (they show their "
+                   help="after the sheet's path (01-06), execute the optional notebooks 07-19 too (they show their "
                         "own committed measurements, not the runs just made)")
     p.add_argument("--remeasure", action="store_true",
                    help="measure every run again (without it, complete runs of the same steps, warm-up and repeats "
@@ -387,7 +387,7 @@ def main(argv: list[str] | None = None) -> int:
     warned = [r.name for r in results if r.warning]
     print(f"lab complete: notebooks {names[0][:2]}-{names[-1][:2]} ran and every check passed"
           + (f" (read the WARN row above: {', '.join(warned)})" if warned else "")
-          + ("" if args.all_notebooks else " (07-18 show their own committed measurements: --all-notebooks runs them)"))
+          + ("" if args.all_notebooks else " (07-19 show their own committed measurements: --all-notebooks runs them)"))
     return 0
 
 

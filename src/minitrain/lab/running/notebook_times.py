@@ -16,7 +16,7 @@ from minitrain.provenance import sitting
 
 TIMES_FILE = "notebook-times.json"
 ENTRY_NOTEBOOK = "01-ddp-cpu.ipynb"  # executed last: its table shows the times of the lab run it is part of
-LAST_ON_THE_PATH = "06-scaling-and-report.ipynb"  # 01-06 are the core path (the sheet); 07-18 optional
+LAST_ON_THE_PATH = "06-scaling-and-report.ipynb"  # 01-06 are the core path (the sheet); 07-19 optional
 
 
 def path_of(name: str) -> str:
@@ -58,7 +58,7 @@ def shown_seconds(name: str, times: dict) -> str:
     """A notebook's seconds in the lab run of `times`, or why there are none."""
     if name not in times["notebooks"]:
         return ("runs last, timed when it ends" if name == ENTRY_NOTEBOOK else "not run in this lab run"
-                + (" (`--all-notebooks` runs 07-18)" if path_of(name) == "optional" else ""))
+                + (" (`--all-notebooks` runs 07-19)" if path_of(name) == "optional" else ""))
     seconds = times["notebooks"][name]
     return "failed" if seconds is None else f"{seconds:.0f}"
 

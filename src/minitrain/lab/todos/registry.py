@@ -10,7 +10,7 @@ from dataclasses import dataclass
 EXPERIMENT = "experiments/35-ddp-cpu"
 RUN_FILES = ("timings.jsonl", "run.json", "manifest.json", "scaling.png", "state-rank-0.pt", "state-rank-1.pt")
 RUN_FOLDERS = ("single-process", "repeats")
-PARTS = {"sheet": "the sheet", "beyond": "exercises beyond it", "optional": "optional (notebooks 15 to 18)"}  # summed apart
+PARTS = {"sheet": "the sheet", "beyond": "exercises beyond it", "optional": "optional (notebooks 15 to 19)"}  # summed apart
 EXERCISE_16 = "src/minitrain/diagnose/exercise"
 GRADERS = "minitrain.lab.grading.graders"  # a record's `grader` is "module:function" in this package
 
@@ -111,6 +111,11 @@ TODOS = (
          "`graders.sharded.grade_sharded`: real gloo runs of 2 and 3 processes with SGD and momentum, held to one "
          "process on the whole batch; each rank's stepped parameters and state bytes read, its gradients after "
          "average_gradients", 180, part="optional", teacher_files=("tests/sharded/test_sharded_grader.py",)),
+    Todo("ex19", "src/minitrain/fsdp.py", ("Unit", "shard_model", "after_backward"),
+         "exercise: Unit, shard_model, after_backward (notebook 19)", "19", 3, "fsdp:grade_ex19",
+         "`graders.fsdp.grade_fsdp`: real gloo runs of 2 and 3 processes with SGD and momentum, held to one process "
+         "on the whole batch; what the units hold after construction, forward, after_backward and the step read on "
+         "each rank", 180, part="optional", teacher_files=("tests/fsdp/test_fsdp_grader.py",)),
 )
 BY_KEY = {t.key: t for t in TODOS}
 TODO_FILES = sorted({t.file for t in TODOS if not t.file.endswith("/")})
