@@ -132,13 +132,17 @@ class _Trainer:
 
     def sizes(self) -> dict[str, int] | None:
         """What the arithmetic of the bytes sent needs: your ShardedOptimizer's part of the parameters (elements),
-        or your FSDP's padded flat buffers, all units' and the blocks' alone; None for torch's kinds."""
+        or an FSDP's padded parameters, all units' and the blocks' alone; None for the other kinds."""
         if self.kind == "yours":
             inner = getattr(self.optimizer, "optimizer", None)  # your step's optimizer over this rank's parameters
             return {"part": sum(p.numel() for g in inner.param_groups for p in g["params"])} if inner else None
         if self.kind == "your FSDP":
             return {"units": sum(u.full.numel() for u in self.units),
                     "blocks": sum(u.full.numel() for u in self.units[:-1])}
+        if self.kind == "fully_shard":  # its shards are padded per parameter: n times each local shard
+            n = dist.get_world_size()
+            return {"units": sum(_local(p).numel() * n for p in self.model.parameters()),
+                    "blocks": sum(_local(p).numel() * n for p in self.model.blocks.parameters())}
         return None
 
     def weights(self) -> dict[str, torch.Tensor]:
@@ -257,13 +261,13 @@ def wire_table(results: dict) -> str:
     for n, ranks in results["runs"].items():
         n = int(n)
         arithmetic = {"DDP": f"2(n-1)/n x 4P = {2 * (n - 1) / n * four_p:,.0f}",
-                      "ZeRO": f"3(n-1)/n x 4P = {3 * (n - 1) / n * four_p:,.0f}, on average over the ranks",
-                      "fully_shard": "not derived: see the text"}
+                      "ZeRO": f"3(n-1)/n x 4P = {3 * (n - 1) / n * four_p:,.0f}, on average over the ranks"}
         if all(r["sizes"].get("yours") for r in ranks):  # gloo's reduce-scatter: an all-reduce of n segments
             part = max(r["sizes"]["yours"]["part"] for r in ranks)  # the segments are padded to the largest part
             arithmetic["yours"] = f"3(n-1) x 4 x the largest part = {3 * (n - 1) * 4 * part:,}"
-        if fsdp := ranks[0]["sizes"].get("your FSDP"):  # forward's gathers, backward's (the blocks'), the gradients'
-            arithmetic["your FSDP"] = (f"(n-1)/n x 4 x (3U + B) = {(n - 1) / n * 4 * (3 * fsdp['units'] + fsdp['blocks']):,.0f}")
+        for kind in ("your FSDP", "fully_shard"):  # forward's gathers, backward's (the blocks'), the gradients'
+            if fsdp := ranks[0]["sizes"].get(kind):
+                arithmetic[kind] = f"(n-1)/n x 4 x (3U + B) = {(n - 1) / n * 4 * (3 * fsdp['units'] + fsdp['blocks']):,.0f}"
         for kind in KINDS[results["notebook"]]:
             counts = [r["sent"][kind] for r in ranks]
             sent = "n/a" if None in counts else f"{min(counts):,}-{max(counts):,}"
