@@ -158,7 +158,7 @@ class _Trainer:
     def peak(self) -> int:
         """The most bytes live during one step: what this rank holds before it (the last step's gradients, which
         zero_grad frees, included), plus the highest running total of every allocation and free the profiler recorded
-        during the step, in time order, on every thread (torch profiler's memory records, each counted once); the
+        during the step, in time order, on the threads it follows (its memory records, each counted once); the
         most of three profiled steps (threads free in varying order), after one more whose record also frees blocks
         allocated before profiling began."""
         peaks = []
