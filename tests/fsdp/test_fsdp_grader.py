@@ -5,12 +5,11 @@ from pathlib import Path
 
 import pytest
 
-from minitrain.lab.grading.graders import fsdp as fsdp_grader
 from minitrain.lab.grading.graders.fsdp import grade_fsdp
 from minitrain.lab.grading.graders.running import ExerciseError
-from minitrain.lab.todos.blank import stub
 from minitrain.paths import REPO
-from minitrain.todo import NotDone
+
+from graded_edits import blank_starts_no_process, edited
 
 REFERENCE = (REPO / "src/minitrain/fsdp.py").read_text()
 SCATTER = "        dist.reduce_scatter_single(mine, flat)\n"
@@ -70,29 +69,18 @@ def test_the_reference_passes(tmp_path):
 
 
 def test_an_fsdp_in_another_form_passes(tmp_path):
-    other = REFERENCE
-    for old, new in OTHER_FORM.items():
-        assert other.count(old) == 1
-        other = other.replace(old, new)
+    other = edited(REFERENCE, *(text for pair in OTHER_FORM.items() for text in pair))
     assert grade_fsdp(fsdp_file(tmp_path, other), (2,)).startswith("ex19: correct.")
 
 
 def test_a_blank_stops_before_any_process(tmp_path, monkeypatch):
-    blank = REFERENCE.replace("        self.full.untyped_storage().resize_(0)\n", f"        {stub('Unit.free')}\n", 1)
-
-    def no_process(*args, **kwargs):
-        raise AssertionError("the blank stub started ranks")
-    monkeypatch.setattr(fsdp_grader, "spawn_ranks", no_process)
-    with pytest.raises(NotDone, match="Unit.free"):
-        grade_fsdp(fsdp_file(tmp_path, "from minitrain.todo import NotDone\n" + blank))
+    blank_starts_no_process(grade_fsdp, tmp_path / "fsdp.py", REFERENCE, "        self.full.untyped_storage().resize_(0)\n",
+                            "Unit.free", monkeypatch)
 
 
 @pytest.mark.parametrize("name", WRONG)
 def test_each_wrong_fsdp_is_named(tmp_path, name):
     *edits, named, world_sizes = WRONG[name]
-    wrong = REFERENCE
-    for old, new in zip(edits[::2], edits[1::2]):
-        assert wrong.count(old) == 1
-        wrong = wrong.replace(old, new)
+    wrong = edited(REFERENCE, *edits)
     with pytest.raises(ExerciseError, match=named):
         grade_fsdp(fsdp_file(tmp_path, wrong), world_sizes)

@@ -5,12 +5,11 @@ from pathlib import Path
 
 import pytest
 
-from minitrain.lab.grading.graders import sharded as sharded_grader
 from minitrain.lab.grading.graders.running import ExerciseError
 from minitrain.lab.grading.graders.sharded import grade_sharded
-from minitrain.lab.todos.blank import stub
 from minitrain.paths import REPO
-from minitrain.todo import NotDone
+
+from graded_edits import blank_starts_no_process, edited
 
 REFERENCE = (REPO / "src/minitrain/sharded_optimizer.py").read_text()
 UNIQUE = "        unique = list(dict.fromkeys(p for p in params if p.requires_grad))  # read once; a tied weight once\n"
@@ -92,29 +91,18 @@ def test_the_reference_passes(tmp_path):
 
 
 def test_an_optimizer_in_another_form_passes(tmp_path):
-    other = REFERENCE
-    for old, new in OTHER_FORM.items():
-        assert other.count(old) == 1
-        other = other.replace(old, new)
+    other = edited(REFERENCE, *(text for pair in OTHER_FORM.items() for text in pair))
     assert grade_sharded(optimizer_file(tmp_path, other)).startswith("ex18: correct.")
 
 
 def test_a_blank_stops_before_any_process(tmp_path, monkeypatch):
-    blank = REFERENCE.replace("        self.optimizer.step()\n", f"        {stub('ShardedOptimizer.step')}\n", 1)
-
-    def no_process(*args, **kwargs):
-        raise AssertionError("the blank stub started ranks")
-    monkeypatch.setattr(sharded_grader, "spawn_ranks", no_process)
-    with pytest.raises(NotDone, match="ShardedOptimizer.step"):
-        grade_sharded(optimizer_file(tmp_path, "from minitrain.todo import NotDone\n" + blank))
+    blank_starts_no_process(grade_sharded, tmp_path / "sharded_optimizer.py", REFERENCE, "        self.optimizer.step()\n",
+                            "ShardedOptimizer.step", monkeypatch)
 
 
 @pytest.mark.parametrize("name", WRONG)
 def test_each_wrong_optimizer_is_named(tmp_path, name):
     *edits, named, world_sizes = WRONG[name]
-    wrong = REFERENCE
-    for old, new in zip(edits[::2], edits[1::2]):
-        assert wrong.count(old) == 1
-        wrong = wrong.replace(old, new)
+    wrong = edited(REFERENCE, *edits)
     with pytest.raises(ExerciseError, match=named):
         grade_sharded(optimizer_file(tmp_path, wrong), world_sizes)

@@ -110,12 +110,12 @@ TODOS = (
          "exercise: ShardedOptimizer (notebook 18)", "18", 3, "sharded:grade_ex18",
          "`graders.sharded.grade_sharded`: real gloo runs of 2 and 3 processes with SGD and momentum, held to one "
          "process on the whole batch; each rank's stepped parameters and state bytes read, its gradients after "
-         "average_gradients", 180, part="optional", teacher_files=("tests/sharded/test_sharded_grader.py",)),
+         "average_gradients", 180, part="optional", teacher_files=("tests/sharded/test_sharded_grader.py", "tests/graded_edits.py")),
     Todo("ex19", "src/minitrain/fsdp.py", ("Unit", "shard_model", "after_backward"),
          "exercise: Unit, shard_model, after_backward (notebook 19)", "19", 3, "fsdp:grade_ex19",
          "`graders.fsdp.grade_fsdp`: real gloo runs of 2 and 3 processes with SGD and momentum, held to one process "
          "on the whole batch; what the units hold after construction, forward, after_backward and the step read on "
-         "each rank", 180, part="optional", teacher_files=("tests/fsdp/test_fsdp_grader.py",)),
+         "each rank", 180, part="optional", teacher_files=("tests/fsdp/test_fsdp_grader.py", "tests/graded_edits.py")),
 )
 BY_KEY = {t.key: t for t in TODOS}
 TODO_FILES = sorted({t.file for t in TODOS if not t.file.endswith("/")})

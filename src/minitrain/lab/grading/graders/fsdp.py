@@ -4,27 +4,21 @@ moment of a step (the gathered buffers' bytes after construction, after forward,
 whole gradients after after_backward; which tensors the optimizer steps; each shard's gradient against the average
 the grader computes itself), so that a mistake is named where it is made."""
 
-import json
 import os
-import tempfile
 import traceback
 from pathlib import Path
 
 import torch
 import torch.distributed as dist
 
-from minitrain.lab.grading.graders.running import (ExerciseError, gpu_habit, join_group, save_and_leave,
-                                                   silence_output, spawn_ranks)
-from minitrain.lab.todos import blank
+from minitrain.lab.grading.graders.running import (gpu_habit, grade_on_ranks, join_group, save_and_leave,
+                                                   silence_output)
+from minitrain.lab.grading.graders.small_gpt import LENGTH, SGD, STEPS, TOLERANCE, VOCAB, batch, flat, one_process
 from minitrain.lab.todos.registry import Todo
 from minitrain.model import build_minigpt
 from minitrain.script import import_script
-from minitrain.todo import NotDone
 
 WORLD_SIZES = (2, 3)
-VOCAB, BATCH, LENGTH, STEPS = 64, 6, 16, 2
-SGD = {"lr": 0.1, "momentum": 0.9}
-TOLERANCE = 1e-5  # float32 rounding of an average over 2 or 3 ranks, after 2 SGD steps: about 1e-7 here
 
 
 def _model() -> torch.nn.Module:
@@ -32,21 +26,9 @@ def _model() -> torch.nn.Module:
     return build_minigpt(VOCAB, block_size=LENGTH, n_layer=2, n_head=2, n_embd=32)
 
 
-def _batch(step: int, rank: int, n: int) -> tuple[torch.Tensor, torch.Tensor]:
-    tokens = torch.randint(VOCAB, (BATCH, LENGTH + 1), generator=torch.Generator().manual_seed(step)).chunk(n)[rank]
-    return tokens[:, :-1], tokens[:, 1:]
-
-
 def reference(n: int) -> list[float]:
     """The weights of one process after STEPS steps of SGD on the whole batch (n shares, in order)."""
-    model = _model()
-    optimizer = torch.optim.SGD(model.parameters(), **SGD)
-    for step in range(STEPS):
-        x, y = (torch.cat(parts) for parts in zip(*(_batch(step, r, n) for r in range(n))))
-        optimizer.zero_grad(set_to_none=True)
-        model((x, y)).loss.backward()
-        optimizer.step()
-    return torch.cat([p.detach().reshape(-1) for p in model.parameters()]).tolist()
+    return one_process(_model(), n)
 
 
 def _gathered_bytes(units: list) -> list[int]:
@@ -58,13 +40,13 @@ def _expected_shards(units: list, rank: int, n: int) -> dict[str, list[list[floa
     grader computes them from the parameters' .grad after backward (before the learner's after_backward)."""
     found: dict[str, list[list[float]]] = {"own": [], "sum": [], "average": []}
     for unit in units:
-        flat = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).detach().reshape(-1)
+        grads = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).detach().reshape(-1)
                           for p in unit.params])
         size = unit.shard.numel()
-        flat = torch.cat([flat, flat.new_zeros(max(0, size * n - flat.numel()))])
-        summed = flat.clone()
+        grads = torch.cat([grads, grads.new_zeros(max(0, size * n - grads.numel()))])
+        summed = grads.clone()
         dist.all_reduce(summed)  # the grader's own: the learner's after_backward runs next
-        for name, whole in (("own", flat), ("sum", summed), ("average", summed / n)):
+        for name, whole in (("own", grads), ("sum", summed), ("average", summed / n)):
             found[name].append(whole[rank * size:(rank + 1) * size].tolist())
     return found
 
@@ -84,7 +66,7 @@ def _run(module, rank: int, n: int, result: dict) -> None:
         "optimizer steps": ("the shards" if stepped == [id(u.shard) for u in units] else
                             "the model's parameters" if set(stepped) <= set(names) else "other tensors")})
     for step in range(STEPS):
-        x, y = _batch(step, rank, n)
+        x, y = batch(step, rank, n)
         optimizer.zero_grad(set_to_none=True)
         loss = model((x, y)).loss
         if step == 0:
@@ -104,7 +86,7 @@ def _run(module, rank: int, n: int, result: dict) -> None:
     result["gathered after the step"] = _gathered_bytes(units)
     for unit in units:
         unit.gather()
-    result["after"] = torch.cat([p.detach().reshape(-1) for p in model.parameters()]).tolist()
+    result["after"] = flat(model).tolist()
 
 
 def _rank(logs: str, path: str) -> None:
@@ -183,15 +165,7 @@ def mistakes(n: int, results: list[dict]) -> list[str]:
 def grade_fsdp(path: Path, world_sizes: tuple[int, ...] = WORLD_SIZES) -> str:
     """The learner's minitrain/fsdp.py at `path` on real groups of each size: one PASS line, or the mistakes named;
     a stub still blank stops before any process starts."""
-    for line in path.read_text().splitlines():
-        if what := blank.stub_in(line):
-            raise NotDone(what)
-    for n in world_sizes:
-        with tempfile.TemporaryDirectory(prefix="minitrain-fsdp-") as logs:
-            spawn_ranks(_rank, n, Path(logs), str(path), run="of your FSDP")
-            results = [json.loads((Path(logs) / f"rank-{r}.json").read_text()) for r in range(n)]
-        if found := mistakes(n, results):
-            raise ExerciseError("\n".join(found))
+    grade_on_ranks(path, _rank, mistakes, world_sizes, run="of your FSDP")
     return (f"ex19: correct. shard_model, Unit and after_backward on {', '.join(map(str, world_sizes))} real ranks "
             "with SGD and momentum: every parameter in one unit, the shards covering each unit, each block freed "
             "after its forward, the whole gradients let go, the optimizer over the shards, weights within "

@@ -5,6 +5,7 @@ import json
 import os
 import runpy
 import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -12,6 +13,7 @@ import torch.distributed as dist
 
 from minitrain.gloo_setup import collective_timeout, loopback_interface, use_libuv
 from minitrain.hang_report import watched_group_timeout
+from minitrain.lab.todos import blank
 from minitrain.launch import fast_start_method, spawn_workers
 from minitrain.parent_watch import exit_with_parent
 from minitrain.todo import NotDone
@@ -131,3 +133,20 @@ def spawn_ranks(worker: Callable, world_size: int, folder: Path, *args, run: str
     except Exception as e:
         raise ExerciseError(f"the {world_size}-process run {run} failed ({type(e).__name__}: "
                             f"{str(e).strip().splitlines()[-1]}); its ranks' output:\n{rank_log_tails(folder)}") from e
+
+
+def grade_on_ranks(path: Path, worker: Callable, mistakes: Callable[[int, list[dict]], list[str]],
+                   world_sizes: tuple[int, ...], run: str) -> None:
+    """The learner's file at `path` graded on real groups of each size: a stub still blank raises NotDone before any
+    process starts; each size's run is `worker(folder, str(path))` on every rank, each rank saving rank-R.json (as
+    save_and_leave does), and the first size whose results `mistakes(n, results)` finds wrong raises ExerciseError
+    naming them."""
+    for line in path.read_text().splitlines():
+        if what := blank.stub_in(line):
+            raise NotDone(what)
+    for n in world_sizes:
+        with tempfile.TemporaryDirectory(prefix="minitrain-grader-") as folder:
+            spawn_ranks(worker, n, Path(folder), str(path), run=run)
+            results = [json.loads((Path(folder) / f"rank-{r}.json").read_text()) for r in range(n)]
+        if found := mistakes(n, results):
+            raise ExerciseError("\n".join(found))

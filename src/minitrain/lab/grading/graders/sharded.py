@@ -4,27 +4,21 @@ update hardly changes when every gradient is scaled, so a sum where the average 
 Each rank also reports which parameters its `self.optimizer` steps, its state's bytes and its gradients after
 average_gradients, so that a mistake is named where it is made."""
 
-import json
 import os
-import tempfile
 import traceback
 from pathlib import Path
 
 import torch
 import torch.distributed as dist
 
-from minitrain.lab.grading.graders.running import (ExerciseError, gpu_habit, join_group, save_and_leave,
-                                                   silence_output, spawn_ranks)
-from minitrain.lab.todos import blank
+from minitrain.lab.grading.graders.running import (gpu_habit, grade_on_ranks, join_group, save_and_leave,
+                                                   silence_output)
+from minitrain.lab.grading.graders.small_gpt import LENGTH, SGD, STEPS, TOLERANCE, VOCAB, batch, flat, one_process
 from minitrain.lab.todos.registry import Todo
 from minitrain.model import build_minigpt
 from minitrain.script import import_script
-from minitrain.todo import NotDone
 
 WORLD_SIZES = (2, 3)  # its 16 parameters divide among 2 ranks, not among 3
-VOCAB, BATCH, LENGTH, STEPS = 64, 6, 16, 2
-SGD = {"lr": 0.1, "momentum": 0.9}
-TOLERANCE = 1e-5  # float32 rounding of an average over 2 or 3 ranks, after 2 SGD steps: about 1e-7 here
 CASES = ("generator", "tied", "frozen")  # params as model.parameters(); listed from each module; one frozen
 
 
@@ -44,25 +38,9 @@ def _params(model: torch.nn.Module, case: str):
     return (p for p in model.parameters())
 
 
-def _batch(step: int, rank: int, n: int) -> tuple[torch.Tensor, torch.Tensor]:
-    tokens = torch.randint(VOCAB, (BATCH, LENGTH + 1), generator=torch.Generator().manual_seed(step)).chunk(n)[rank]
-    return tokens[:, :-1], tokens[:, 1:]
-
-
-def _flat(model: torch.nn.Module) -> torch.Tensor:
-    return torch.cat([p.detach().reshape(-1) for p in model.parameters()])
-
-
 def reference(case: str, n: int) -> list[float]:
     """The weights of one process after STEPS steps of SGD on the whole batch (n shares, in order)."""
-    model = _model(case)
-    optimizer = torch.optim.SGD(model.parameters(), **SGD)
-    for step in range(STEPS):
-        x, y = (torch.cat(parts) for parts in zip(*(_batch(step, r, n) for r in range(n))))
-        optimizer.zero_grad(set_to_none=True)
-        model((x, y)).loss.backward()
-        optimizer.step()
-    return _flat(model).tolist()
+    return one_process(_model(case), n)
 
 
 def _gradients_after(model: torch.nn.Module, owned: list[int], average) -> str:
@@ -82,7 +60,7 @@ def _gradients_after(model: torch.nn.Module, owned: list[int], average) -> str:
 
 def _case(module, case: str, rank: int, n: int) -> dict:
     model = _model(case)
-    before = _flat(model)
+    before = flat(model)
     optimizer = module.ShardedOptimizer(_params(model, case), torch.optim.SGD, **SGD)
     index = {id(p): i for i, p in enumerate(model.parameters())}
     inner = getattr(optimizer, "optimizer", None)
@@ -92,7 +70,7 @@ def _case(module, case: str, rank: int, n: int) -> dict:
     result["state_bytes"] = sum(v.numel() * v.element_size() for s in inner.state.values() for v in s.values()
                                 if torch.is_tensor(v)) if stepped is not None else None
     for step in range(STEPS):
-        x, y = _batch(step, rank, n)
+        x, y = batch(step, rank, n)
         optimizer.zero_grad(set_to_none=True)
         model((x, y)).loss.backward()
         if step == 0 and result["owned"]:
@@ -103,7 +81,7 @@ def _case(module, case: str, rank: int, n: int) -> dict:
         if step == 0 and stepped is not None:
             result["state_bytes"] = sum(v.numel() * v.element_size() for s in inner.state.values()
                                         for v in s.values() if torch.is_tensor(v))
-    result["before"], result["after"] = before.tolist(), _flat(model).tolist()
+    result["before"], result["after"] = before.tolist(), flat(model).tolist()
     return result
 
 
@@ -203,15 +181,7 @@ def mistakes(n: int, results: list[dict]) -> list[str]:
 def grade_sharded(path: Path, world_sizes: tuple[int, ...] = WORLD_SIZES) -> str:
     """The learner's minitrain/sharded_optimizer.py at `path` on real groups of each size: one PASS line, or the
     mistakes named; a stub still blank stops before any process starts."""
-    for line in path.read_text().splitlines():
-        if what := blank.stub_in(line):
-            raise NotDone(what)
-    for n in world_sizes:
-        with tempfile.TemporaryDirectory(prefix="minitrain-sharded-") as logs:
-            spawn_ranks(_rank, n, Path(logs), str(path), run="of your ShardedOptimizer")
-            results = [json.loads((Path(logs) / f"rank-{r}.json").read_text()) for r in range(n)]
-        if found := mistakes(n, results):
-            raise ExerciseError("\n".join(found))
+    grade_on_ranks(path, _rank, mistakes, world_sizes, run="of your ShardedOptimizer")
     return (f"ex18: correct. ShardedOptimizer on {', '.join(map(str, world_sizes))} real ranks with SGD and momentum: "
             f"params as a generator, a tied weight listed twice, a frozen parameter; each parameter stepped by one "
             f"rank, each rank's state its share, weights within {TOLERANCE:g} of one process on the whole batch")
