@@ -22,8 +22,8 @@ from torch.distributed.optim import ZeroRedundancyOptimizer
 from torch.profiler import ProfilerActivity, profile
 
 from minitrain.cli import LabArgumentParser, positive_int
-from minitrain.fsdp import after_backward, shard_model
 from minitrain.ddp import init_distributed, wrap_for_ddp
+from minitrain.fsdp import after_backward, shard_model
 from minitrain.gloo_setup import loopback_interface
 from minitrain.lab.reporting.verdict import times_compared
 from minitrain.lab.running.load import busy_sentence, measure_load
