@@ -148,7 +148,11 @@ def all_reduce_sizes(sizes: tuple[int, int], timeout_s: float = 1.0) -> list[str
             if process.exitcode is None:
                 process.kill()
                 process.join()
-        return [_sizes_outcome(out, r, p.exitcode) for r, p in enumerate(ranks)]
+        said = [_sizes_outcome(out, r, p.exitcode) for r, p in enumerate(ranks)]
+    if any(s.startswith("waits until the timeout") for s in said):  # the other's call ended when its pair closed
+        said = [f"waits until the other rank's timeout ({timeout_s:g} s) closes the connection, then {s}"
+                if "by peer" in s else s for s in said]
+    return said
 
 
 def _sizes_rank(rank: int, port: int, sizes: tuple[int, int], timeout_s: float, out: Path) -> None:
