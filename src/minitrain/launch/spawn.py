@@ -3,12 +3,15 @@ torchrun's environment, its rendezvous store hosted by the parent on 127.0.0.1, 
 Windows (whose wheels lack it: pytorch/pytorch#139990); with fast_start_method(), a warm forkserver for the
 graders' and tests' short runs."""
 
+import json
 import os
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable
 from multiprocessing import reduction
+from pathlib import Path
 
 import torch
 import torch.multiprocessing as mp
@@ -134,3 +137,11 @@ def _spawned(rank: int, worker: Callable[..., None], args: tuple) -> None:
     if "OMP_NUM_THREADS" in os.environ:
         torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
     worker(*args)
+
+
+def ranks_json(worker: Callable[..., None], nprocs: int, *args: object, timeout_s: float = 300) -> list:
+    """spawn_workers(worker, nprocs, folder, *args) on warm ranks (fast_start_method) in a new temporary folder, where
+    each rank writes rank-R.json: what they wrote, rank 0's first."""
+    with tempfile.TemporaryDirectory(prefix="minitrain-ranks-") as folder:
+        spawn_workers(worker, nprocs, folder, *args, start_method=fast_start_method(), timeout_s=timeout_s)
+        return [json.loads((Path(folder) / f"rank-{r}.json").read_text()) for r in range(nprocs)]

@@ -3,6 +3,7 @@ alpha-beta fit's prediction (an input: a benchmark's results file), and a checke
 """
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -68,3 +69,11 @@ def time_allreduce(nbytes: int, warmup: int, iters: int, rank: int, world_size: 
             times[i - warmup] = elapsed
     dist.all_reduce(times, op=dist.ReduceOp.MAX)
     return times.tolist()
+
+
+def timed_ms(call: Callable[[], object]) -> float:
+    """Milliseconds `call()` took on this rank, every rank starting together (a barrier first); a collective."""
+    dist.monitored_barrier()
+    start = time.perf_counter()
+    call()
+    return (time.perf_counter() - start) * 1e3

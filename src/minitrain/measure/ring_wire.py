@@ -9,7 +9,6 @@ import json
 import os
 import statistics
 import tempfile
-import time
 from datetime import timedelta
 from pathlib import Path
 
@@ -23,8 +22,8 @@ from minitrain.gloo_setup import loopback_interface
 from minitrain.hang_report import named_hang, watched_group_timeout
 from minitrain.lab.reporting.verdict import times_compared
 from minitrain.lab.running.load import busy_sentence, measure_load
-from minitrain.launch import fast_start_method, spawn_workers
-from minitrain.measure.allreduce import ring_factor
+from minitrain.launch import fast_start_method, ranks_json, spawn_workers
+from minitrain.measure.allreduce import ring_factor, timed_ms
 from minitrain.measure.sockets import gloo_pair_endpoints, my_connections, sent_during
 from minitrain.model import build_minigpt
 from minitrain.ring import ring_all_reduce
@@ -64,13 +63,6 @@ def swap(blocking: bool, timeout_s: float = 2.0) -> str:
         return "; ".join(f"rank {r} received {json.loads((Path(out) / f'rank-{r}.json').read_text())}" for r in (0, 1))
 
 
-def _timed(call) -> float:
-    dist.monitored_barrier()
-    start = time.perf_counter()
-    call()
-    return (time.perf_counter() - start) * 1e3
-
-
 def ring_hook(state: object, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
     """DDP's communication hook with the ring: the bucket divided by the world size, then summed (as DDP's own)."""
     buffer = bucket.buffer()
@@ -108,8 +100,8 @@ def _rank(out: str, numel: int, calls: int) -> None:
                        "gloo": sent_during(endpoints, lambda: dist.all_reduce(tensor.clone()))},
               "ms": {"ring": [], "gloo": []}}
     for _ in range(calls):  # alternating, so that a busy moment falls on both
-        result["ms"]["ring"].append(_timed(lambda: ring_all_reduce(tensor.clone())))
-        result["ms"]["gloo"].append(_timed(lambda: dist.all_reduce(tensor.clone())))
+        result["ms"]["ring"].append(timed_ms(lambda: ring_all_reduce(tensor.clone())))
+        result["ms"]["gloo"].append(timed_ms(lambda: dist.all_reduce(tensor.clone())))
     if n == 2:
         plain, hooked = _trained(rank, False), _trained(rank, True)
         result["hook_weights_equal"] = all(torch.equal(plain[k], hooked[k]) for k in plain)
@@ -123,9 +115,7 @@ def measure(mib: float = 1.0, calls: int = 7, world_sizes: tuple[int, ...] = WOR
     numel = int(mib * 2**20) // 4
     results: dict = {"bytes": numel * 4, "repeats": calls, "runs": {}, "load": measure_load(), "cpus": os.cpu_count()}
     for n in world_sizes:
-        with tempfile.TemporaryDirectory(prefix="minitrain-ring-") as out:
-            spawn_workers(_rank, n, out, numel, calls, start_method=fast_start_method(), timeout_s=300)
-            results["runs"][n] = [json.loads((Path(out) / f"rank-{r}.json").read_text()) for r in range(n)]
+        results["runs"][n] = ranks_json(_rank, n, numel, calls)
     return results
 
 

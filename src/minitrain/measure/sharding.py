@@ -9,8 +9,6 @@ bytes it sends in a step, the step's time, and the weights each ends with.
 import json
 import os
 import statistics
-import tempfile
-import time
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -27,7 +25,8 @@ from minitrain.fsdp import after_backward, shard_model
 from minitrain.gloo_setup import loopback_interface
 from minitrain.lab.reporting.verdict import times_compared
 from minitrain.lab.running.load import busy_sentence, measure_load
-from minitrain.launch import fast_start_method, spawn_workers
+from minitrain.launch import ranks_json
+from minitrain.measure.allreduce import timed_ms
 from minitrain.measure.sockets import gloo_pair_endpoints, my_connections, sent_during
 from minitrain.model import build_minigpt
 from minitrain.sharded_optimizer import ShardedOptimizer
@@ -59,9 +58,7 @@ def optimizer_state(optimizer: torch.optim.Optimizer) -> list[torch.Tensor]:
 
 def demo() -> str:
     """Two ranks call the two collectives a sharded optimizer is made of, on small tensors: what each rank gets."""
-    with tempfile.TemporaryDirectory(prefix="minitrain-shard-demo-") as out:
-        spawn_workers(_demo_rank, 2, out, start_method=fast_start_method(), timeout_s=120)
-        return "\n".join((Path(out) / f"rank-{r}.txt").read_text() for r in range(2))
+    return "\n".join(ranks_json(_demo_rank, 2, timeout_s=120))
 
 
 def _demo_rank(out: str) -> None:
@@ -73,9 +70,9 @@ def _demo_rank(out: str) -> None:
     dist.reduce_scatter_single(part, given)  # rank r receives the sum of everyone's r-th half
     everyone = torch.empty(4)
     dist.all_gather_single(everyone, torch.full((2,), float(rank)))  # rank r's 2 elements at [2r, 2r + 2)
-    (Path(out) / f"rank-{rank}.txt").write_text(
+    (Path(out) / f"rank-{rank}.json").write_text(json.dumps(
         f"rank {rank} gave {given.tolist()}: reduce_scatter_single gave it {part.tolist()}; all_gather_single of "
-        f"[{rank}.0, {rank}.0] gave it {everyone.tolist()}")
+        f"[{rank}.0, {rank}.0] gave it {everyone.tolist()}"))
     dist.destroy_process_group()
 
 
@@ -208,10 +205,7 @@ def _rank(out: str, repeats: int, notebook: str) -> None:
     result["ms"] = {t.kind: [] for t in trainers}
     for _ in range(repeats):  # alternating, so that a busy moment falls on each kind
         for trainer in trainers:
-            dist.monitored_barrier()
-            start = time.perf_counter()
-            trainer.step()
-            result["ms"][trainer.kind].append((time.perf_counter() - start) * 1e3)
+            result["ms"][trainer.kind].append(timed_ms(trainer.step))
     weights = {t.kind: t.weights() for t in trainers}
     result["steps"] = trainers[0].steps
     result["largest difference to DDP"] = {t.kind: _largest_difference(weights[t.kind], weights["DDP"]) for t in trainers}
@@ -232,9 +226,7 @@ def measure(repeats: int = 7, world_sizes: tuple[int, ...] = WORLD_SIZES, notebo
     results: dict = {"parameters": parameters, "repeats": repeats, "runs": {}, "load": measure_load(),
                      "cpus": os.cpu_count(), "notebook": notebook}
     for n in world_sizes:
-        with tempfile.TemporaryDirectory(prefix="minitrain-shard-") as out:
-            spawn_workers(_rank, n, out, repeats, notebook, start_method=fast_start_method(), timeout_s=300)
-            results["runs"][n] = [json.loads((Path(out) / f"rank-{r}.json").read_text()) for r in range(n)]
+        results["runs"][n] = ranks_json(_rank, n, repeats, notebook)
     return results
 
 

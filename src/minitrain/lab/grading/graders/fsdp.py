@@ -11,8 +11,8 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from minitrain.lab.grading.graders.running import (gpu_habit, grade_on_ranks, join_group, save_and_leave,
-                                                   silence_output)
+from minitrain.lab.grading.graders.running import (gpu_habit, grade_on_ranks, join_group, raised_at,
+                                                   save_and_leave, silence_output)
 from minitrain.lab.grading.graders.small_gpt import LENGTH, SGD, STEPS, TOLERANCE, VOCAB, batch, flat, one_process
 from minitrain.lab.todos.registry import Todo
 from minitrain.model import build_minigpt
@@ -99,9 +99,7 @@ def _rank(logs: str, path: str) -> None:
     try:
         _run(module, rank, n, results)
     except Exception as e:
-        frames = [f for f in traceback.extract_tb(e.__traceback__) if f.filename == path]
-        where = f" at {Path(path).name}:{frames[-1].lineno}" if frames else ""
-        results["raised"] = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}{where}"
+        results["raised"] = raised_at(e, path)
         results["in backward"] = any(f.name == "backward" for f in traceback.extract_tb(e.__traceback__))
     save_and_leave(logs, rank, results)
 

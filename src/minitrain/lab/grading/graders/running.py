@@ -6,6 +6,7 @@ import os
 import runpy
 import sys
 import tempfile
+import traceback
 from collections.abc import Callable
 from pathlib import Path
 
@@ -150,3 +151,10 @@ def grade_on_ranks(path: Path, worker: Callable, mistakes: Callable[[int, list[d
             results = [json.loads((Path(folder) / f"rank-{r}.json").read_text()) for r in range(n)]
         if found := mistakes(n, results):
             raise ExerciseError("\n".join(found))
+
+
+def raised_at(e: BaseException, path: str) -> str:
+    """`Type: message's first line at FILE:LINE`, the line the learner's file at `path` last had in its traceback."""
+    frames = [f for f in traceback.extract_tb(e.__traceback__) if f.filename == path]
+    where = f" at {Path(path).name}:{frames[-1].lineno}" if frames else ""
+    return f"{type(e).__name__}: {(str(e).splitlines() or [''])[0]}{where}"

@@ -5,14 +5,13 @@ Each rank also reports which parameters its `self.optimizer` steps, its state's 
 average_gradients, so that a mistake is named where it is made."""
 
 import os
-import traceback
 from pathlib import Path
 
 import torch
 import torch.distributed as dist
 
-from minitrain.lab.grading.graders.running import (gpu_habit, grade_on_ranks, join_group, save_and_leave,
-                                                   silence_output)
+from minitrain.lab.grading.graders.running import (gpu_habit, grade_on_ranks, join_group, raised_at,
+                                                   save_and_leave, silence_output)
 from minitrain.lab.grading.graders.small_gpt import LENGTH, SGD, STEPS, TOLERANCE, VOCAB, batch, flat, one_process
 from minitrain.lab.todos.registry import Todo
 from minitrain.model import build_minigpt
@@ -67,8 +66,6 @@ def _case(module, case: str, rank: int, n: int) -> dict:
     stepped = [p for group in inner.param_groups for p in group["params"]] if isinstance(inner, torch.optim.Optimizer) else None
     result: dict = {"owned": None if stepped is None or any(id(p) not in index for p in stepped) else
                     [index[id(p)] for p in stepped]}
-    result["state_bytes"] = sum(v.numel() * v.element_size() for s in inner.state.values() for v in s.values()
-                                if torch.is_tensor(v)) if stepped is not None else None
     for step in range(STEPS):
         x, y = batch(step, rank, n)
         optimizer.zero_grad(set_to_none=True)
@@ -78,9 +75,9 @@ def _case(module, case: str, rank: int, n: int) -> dict:
         else:
             optimizer.average_gradients()
         optimizer.step()
-        if step == 0 and stepped is not None:
-            result["state_bytes"] = sum(v.numel() * v.element_size() for s in inner.state.values()
-                                        for v in s.values() if torch.is_tensor(v))
+        if step == 0:  # SGD's momentum exists after a first step
+            result["state_bytes"] = None if stepped is None else sum(
+                v.numel() * v.element_size() for s in inner.state.values() for v in s.values() if torch.is_tensor(v))
     result["before"], result["after"] = before.tolist(), flat(model).tolist()
     return result
 
@@ -96,9 +93,7 @@ def _rank(logs: str, path: str) -> None:
         try:
             results[case] = _case(module, case, rank, n)
         except Exception as e:
-            frames = [f for f in traceback.extract_tb(e.__traceback__) if f.filename == path]
-            where = f" at {Path(path).name}:{frames[-1].lineno}" if frames else ""
-            results[case] = {"raised": f"{type(e).__name__}: {e}{where}"}
+            results[case] = {"raised": raised_at(e, path)}
         dist.monitored_barrier()  # the next case starts together on every rank
     save_and_leave(logs, rank, results)
 
